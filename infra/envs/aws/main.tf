@@ -1,0 +1,29 @@
+# Example root module: five Redlock nodes in an existing VPC.
+# See README.md for prerequisites, apply and destroy.
+
+provider "aws" {
+  region = var.region
+
+  default_tags {
+    tags = {
+      Project   = "redlock-lab"
+      ManagedBy = "terraform"
+    }
+  }
+}
+
+module "redlock" {
+  source = "../../modules/aws"
+
+  name             = var.name
+  node_count       = 5
+  vpc_id           = var.vpc_id
+  subnet_ids       = var.subnet_ids
+  client_cidrs     = var.client_cidrs
+  max_lock_ttl     = var.max_lock_ttl
+  restart_margin   = var.restart_margin
+  instance_type    = var.instance_type
+  redlock_password = var.redlock_password
+  monitor_password = var.monitor_password
+  key_name         = var.key_name
+}

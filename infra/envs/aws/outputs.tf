@@ -1,0 +1,24 @@
+output "redlab_nodes" {
+  description = "Node list for redlab and the lock clients (\"ip:port,...\")."
+  value       = module.redlock.redlab_nodes
+}
+
+output "private_addresses" {
+  description = "Private address of every node."
+  value       = module.redlock.private_addresses
+}
+
+output "instance_ids" {
+  description = "EC2 instance id of every node."
+  value       = module.redlock.instance_ids
+}
+
+output "availability_zones" {
+  description = "Availability zone of every node."
+  value       = module.redlock.availability_zones
+}
+
+output "restart_delay_seconds" {
+  description = "How long a node stays down after a crash or a boot."
+  value       = module.redlock.restart_delay_seconds
+}

@@ -1,0 +1,168 @@
+# Five (node_count) independent Redis masters for Redlock: one EC2 instance per
+# subnet, spread over availability zones and racks, no replication or cluster
+# between them, configured entirely by the redis-node user data.
+
+locals {
+  # Never index past the subnets given; the instance precondition reports a
+  # short list with a clear message instead of an index error.
+  subnet_ids = slice(var.subnet_ids, 0, min(var.node_count, length(var.subnet_ids)))
+
+  # Fixed addresses: redis.conf binds to the node's private address, which must
+  # be known before the instance exists (see the README).
+  private_ips = [for s in data.aws_subnet.this : cidrhost(s.cidr_block, var.private_ip_hostnum)]
+
+  zones       = [for s in data.aws_subnet.this : s.availability_zone]
+  nodes_by_az = { for az in distinct(local.zones) : az => length([for z in local.zones : z if z == az]) }
+  # Losing one zone must leave a majority (quorum = node_count / 2 + 1), so a
+  # zone may hold at most node_count - quorum = floor(node_count / 2) nodes.
+  max_nodes_per_az = floor(var.node_count / 2)
+
+  ami_id = var.ami_id != null ? var.ami_id : data.aws_ami.debian[0].id
+
+  egress_rules = merge(
+    { for c in var.egress_cidrs : "tcp-80-${c}" => { cidr = c, protocol = "tcp", port = 80 } },
+    { for c in var.egress_cidrs : "tcp-443-${c}" => { cidr = c, protocol = "tcp", port = 443 } },
+    { for c in var.egress_cidrs : "udp-123-${c}" => { cidr = c, protocol = "udp", port = 123 } },
+  )
+
+  tags = merge(var.tags, { "redlock:cluster" = var.name })
+}
+
+data "aws_subnet" "this" {
+  count = length(local.subnet_ids)
+  id    = local.subnet_ids[count.index]
+}
+
+data "aws_ami" "debian" {
+  count       = var.ami_id == null ? 1 : 0
+  most_recent = true
+  owners      = ["136693071363"] # Debian's official AWS account
+
+  filter {
+    name   = "name"
+    values = ["debian-12-${var.architecture == "arm64" ? "arm64" : "amd64"}-*"]
+  }
+  filter {
+    name   = "architecture"
+    values = [var.architecture]
+  }
+  filter {
+    name   = "virtualization-type"
+    values = ["hvm"]
+  }
+}
+
+# Every file the node boots with; the same module renders the local lab's nodes.
+module "redis_node" {
+  source = "../redis-node"
+  count  = length(local.subnet_ids)
+
+  bind_address     = local.private_ips[count.index]
+  port             = var.redis_port
+  max_lock_ttl     = var.max_lock_ttl
+  restart_margin   = var.restart_margin
+  maxmemory        = var.maxmemory
+  fsync            = "always"
+  persistence      = true
+  ntp_servers      = var.ntp_servers
+  acl_enabled      = true
+  redlock_password = var.redlock_password
+  monitor_password = var.monitor_password
+}
+
+resource "aws_security_group" "this" {
+  name_prefix = "${var.name}-"
+  description = "Redlock Redis nodes: the Redis port from the client CIDRs only"
+  vpc_id      = var.vpc_id
+  tags        = merge(local.tags, { Name = var.name })
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# The only ingress: Redis from the clients. The nodes never talk to each other.
+resource "aws_vpc_security_group_ingress_rule" "redis" {
+  for_each = toset(var.client_cidrs)
+
+  security_group_id = aws_security_group.this.id
+  description       = "Redis from lock clients"
+  ip_protocol       = "tcp"
+  from_port         = var.redis_port
+  to_port           = var.redis_port
+  cidr_ipv4         = strcontains(each.value, ":") ? null : each.value
+  cidr_ipv6         = strcontains(each.value, ":") ? each.value : null
+  tags              = local.tags
+}
+
+resource "aws_vpc_security_group_egress_rule" "this" {
+  for_each = local.egress_rules
+
+  security_group_id = aws_security_group.this.id
+  description       = "${upper(each.value.protocol)} ${each.value.port} for packages and time"
+  ip_protocol       = each.value.protocol
+  from_port         = each.value.port
+  to_port           = each.value.port
+  cidr_ipv4         = strcontains(each.value.cidr, ":") ? null : each.value.cidr
+  cidr_ipv6         = strcontains(each.value.cidr, ":") ? each.value.cidr : null
+  tags              = local.tags
+}
+
+# Distinct hardware (racks) inside each zone as well.
+resource "aws_placement_group" "this" {
+  name     = "${var.name}-spread"
+  strategy = "spread"
+  tags     = local.tags
+}
+
+resource "aws_instance" "this" {
+  count = length(local.subnet_ids)
+
+  ami                         = local.ami_id
+  instance_type               = var.instance_type
+  subnet_id                   = local.subnet_ids[count.index]
+  private_ip                  = local.private_ips[count.index]
+  associate_public_ip_address = false
+  vpc_security_group_ids      = concat([aws_security_group.this.id], var.additional_security_group_ids)
+  placement_group             = aws_placement_group.this.name
+  key_name                    = var.key_name
+  iam_instance_profile        = var.iam_instance_profile
+  ebs_optimized               = true
+
+  user_data                   = module.redis_node[count.index].cloud_init
+  user_data_replace_on_change = true
+
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 1
+    instance_metadata_tags      = "disabled"
+  }
+
+  root_block_device {
+    encrypted             = true
+    kms_key_id            = var.kms_key_id
+    volume_type           = "gp3"
+    volume_size           = var.root_volume_size
+    delete_on_termination = true
+  }
+
+  tags = merge(local.tags, {
+    Name           = "${var.name}-${count.index}"
+    "redlock:node" = tostring(count.index)
+  })
+
+  lifecycle {
+    precondition {
+      condition     = length(var.subnet_ids) >= var.node_count
+      error_message = "subnet_ids must give one subnet per node (node_count)."
+    }
+    precondition {
+      condition     = max(values(local.nodes_by_az)...) <= local.max_nodes_per_az
+      error_message = "Too many nodes share an availability zone: losing that zone would take the majority with it. Spread subnet_ids over more zones."
+    }
+    # A newer Debian image must not replace every node in one apply; roll
+    # nodes one at a time (README: -replace).
+    ignore_changes = [ami]
+  }
+}

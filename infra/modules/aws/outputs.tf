@@ -1,0 +1,29 @@
+output "private_addresses" {
+  description = "Private IPv4 address of every node, in node order."
+  value       = aws_instance.this[*].private_ip
+}
+
+output "redlab_nodes" {
+  description = "The node list for redlab and the lock clients: \"ip:port,ip:port,...\"."
+  value       = join(",", [for ip in aws_instance.this[*].private_ip : "${ip}:${var.redis_port}"])
+}
+
+output "instance_ids" {
+  description = "EC2 instance id of every node, in node order."
+  value       = aws_instance.this[*].id
+}
+
+output "availability_zones" {
+  description = "Availability zone of every node, in node order."
+  value       = aws_instance.this[*].availability_zone
+}
+
+output "security_group_id" {
+  description = "Security group admitting the Redis port from client_cidrs."
+  value       = aws_security_group.this.id
+}
+
+output "restart_delay_seconds" {
+  description = "How long a node stays down after a crash or a boot (max_lock_ttl + restart_margin)."
+  value       = var.max_lock_ttl + var.restart_margin
+}

@@ -1,0 +1,217 @@
+variable "name" {
+  description = "Name prefix of every resource (instances, security group, placement group)."
+  type        = string
+  default     = "redlock"
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,23}$", var.name))
+    error_message = "name must start with a letter and use at most 24 lowercase letters, digits and '-'."
+  }
+}
+
+variable "node_count" {
+  description = "Independent Redis masters for Redlock; odd, so that a majority exists."
+  type        = number
+  default     = 5
+  validation {
+    condition     = var.node_count >= 3 && var.node_count % 2 == 1
+    error_message = "node_count must be an odd number >= 3."
+  }
+}
+
+variable "vpc_id" {
+  description = "VPC of the subnets; the security group is created in it."
+  type        = string
+  validation {
+    condition     = can(regex("^vpc-[0-9a-f]+$", var.vpc_id))
+    error_message = "vpc_id must look like vpc-0123abcd."
+  }
+}
+
+variable "subnet_ids" {
+  description = "Private subnets, node i goes to subnet i. Give one per node, in as many availability zones as the region has: no zone may hold half the nodes or more (checked at plan time), so losing a zone leaves a majority."
+  type        = list(string)
+  validation {
+    condition     = length(var.subnet_ids) >= 3 && alltrue([for s in var.subnet_ids : can(regex("^subnet-[0-9a-f]+$", s))])
+    error_message = "subnet_ids must list at least 3 subnet ids (subnet-0123abcd)."
+  }
+  validation {
+    condition     = length(distinct(var.subnet_ids)) == length(var.subnet_ids)
+    error_message = "subnet_ids must be distinct: every node gets a subnet of its own."
+  }
+}
+
+variable "private_ip_hostnum" {
+  description = "Host number of each node's fixed private address within its subnet (cidrhost). A fixed address lets redis.conf bind to it before the instance exists and keeps the client node list stable when a node is replaced."
+  type        = number
+  default     = 10
+  validation {
+    condition     = var.private_ip_hostnum >= 4 && floor(var.private_ip_hostnum) == var.private_ip_hostnum
+    error_message = "private_ip_hostnum must be an integer >= 4 (AWS reserves the first four addresses of a subnet)."
+  }
+}
+
+variable "client_cidrs" {
+  description = "CIDR blocks of the lock clients (and the monitoring host); the only sources admitted to the Redis port."
+  type        = list(string)
+  validation {
+    condition     = length(var.client_cidrs) > 0 && alltrue([for c in var.client_cidrs : can(cidrhost(c, 0))])
+    error_message = "client_cidrs must list at least one valid CIDR block."
+  }
+  validation {
+    condition     = length(setintersection(toset(var.client_cidrs), toset(["0.0.0.0/0", "::/0"]))) == 0
+    error_message = "client_cidrs must not open the Redis port to the whole internet (0.0.0.0/0, ::/0)."
+  }
+}
+
+variable "egress_cidrs" {
+  description = "Destinations the nodes may reach for packages (TCP 80/443) and NTP (UDP 123). The Amazon Time Sync Service (169.254.169.123) is link-local and needs no rule."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+  validation {
+    condition     = alltrue([for c in var.egress_cidrs : can(cidrhost(c, 0))])
+    error_message = "egress_cidrs must be valid CIDR blocks."
+  }
+}
+
+variable "redis_port" {
+  description = "TCP port of Redis on every node."
+  type        = number
+  default     = 6379
+  validation {
+    condition     = var.redis_port >= 1 && var.redis_port <= 65535 && floor(var.redis_port) == var.redis_port
+    error_message = "redis_port must be an integer between 1 and 65535."
+  }
+}
+
+variable "max_lock_ttl" {
+  description = "Longest lock TTL any client uses, in seconds. A node that crashed or booted stays down this long plus restart_margin."
+  type        = number
+  validation {
+    condition     = var.max_lock_ttl > 0 && var.max_lock_ttl <= 86400
+    error_message = "max_lock_ttl must be > 0 and <= 86400 seconds."
+  }
+}
+
+variable "restart_margin" {
+  description = "Seconds added to max_lock_ttl for the restart delay (clock drift, acquisition time)."
+  type        = number
+  default     = 1
+  validation {
+    condition     = var.restart_margin >= 0 && var.restart_margin <= 3600
+    error_message = "restart_margin must be between 0 and 3600 seconds."
+  }
+}
+
+variable "maxmemory" {
+  description = "Redis maxmemory per node (e.g. \"512mb\"); keep it well below the instance's memory."
+  type        = string
+  default     = "512mb"
+  validation {
+    condition     = can(regex("^[1-9][0-9]*([kKmMgG][bB]?|[bB])?$", var.maxmemory))
+    error_message = "maxmemory must be a positive size such as 512mb or 2gb."
+  }
+}
+
+variable "ntp_servers" {
+  description = "NTP servers for chrony. The default is the Amazon Time Sync Service, which every instance reaches and which smears leap seconds; do not mix it with non-smearing servers."
+  type        = list(string)
+  default     = ["169.254.169.123"]
+  validation {
+    condition     = length(var.ntp_servers) > 0
+    error_message = "ntp_servers must list at least one server."
+  }
+}
+
+variable "redlock_password" {
+  description = "Password of the ACL user \"redlock\" the lock clients use (at least 16 characters). Set it through TF_VAR_redlock_password; it lands in the state."
+  type        = string
+  sensitive   = true
+  validation {
+    condition     = length(var.redlock_password) >= 16
+    error_message = "redlock_password must be at least 16 characters."
+  }
+}
+
+variable "monitor_password" {
+  description = "Password of the read-only ACL user \"monitor\" for `redlab doctor` and exporters (at least 16 characters)."
+  type        = string
+  sensitive   = true
+  validation {
+    condition     = length(var.monitor_password) >= 16
+    error_message = "monitor_password must be at least 16 characters."
+  }
+}
+
+variable "instance_type" {
+  description = "EC2 instance type. Not burstable by default: a t-class instance out of CPU credits turns into latency spikes that look like node failures to Redlock."
+  type        = string
+  default     = "m6i.large"
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]*\\.[a-z0-9]+$", var.instance_type))
+    error_message = "instance_type must look like m6i.large."
+  }
+}
+
+variable "architecture" {
+  description = "CPU architecture of instance_type, used to pick the Debian 12 image when ami_id is null."
+  type        = string
+  default     = "x86_64"
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be x86_64 or arm64."
+  }
+}
+
+variable "ami_id" {
+  description = "Image for the nodes; null picks the latest official Debian 12 image. The user data expects Debian 12 (redis-server 7.0, chrony 4.3, systemd, cloud-init)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.ami_id == null ? true : can(regex("^ami-[0-9a-f]+$", var.ami_id))
+    error_message = "ami_id must be null or look like ami-0123abcd."
+  }
+}
+
+variable "root_volume_size" {
+  description = "Root volume size in GiB (it holds the append-only file)."
+  type        = number
+  default     = 20
+  validation {
+    condition     = var.root_volume_size >= 8
+    error_message = "root_volume_size must be at least 8 GiB."
+  }
+}
+
+variable "kms_key_id" {
+  description = "KMS key ARN for the encrypted root volumes; null uses the account's default EBS key."
+  type        = string
+  default     = null
+}
+
+variable "key_name" {
+  description = "EC2 key pair for SSH, or null for none (no SSH rule is created either way; add one through additional_security_group_ids)."
+  type        = string
+  default     = null
+}
+
+variable "iam_instance_profile" {
+  description = "Instance profile name (e.g. for SSM or CloudWatch agents), or null."
+  type        = string
+  default     = null
+}
+
+variable "additional_security_group_ids" {
+  description = "Extra security groups for the nodes, e.g. operator access. They must not open the Redis port wider than client_cidrs."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for s in var.additional_security_group_ids : can(regex("^sg-[0-9a-f]+$", s))])
+    error_message = "additional_security_group_ids must look like sg-0123abcd."
+  }
+}
+
+variable "tags" {
+  description = "Tags for every resource."
+  type        = map(string)
+  default     = {}
+}

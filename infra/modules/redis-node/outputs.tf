@@ -1,0 +1,51 @@
+output "redis_conf" {
+  description = "redis.conf text. Sensitive: it carries the ACL password hashes."
+  value       = local.redis_conf
+  sensitive   = true
+
+  precondition {
+    condition     = !var.acl_enabled || (var.redlock_password != null && var.monitor_password != null)
+    error_message = "acl_enabled needs redlock_password and monitor_password."
+  }
+}
+
+output "chrony_conf" {
+  description = "chrony.conf text: slew-only after boot."
+  value       = local.chrony_conf
+}
+
+output "redis_unit" {
+  description = "systemd unit text for redlock-redis.service (restart guarded)."
+  value       = local.redis_unit
+}
+
+output "unit_name" {
+  description = "Name the systemd unit is installed under."
+  value       = local.unit_name
+}
+
+output "restart_guard" {
+  description = "The restart guard script (bash): `pre-start`, `post-stop clean|unclean`."
+  value       = local.restart_guard
+}
+
+output "restart_delay_seconds" {
+  description = "How long the guard holds Redis back after an unclean stop or a boot: max_lock_ttl + restart_margin."
+  value       = local.restart_delay
+}
+
+output "tmpfiles_conf" {
+  description = "systemd-tmpfiles entries creating the data, guard state and guard runtime directories."
+  value       = local.tmpfiles_conf
+}
+
+output "cloud_init" {
+  description = "#cloud-config user data installing and wiring all of the above. Sensitive: it embeds redis_conf."
+  value       = local.cloud_init
+  sensitive   = true
+
+  precondition {
+    condition     = !var.acl_enabled || (var.redlock_password != null && var.monitor_password != null)
+    error_message = "acl_enabled needs redlock_password and monitor_password."
+  }
+}

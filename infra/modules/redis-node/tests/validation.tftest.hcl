@@ -1,0 +1,88 @@
+# Inputs that would break a rule are refused at plan time.
+
+variables {
+  max_lock_ttl     = 10
+  redlock_password = "test-redlock-password"
+  monitor_password = "test-monitor-password"
+}
+
+run "fsync_unknown" {
+  command = plan
+  variables { fsync = "sometimes" }
+  expect_failures = [var.fsync]
+}
+
+run "port_zero" {
+  command = plan
+  variables { port = 0 }
+  expect_failures = [var.port]
+}
+
+run "bind_wildcard" {
+  command = plan
+  variables { bind_address = "0.0.0.0" }
+  expect_failures = [var.bind_address]
+}
+
+run "bind_not_an_address" {
+  command = plan
+  variables { bind_address = "10.0.0.1 0.0.0.0" }
+  expect_failures = [var.bind_address]
+}
+
+run "ttl_zero" {
+  command = plan
+  variables { max_lock_ttl = 0 }
+  expect_failures = [var.max_lock_ttl]
+}
+
+run "margin_negative" {
+  command = plan
+  variables { restart_margin = -1 }
+  expect_failures = [var.restart_margin]
+}
+
+run "maxmemory_garbage" {
+  command = plan
+  variables { maxmemory = "lots" }
+  expect_failures = [var.maxmemory]
+}
+
+run "password_short" {
+  command = plan
+  variables { redlock_password = "short" }
+  expect_failures = [var.redlock_password]
+}
+
+run "ntp_injection" {
+  command = plan
+  variables { ntp_servers = ["pool.example.org iburst\nmakestep 1 -1"] }
+  expect_failures = [var.ntp_servers]
+}
+
+run "ntp_empty" {
+  command = plan
+  variables { ntp_servers = [] }
+  expect_failures = [var.ntp_servers]
+}
+
+run "redis_too_old" {
+  command = plan
+  variables { redis_version = "6.2" }
+  expect_failures = [var.redis_version]
+}
+
+run "relative_data_dir" {
+  command = plan
+  variables { data_dir = "data" }
+  expect_failures = [var.data_dir]
+}
+
+run "acl_without_passwords" {
+  command = plan
+  variables {
+    redlock_password = null
+    monitor_password = null
+  }
+  expect_failures = [output.redis_conf, output.cloud_init]
+}

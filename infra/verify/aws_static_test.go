@@ -1,0 +1,619 @@
+package verify
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+)
+
+// The AWS module needs the hashicorp/aws provider to init, plan or validate,
+// and this machine has no registry: these tests parse it with hcl/v2 and
+// check its rules statically, evaluating the validation and placement logic
+// with the few Terraform functions it uses. `make validate-aws` runs the real
+// `init -backend=false && validate` where a registry is reachable.
+
+// tfModule is the parsed top-level blocks of one module directory.
+type tfModule struct {
+	dir    string
+	blocks []*hclsyntax.Block
+	src    map[string][]byte
+}
+
+func parseModule(t *testing.T, dir string) *tfModule {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.tf"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no .tf files in %s: %v", dir, err)
+	}
+	p := hclparse.NewParser()
+	m := &tfModule{dir: dir, src: map[string][]byte{}}
+	for _, f := range files {
+		file, diags := p.ParseHCLFile(f)
+		if diags.HasErrors() {
+			t.Fatalf("parse %s: %v", f, diags)
+		}
+		m.src[f] = file.Bytes
+		m.blocks = append(m.blocks, file.Body.(*hclsyntax.Body).Blocks...)
+	}
+	return m
+}
+
+// find returns the top-level blocks of a type whose labels start with labels.
+func (m *tfModule) find(typ string, labels ...string) []*hclsyntax.Block {
+	var out []*hclsyntax.Block
+	for _, b := range m.blocks {
+		if b.Type != typ || len(b.Labels) < len(labels) {
+			continue
+		}
+		match := true
+		for i, l := range labels {
+			match = match && b.Labels[i] == l
+		}
+		if match {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (m *tfModule) one(t *testing.T, typ string, labels ...string) *hclsyntax.Block {
+	t.Helper()
+	bs := m.find(typ, labels...)
+	if len(bs) != 1 {
+		t.Fatalf("%s: got %d %s %v blocks, want 1", m.dir, len(bs), typ, labels)
+	}
+	return bs[0]
+}
+
+// text returns the source of an expression, for messages.
+func (m *tfModule) text(e hclsyntax.Expression) string {
+	r := e.Range()
+	if src, ok := m.src[r.Filename]; ok {
+		return string(r.SliceBytes(src))
+	}
+	return r.String()
+}
+
+func childBlocks(b *hclsyntax.Block, typ string) []*hclsyntax.Block {
+	var out []*hclsyntax.Block
+	for _, c := range b.Body.Blocks {
+		if c.Type == typ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// refs lists the references of an expression as "var.x", "module.m.out",
+// "each.value", ... (root plus up to two attribute steps).
+func refs(e hclsyntax.Expression) []string {
+	var out []string
+	for _, tr := range e.Variables() {
+		parts := []string{tr.RootName()}
+		for _, step := range tr[1:] {
+			a, ok := step.(hcl.TraverseAttr)
+			if !ok || len(parts) == 3 {
+				break
+			}
+			parts = append(parts, a.Name)
+		}
+		out = append(out, strings.Join(parts, "."))
+	}
+	return out
+}
+
+func hasRef(e hclsyntax.Expression, prefix string) bool {
+	for _, r := range refs(e) {
+		if r == prefix || strings.HasPrefix(r, prefix+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// literal evaluates an expression that must not reference anything.
+func literal(t *testing.T, m *tfModule, e hclsyntax.Expression) cty.Value {
+	t.Helper()
+	v, diags := e.Value(nil)
+	if diags.HasErrors() {
+		t.Fatalf("%s: want a literal, got %s: %v", m.dir, m.text(e), diags)
+	}
+	return v
+}
+
+// functions are the Terraform functions the module's conditions use.
+var functions = map[string]function.Function{
+	"alltrue":         allTrueFunc,
+	"can":             tryfunc.CanFunc,
+	"cidrhost":        cidrHostFunc,
+	"contains":        stdlib.ContainsFunc,
+	"distinct":        stdlib.DistinctFunc,
+	"floor":           stdlib.FloorFunc,
+	"join":            stdlib.JoinFunc,
+	"length":          lengthFunc,
+	"max":             stdlib.MaxFunc,
+	"min":             stdlib.MinFunc,
+	"regex":           stdlib.RegexFunc,
+	"setintersection": stdlib.SetIntersectionFunc,
+	"slice":           stdlib.SliceFunc,
+	"strcontains":     strContainsFunc,
+	"toset":           toSetFunc,
+	"values":          stdlib.ValuesFunc,
+}
+
+var allTrueFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Bool)}},
+	Type:   function.StaticReturnType(cty.Bool),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		for it := args[0].ElementIterator(); it.Next(); {
+			_, v := it.Element()
+			if v.IsNull() || v.False() {
+				return cty.False, nil
+			}
+		}
+		return cty.True, nil
+	},
+})
+
+// lengthFunc is Terraform's length: characters of a string, elements of a
+// collection.
+var lengthFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType}},
+	Type:   function.StaticReturnType(cty.Number),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		if args[0].Type() == cty.String {
+			return stdlib.Strlen(args[0])
+		}
+		return stdlib.Length(args[0])
+	},
+})
+
+var toSetFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType}},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		ety, _ := convert.UnifyUnsafe(tupleTypes(args[0]))
+		if ety == cty.NilType {
+			return cty.NilType, fmt.Errorf("toset: elements of mixed types")
+		}
+		return cty.Set(ety), nil
+	},
+	Impl: func(args []cty.Value, ret cty.Type) (cty.Value, error) {
+		return convert.Convert(args[0], ret)
+	},
+})
+
+func tupleTypes(v cty.Value) []cty.Type {
+	var out []cty.Type
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		out = append(out, e.Type())
+	}
+	if len(out) == 0 {
+		out = append(out, cty.String)
+	}
+	return out
+}
+
+var strContainsFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "s", Type: cty.String}, {Name: "sub", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.Bool),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.BoolVal(strings.Contains(args[0].AsString(), args[1].AsString())), nil
+	},
+})
+
+var cidrHostFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "prefix", Type: cty.String}, {Name: "hostnum", Type: cty.Number}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		_, network, err := net.ParseCIDR(args[0].AsString())
+		if err != nil {
+			return cty.NilVal, err
+		}
+		host, _ := args[1].AsBigFloat().Int(nil)
+		ip := new(big.Int).SetBytes(network.IP)
+		ip.Add(ip, host)
+		out := ip.FillBytes(make([]byte, len(network.IP)))
+		if !network.Contains(out) {
+			return cty.NilVal, fmt.Errorf("cidrhost: host %v outside %s", host, network)
+		}
+		return cty.StringVal(net.IP(out).String()), nil
+	},
+})
+
+// evaluator evaluates expressions of one module with given variables, data
+// and resources, resolving locals on demand.
+type evaluator struct {
+	t      *testing.T
+	m      *tfModule
+	vars   map[string]cty.Value
+	extra  map[string]cty.Value // "data", "aws_instance", ...
+	locals map[string]hclsyntax.Expression
+	cache  map[string]cty.Value
+}
+
+func newEvaluator(t *testing.T, m *tfModule, vars, extra map[string]cty.Value) *evaluator {
+	ev := &evaluator{t: t, m: m, vars: vars, extra: extra, locals: map[string]hclsyntax.Expression{}, cache: map[string]cty.Value{}}
+	for _, b := range m.find("locals") {
+		for name, a := range b.Body.Attributes {
+			ev.locals[name] = a.Expr
+		}
+	}
+	return ev
+}
+
+func (ev *evaluator) eval(e hclsyntax.Expression) (cty.Value, hcl.Diagnostics) {
+	locals := map[string]cty.Value{}
+	for _, r := range refs(e) {
+		if name, ok := strings.CutPrefix(r, "local."); ok {
+			name, _, _ = strings.Cut(name, ".")
+			locals[name] = ev.local(name)
+		}
+	}
+	vars := map[string]cty.Value{"var": cty.ObjectVal(ev.vars), "local": cty.ObjectVal(locals)}
+	for k, v := range ev.extra {
+		vars[k] = v
+	}
+	return e.Value(&hcl.EvalContext{Variables: vars, Functions: functions})
+}
+
+func (ev *evaluator) local(name string) cty.Value {
+	if v, ok := ev.cache[name]; ok {
+		return v
+	}
+	e, ok := ev.locals[name]
+	if !ok {
+		ev.t.Fatalf("%s: local.%s is not defined", ev.m.dir, name)
+	}
+	v, diags := ev.eval(e)
+	if diags.HasErrors() {
+		ev.t.Fatalf("%s: evaluate local.%s: %v", ev.m.dir, name, diags)
+	}
+	ev.cache[name] = v
+	return v
+}
+
+// validates reports whether every validation block of variable name accepts v.
+func validates(t *testing.T, m *tfModule, name string, v cty.Value) bool {
+	t.Helper()
+	b := m.one(t, "variable", name)
+	vals := childBlocks(b, "validation")
+	if len(vals) == 0 {
+		t.Fatalf("variable %q has no validation block", name)
+	}
+	ev := newEvaluator(t, m, map[string]cty.Value{name: v}, nil)
+	for _, vb := range vals {
+		got, diags := ev.eval(vb.Body.Attributes["condition"].Expr)
+		if diags.HasErrors() {
+			t.Fatalf("variable %q: evaluate %s: %v", name, m.text(vb.Body.Attributes["condition"].Expr), diags)
+		}
+		if got.False() {
+			return false
+		}
+	}
+	return true
+}
+
+func strList(ss ...string) cty.Value {
+	if len(ss) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vs := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vs[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vs)
+}
+
+func TestAWSModuleVariables(t *testing.T) {
+	m := parseModule(t, moduleDir(t, "aws"))
+	for _, b := range m.find("variable") {
+		name := b.Labels[0]
+		if _, ok := b.Body.Attributes["type"]; !ok {
+			t.Errorf("variable %q has no type", name)
+		}
+		d, ok := b.Body.Attributes["description"]
+		if !ok || literal(t, m, d.Expr).AsString() == "" {
+			t.Errorf("variable %q has no description", name)
+		}
+	}
+
+	num := func(f float64) cty.Value { return cty.NumberFloatVal(f) }
+	cases := []struct {
+		variable string
+		value    cty.Value
+		want     bool
+	}{
+		{"node_count", num(5), true},
+		{"node_count", num(3), true},
+		{"node_count", num(7), true},
+		{"node_count", num(4), false},
+		{"node_count", num(1), false},
+		{"max_lock_ttl", num(30), true},
+		{"max_lock_ttl", num(0.5), true},
+		{"max_lock_ttl", num(0), false},
+		{"max_lock_ttl", num(-10), false},
+		{"restart_margin", num(0), true},
+		{"restart_margin", num(2.5), true},
+		{"restart_margin", num(-1), false},
+		{"client_cidrs", strList("10.0.0.0/16"), true},
+		{"client_cidrs", strList("10.0.0.0/16", "2001:db8::/32"), true},
+		{"client_cidrs", strList("0.0.0.0/0"), false},
+		{"client_cidrs", strList("10.0.0.0/16", "::/0"), false},
+		{"client_cidrs", strList("10.0.0.300/16"), false},
+		{"client_cidrs", strList(), false},
+		{"subnet_ids", strList("subnet-0a", "subnet-0b", "subnet-0c", "subnet-0d", "subnet-0e"), true},
+		{"subnet_ids", strList("subnet-0a", "subnet-0b", "subnet-0a", "subnet-0d", "subnet-0e"), false},
+		{"subnet_ids", strList("subnet-0a", "subnet-0b"), false},
+		{"subnet_ids", strList("subnet-0a", "subnet-0b", "sg-0c"), false},
+		{"redis_port", num(6379), true},
+		{"redis_port", num(0), false},
+		{"redlock_password", cty.StringVal("0123456789abcdef"), true},
+		{"redlock_password", cty.StringVal("short"), false},
+	}
+	for _, c := range cases {
+		if got := validates(t, m, c.variable, c.value); got != c.want {
+			t.Errorf("variable %s = %s: validation got %v, want %v", c.variable, c.value.GoString(), got, c.want)
+		}
+	}
+}
+
+func TestAWSModuleInstances(t *testing.T) {
+	m := parseModule(t, moduleDir(t, "aws"))
+	inst := m.one(t, "resource", "aws_instance", "this")
+
+	// User data comes from redis-node, per node.
+	ud, ok := inst.Body.Attributes["user_data"]
+	if !ok {
+		t.Fatal("aws_instance.this has no user_data")
+	}
+	match := regexp.MustCompile(`^module\.([a-z0-9_]+)(\[[a-z.]+\])?\.cloud_init$`).FindStringSubmatch(m.text(ud.Expr))
+	if match == nil {
+		t.Fatalf("user_data = %s, want module.<redis-node call>[count.index].cloud_init", m.text(ud.Expr))
+	}
+	from := match[1]
+	call := m.one(t, "module", from)
+	if src := literal(t, m, call.Body.Attributes["source"].Expr).AsString(); src != "../redis-node" {
+		t.Errorf("module %s source = %q, want ../redis-node", from, src)
+	}
+
+	mo := childBlocks(inst, "metadata_options")
+	if len(mo) != 1 || literal(t, m, mo[0].Body.Attributes["http_tokens"].Expr).AsString() != "required" {
+		t.Error("aws_instance.this must set metadata_options { http_tokens = \"required\" } (IMDSv2 only)")
+	}
+	rbd := childBlocks(inst, "root_block_device")
+	if len(rbd) != 1 || rbd[0].Body.Attributes["encrypted"] == nil || !literal(t, m, rbd[0].Body.Attributes["encrypted"].Expr).True() {
+		t.Error("aws_instance.this must set root_block_device { encrypted = true }")
+	}
+	if a := inst.Body.Attributes["associate_public_ip_address"]; a == nil || !literal(t, m, a.Expr).False() {
+		t.Error("aws_instance.this must set associate_public_ip_address = false")
+	}
+	if a := inst.Body.Attributes["subnet_id"]; a == nil || !hasRef(a.Expr, "local.subnet_ids") && !hasRef(a.Expr, "var.subnet_ids") {
+		t.Error("aws_instance.this must place node i in subnet i")
+	}
+	for _, typ := range []string{"aws_elasticache_replication_group", "aws_elasticache_cluster", "aws_memorydb_cluster"} {
+		if len(m.find("resource", typ)) > 0 {
+			t.Errorf("%s: Redlock nodes are independent; no managed replication", typ)
+		}
+	}
+	for path, src := range m.src {
+		if regexp.MustCompile(`(?i)replicaof|slaveof`).Match(src) {
+			t.Errorf("%s mentions replication", path)
+		}
+	}
+}
+
+// TestAWSModuleZones evaluates the availability-zone precondition: losing any
+// one zone must leave a majority of the nodes.
+func TestAWSModuleZones(t *testing.T) {
+	m := parseModule(t, moduleDir(t, "aws"))
+	inst := m.one(t, "resource", "aws_instance", "this")
+	var conds []hclsyntax.Expression
+	for _, lc := range childBlocks(inst, "lifecycle") {
+		for _, pc := range childBlocks(lc, "precondition") {
+			conds = append(conds, pc.Body.Attributes["condition"].Expr)
+		}
+	}
+	if len(conds) == 0 {
+		t.Fatal("aws_instance.this has no preconditions")
+	}
+	subnets := func(zones ...string) cty.Value {
+		vs := make([]cty.Value, len(zones))
+		for i, z := range zones {
+			vs[i] = cty.ObjectVal(map[string]cty.Value{
+				"availability_zone": cty.StringVal(z),
+				"cidr_block":        cty.StringVal(fmt.Sprintf("10.0.%d.0/24", i)),
+			})
+		}
+		return cty.TupleVal(vs)
+	}
+	for _, c := range []struct {
+		zones []string
+		want  bool
+	}{
+		{[]string{"a", "b", "c", "d", "e"}, true},
+		{[]string{"a", "b", "c", "a", "b"}, true},
+		{[]string{"a", "a", "a", "b", "c"}, false},
+		{[]string{"a", "b", "a", "b", "a"}, false},
+		{[]string{"a", "a", "a", "a", "a"}, false},
+	} {
+		ids := make([]string, len(c.zones))
+		for i := range ids {
+			ids[i] = fmt.Sprintf("subnet-0%d", i)
+		}
+		vars := map[string]cty.Value{
+			"node_count":         cty.NumberIntVal(int64(len(c.zones))),
+			"subnet_ids":         strList(ids...),
+			"private_ip_hostnum": cty.NumberIntVal(10),
+		}
+		data := cty.ObjectVal(map[string]cty.Value{"aws_subnet": cty.ObjectVal(map[string]cty.Value{"this": subnets(c.zones...)})})
+		ev := newEvaluator(t, m, vars, map[string]cty.Value{"data": data})
+		ok := true
+		for _, cond := range conds {
+			got, diags := ev.eval(cond)
+			if diags.HasErrors() {
+				t.Fatalf("evaluate precondition %s: %v", m.text(cond), diags)
+			}
+			ok = ok && got.True()
+		}
+		if ok != c.want {
+			t.Errorf("zones %v: preconditions pass = %v, want %v", c.zones, ok, c.want)
+		}
+		if c.want {
+			ips := ev.local("private_ips")
+			if got := ips.Index(cty.NumberIntVal(1)).AsString(); got != "10.0.1.10" {
+				t.Errorf("private_ips[1] = %q, want 10.0.1.10 (host 10 of the node's subnet)", got)
+			}
+		}
+	}
+}
+
+// TestAWSModuleSecurityGroup checks that the Redis port is the only ingress
+// and is open to client_cidrs only.
+func TestAWSModuleSecurityGroup(t *testing.T) {
+	m := parseModule(t, moduleDir(t, "aws"))
+	sg := m.one(t, "resource", "aws_security_group", "this")
+	if len(childBlocks(sg, "ingress")) > 0 {
+		t.Error("aws_security_group.this has inline ingress blocks; use aws_vpc_security_group_ingress_rule")
+	}
+	if len(m.find("resource", "aws_security_group_rule")) > 0 {
+		t.Error("aws_security_group_rule found; every ingress must be an aws_vpc_security_group_ingress_rule")
+	}
+	rules := m.find("resource", "aws_vpc_security_group_ingress_rule")
+	if len(rules) == 0 {
+		t.Fatal("no aws_vpc_security_group_ingress_rule: the clients could not reach Redis")
+	}
+	for _, r := range rules {
+		name := strings.Join(r.Labels, ".")
+		fe, ok := r.Body.Attributes["for_each"]
+		if !ok || !hasRef(fe.Expr, "var.client_cidrs") {
+			t.Errorf("%s: for_each must range over var.client_cidrs", name)
+		}
+		for _, attr := range []string{"cidr_ipv4", "cidr_ipv6"} {
+			a, ok := r.Body.Attributes[attr]
+			if !ok {
+				continue
+			}
+			rs := refs(a.Expr)
+			onlyClient := len(rs) > 0
+			for _, ref := range rs {
+				onlyClient = onlyClient && ref == "each.value"
+			}
+			if !onlyClient {
+				t.Errorf("%s: %s = %s, want it built from each.value (a client CIDR) only", name, attr, m.text(a.Expr))
+			}
+		}
+		for _, attr := range []string{"referenced_security_group_id", "prefix_list_id"} {
+			if _, ok := r.Body.Attributes[attr]; ok {
+				t.Errorf("%s: %s admits sources other than client_cidrs", name, attr)
+			}
+		}
+		for _, attr := range []string{"from_port", "to_port"} {
+			a, ok := r.Body.Attributes[attr]
+			if !ok || !hasRef(a.Expr, "var.redis_port") {
+				t.Errorf("%s: %s must be var.redis_port", name, attr)
+			}
+		}
+		if a, ok := r.Body.Attributes["ip_protocol"]; !ok || literal(t, m, a.Expr).AsString() != "tcp" {
+			t.Errorf("%s: ip_protocol must be tcp", name)
+		}
+	}
+}
+
+// TestAWSModuleInterface checks the outputs, the provider bounds and that the
+// module calls pass only inputs their modules declare (what validate would
+// catch) and every required one.
+func TestAWSModuleInterface(t *testing.T) {
+	m := parseModule(t, moduleDir(t, "aws"))
+	for _, name := range []string{"private_addresses", "redlab_nodes", "instance_ids"} {
+		o := m.one(t, "output", name)
+		if d, ok := o.Body.Attributes["description"]; !ok || literal(t, m, d.Expr).AsString() == "" {
+			t.Errorf("output %q has no description", name)
+		}
+	}
+	instances := cty.TupleVal([]cty.Value{
+		cty.ObjectVal(map[string]cty.Value{"private_ip": cty.StringVal("10.0.1.10")}),
+		cty.ObjectVal(map[string]cty.Value{"private_ip": cty.StringVal("10.0.2.10")}),
+		cty.ObjectVal(map[string]cty.Value{"private_ip": cty.StringVal("10.0.3.10")}),
+	})
+	ev := newEvaluator(t, m, map[string]cty.Value{"redis_port": cty.NumberIntVal(6379)},
+		map[string]cty.Value{"aws_instance": cty.ObjectVal(map[string]cty.Value{"this": instances})})
+	got, diags := ev.eval(m.one(t, "output", "redlab_nodes").Body.Attributes["value"].Expr)
+	if diags.HasErrors() {
+		t.Fatalf("evaluate output redlab_nodes: %v", diags)
+	}
+	if want := "10.0.1.10:6379,10.0.2.10:6379,10.0.3.10:6379"; got.AsString() != want {
+		t.Errorf("redlab_nodes = %q, want %q", got.AsString(), want)
+	}
+
+	for _, dir := range []string{moduleDir(t, "aws"), filepath.Join(moduleDir(t, "aws"), "..", "..", "envs", "aws")} {
+		mm := parseModule(t, dir)
+		for _, tf := range mm.find("terraform") {
+			for _, rp := range childBlocks(tf, "required_providers") {
+				for name, a := range rp.Body.Attributes {
+					v := literal(t, mm, a.Expr)
+					ver := v.GetAttr("version").AsString()
+					if !regexp.MustCompile(`^>=\s*[0-9][0-9.]*$`).MatchString(ver) {
+						t.Errorf("%s: provider %s version %q, want a lower bound (>=) only", dir, name, ver)
+					}
+				}
+			}
+		}
+	}
+
+	checkModuleCall(t, m, "redis_node", moduleDir(t, "redis-node"))
+	env := parseModule(t, filepath.Join(moduleDir(t, "aws"), "..", "..", "envs", "aws"))
+	checkModuleCall(t, env, "redlock", moduleDir(t, "aws"))
+	if len(env.find("provider", "aws")) != 1 {
+		t.Error("envs/aws must configure the aws provider")
+	}
+	if len(env.find("output", "redlab_nodes")) != 1 {
+		t.Error("envs/aws must output redlab_nodes")
+	}
+}
+
+// checkModuleCall compares the arguments of module <call> in m with the
+// variables declared in dir.
+func checkModuleCall(t *testing.T, m *tfModule, call, dir string) {
+	t.Helper()
+	callee := parseModule(t, dir)
+	declared := map[string]bool{}
+	var required []string
+	for _, v := range callee.find("variable") {
+		declared[v.Labels[0]] = true
+		if _, ok := v.Body.Attributes["default"]; !ok {
+			required = append(required, v.Labels[0])
+		}
+	}
+	b := m.one(t, "module", call)
+	meta := map[string]bool{"source": true, "count": true, "for_each": true, "providers": true, "depends_on": true, "version": true}
+	var unknown []string
+	for name := range b.Body.Attributes {
+		if !meta[name] && !declared[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		t.Errorf("module %s passes %v, which %s does not declare", call, unknown, dir)
+	}
+	for _, name := range required {
+		if _, ok := b.Body.Attributes[name]; !ok {
+			t.Errorf("module %s does not pass the required variable %s of %s", call, name, dir)
+		}
+	}
+}

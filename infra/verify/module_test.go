@@ -1,0 +1,124 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestRedisNodeModuleTests runs the module's own tests/*.tftest.hcl with the
+// binary under test (tofu or terraform) on a copy of the module.
+func TestRedisNodeModuleTests(t *testing.T) {
+	bin := tfBinary(t)
+	dir := t.TempDir()
+	copyTree(t, moduleDir(t, "redis-node"), dir)
+	r := runTF(tfContext(t), bin, dir, "test", "-no-color")
+	if r.err != nil {
+		t.Fatalf("module tests failed: %s", r)
+	}
+	summary := regexp.MustCompile(`Success! (\d+) passed, 0 failed`).FindString(r.stdout)
+	if summary == "" {
+		t.Fatalf("no success summary in the test output:\n%s", r.stdout)
+	}
+	t.Logf("%s test: %s", filepath.Base(bin), summary)
+}
+
+// TestRuleRemovalFailsModuleTests removes or weakens one rule at a time in a
+// copy of the module and expects the module's tests to fail on the assertion
+// that guards that rule: every rule is really tested.
+func TestRuleRemovalFailsModuleTests(t *testing.T) {
+	bin := tfBinary(t)
+	mutations := []struct {
+		name      string
+		file      string
+		from, to  string
+		testFile  string
+		wantError string // a phrase of the failing assertion's error_message
+	}{
+		{"appendfsync removed", "templates/redis.conf.tftpl", "appendfsync ${fsync}\n", "",
+			"redis_conf", "must fsync every write"},
+		{"appendonly off", "templates/redis.conf.tftpl", `appendonly ${persistence ? "yes" : "no"}`, "appendonly no",
+			"redis_conf", "must turn the append-only file on"},
+		{"fsync paused during rewrites", "templates/redis.conf.tftpl", "no-appendfsync-on-rewrite no", "no-appendfsync-on-rewrite yes",
+			"redis_conf", "keep fsyncing during AOF rewrites"},
+		{"eviction allowed", "templates/redis.conf.tftpl", "maxmemory-policy noeviction", "maxmemory-policy allkeys-lru",
+			"redis_conf", "must never evict keys"},
+		{"replica of another node", "templates/redis.conf.tftpl", "protected-mode yes\n", "protected-mode yes\nreplicaof 10.0.0.9 6379\n",
+			"redis_conf", "must not make the node a replica"},
+		{"default user on", "main.tf", `"user default off resetpass resetkeys resetchannels -@all"`, `"user default on nopass ~* +@all"`,
+			"redis_conf", "default user must be off"},
+		{"redlock user gets every key", "main.tf", "~${var.lock_key_prefix}*", "~*",
+			"redis_conf", "touch only lock:* keys"},
+		{"makestep unlimited", "templates/chrony.conf.tftpl", "makestep 1 3", "makestep 1 -1",
+			"chrony", "makestep must be limited"},
+		{"fast slew", "templates/chrony.conf.tftpl", "maxslewrate 500", "maxslewrate 83333",
+			"chrony", "maxslewrate must be at most 500"},
+		{"leap second stepped", "templates/chrony.conf.tftpl", "leapsecmode slew", "leapsecmode system",
+			"chrony", "Leap seconds must be slewed"},
+		{"timesyncd left on", "templates/cloud-init.yaml.tftpl", "  - [systemctl, mask, systemd-timesyncd.service]\n", "",
+			"chrony", "must disable systemd-timesyncd"},
+		{"start limit", "templates/redlock-redis.service.tftpl", "StartLimitIntervalSec=0\n", "",
+			"restart_guard", "StartLimitIntervalSec=0 must be set"},
+		{"not after time sync", "templates/redlock-redis.service.tftpl", "After=network-online.target time-sync.target", "After=network-online.target",
+			"restart_guard", "must start after time-sync.target"},
+		{"guard does not sleep", "templates/restart-guard.sh.tftpl", "\t\tsleep \"$delay\"\n", "",
+			"restart_guard", "must actually sleep"},
+		{"delay without margin", "main.tf", "restart_delay = var.max_lock_ttl + var.restart_margin", "restart_delay = var.max_lock_ttl",
+			"restart_guard", "must be max_lock_ttl + restart_margin"},
+		{"Debian's unit name", "main.tf", `unit_name     = "redlock-redis.service"`, `unit_name     = "redis-server.service"`,
+			"restart_guard", "must not be named like Debian"},
+	}
+	src := moduleDir(t, "redis-node")
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel() // each run is mostly process start-up
+			dir := t.TempDir()
+			copyTree(t, src, dir)
+			path := filepath.Join(dir, m.file)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Exactly one match: a mutation that no longer applies must be
+			// updated along with the template, not silently do nothing.
+			if n := strings.Count(string(data), m.from); n != 1 {
+				t.Fatalf("%s contains %q %d times, want 1", m.file, m.from, n)
+			}
+			mutated := strings.Replace(string(data), m.from, m.to, 1)
+			if err := os.WriteFile(path, []byte(mutated), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := runTF(tfContext(t), bin, dir, "test", "-no-color", "-filter=tests/"+m.testFile+".tftest.hcl")
+			if r.err == nil {
+				t.Fatalf("module tests passed with %q replaced by %q in %s, want a failure", m.from, m.to, m.file)
+			}
+			if out := flatten(r.stdout + r.stderr); !strings.Contains(out, m.wantError) {
+				t.Fatalf("module tests failed, but not on the assertion %q:\n%s", m.wantError, r)
+			}
+		})
+	}
+}
+
+// flatten undoes the line wrapping and box drawing of diagnostics so that an
+// error message can be found whole.
+func flatten(s string) string {
+	s = strings.NewReplacer("│", " ", "╷", " ", "╵", " ").Replace(s)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// TestFormat runs `fmt -check` on the modules and the AWS example.
+// (make test-infra checks all of infra/, the lab's root module included.)
+func TestFormat(t *testing.T) {
+	bin := tfBinary(t)
+	for _, dir := range []string{"../modules/redis-node", "../modules/aws", "../envs/aws"} {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := runTF(tfContext(t), bin, abs, "fmt", "-check", "-recursive", "-diff", "-no-color"); r.err != nil {
+			t.Errorf("%s is not formatted: %s", dir, r)
+		}
+	}
+}
