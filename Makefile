@@ -8,7 +8,7 @@ export REDLAB_TF := $(TF)
 export CHECKPOINT_DISABLE := 1
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: all build test test-go test-infra test-dashboards bench demo tools fmt vet validate-aws clean
+.PHONY: lab-up lab-down all build test test-go test-infra test-dashboards bench demo tools fmt vet validate-aws clean
 
 all: build
 
@@ -29,6 +29,7 @@ test-infra:
 	@command -v $(TF) >/dev/null 2>&1 || { echo "test-infra: $(TF) not found: install tofu or terraform, or run 'make tools'"; exit 1; }
 	$(TF) fmt -check -recursive -diff infra
 	cd infra/modules/redis-node && $(TF) test
+	cd infra/envs/local && d=$$(mktemp -d) && TF_DATA_DIR=$$d $(TF) init -input=false -no-color >/dev/null && TF_DATA_DIR=$$d $(TF) test -no-color; rc=$$?; rm -rf $$d; exit $$rc
 
 ## tools: build OpenTofu from the Go module proxy into ./bin (only needed when
 ## neither tofu nor terraform is on PATH; slow: ~10 min on 2 cores).
@@ -54,5 +55,12 @@ demo:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-clean:
+## lab-up / lab-down: the five-node local lab (see README, "Local lab").
+lab-up: build
+	bin/redlab lab up
+
+lab-down:
+	-test -x bin/redlab && bin/redlab lab down
+
+clean: lab-down
 	rm -rf bin .redlab

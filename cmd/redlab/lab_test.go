@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+)
+
+func runLabArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	return code, out.String(), errOut.String()
+}
+
+// TestLabFaultNodeUsage checks that bad invocations are usage errors caught
+// before any side effect, and that commands on a lab that is not there
+// behave.
+func TestLabFaultNodeUsage(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nolab")
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"lab"}, exitUsage},
+		{[]string{"lab", "bogus"}, exitUsage},
+		{[]string{"lab", "up", "--count", "0", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "up", "--count", "100", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "up", "--persistence", "sometimes", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "up", "--restart-delay", "0s", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "up", "extra", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "status", "--state-dir", missing}, exitFailure},
+		{[]string{"lab", "down", "--state-dir", missing}, exitOK},
+		{[]string{"fault"}, exitUsage},
+		{[]string{"fault", "explode", "1"}, exitUsage},
+		{[]string{"fault", "kill", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "kill", "1", "2", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "kill", "x", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "kill", "0", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "restart", "1", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "pause", "1", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "latency", "1", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "latency", "1", "--add", "10ms", "--jitter", "-1ms", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "clock-jump", "1", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "clock-rate", "1", "--for", "1s", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "clock-rate", "1", "--factor", "2", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "partition", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "list", "1", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "kill", "1", "--state-dir", missing}, exitFailure},
+		{[]string{"fault", "heal", "--state-dir", missing}, exitFailure},
+		{[]string{"node"}, exitUsage},
+		{[]string{"node", "start"}, exitUsage},
+		{[]string{"node", "start", "--id", "1"}, exitUsage},
+		{[]string{"node", "run", "--id", "0", "--state-dir", missing}, exitUsage},
+		{[]string{"node", "start", "--id", "1", "--state-dir", missing, "--conf-b64", "!!", "--guard-b64", "IyE="}, exitUsage},
+		{[]string{"node", "start", "--id", "1", "--state-dir", missing, "--port", "7101", "--redis-port", "7201", "--conf-b64", "cG9ydCA3MjAy", "--guard-b64", "IyE="}, exitUsage},
+		{[]string{"node", "stop", "--id", "1"}, exitUsage},
+		{[]string{"node", "stop", "--id", "1", "--state-dir", missing}, exitOK},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, _, stderr := runLabArgs(t, tt.args...)
+			if code != tt.want {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.want, stderr)
+			}
+			if _, err := os.Stat(missing); err == nil {
+				t.Fatalf("%s was created by a failing command", missing)
+			}
+		})
+	}
+}
+
+// buildRedlab builds the redlab binary into a test directory: the lab's
+// provisioners exec it, so the test binary cannot stand in.
+func buildRedlab(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "redlab")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// requireTofu skips (or, with CI=true, fails) when no tofu/terraform exists.
+func requireTofu(t *testing.T) {
+	t.Helper()
+	wd, _ := os.Getwd()
+	if _, err := lab.FindTerraform(filepath.Dir(filepath.Dir(wd))); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("tofu or terraform is required (CI=true): %v", err)
+		}
+		t.Skipf("SKIPPING: %v", err)
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server is required (CI=true): %v", err)
+		}
+		t.Skip("SKIPPING: redis-server is not on PATH")
+	}
+}
+
+func freeBase(t *testing.T, n int) int {
+	t.Helper()
+next:
+	for range 50 {
+		base := 20000 + rand.IntN(40000)
+		for _, off := range []int{0, 100, 200} {
+			for i := 1; i <= n; i++ {
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off+i))
+				if err != nil {
+					continue next
+				}
+				l.Close()
+			}
+		}
+		return base
+	}
+	t.Fatal("no free base port")
+	return 0
+}
+
+// TestLabCLI drives a real lab through the redlab binary, as a user would.
+func TestLabCLI(t *testing.T) {
+	requireTofu(t)
+	bin := buildRedlab(t)
+	wd, _ := os.Getwd()
+	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
+	dir := filepath.Join(t.TempDir(), "state")
+	base := freeBase(t, 3)
+	redlab := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--state-dir", dir)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(out)
+	}
+	t.Cleanup(func() { redlab("lab", "down") })
+
+	code, out := redlab("lab", "up", "--count", "3", "--base-port", fmt.Sprint(base), "--restart-delay", "1s", "--infra-dir", infra)
+	if code != exitOK {
+		t.Fatalf("lab up: exit %d\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	addrs := []string{}
+	for i := 1; i <= 3; i++ {
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", base+i))
+	}
+	if got, want := lines[len(lines)-1], "REDLAB_NODES="+strings.Join(addrs, ","); got != want {
+		t.Errorf("last line of lab up: got %q, want %q", got, want)
+	}
+
+	steps := []struct {
+		args    []string
+		want    int
+		wantOut []string
+	}{
+		{[]string{"lab", "up"}, exitOK, []string{"3 nodes", "REDLAB_NODES=" + strings.Join(addrs, ",")}},
+		{[]string{"fault", "partition", "2"}, exitOK, []string{"partition: nodes [2]"}},
+		{[]string{"lab", "status"}, exitOK, []string{"partitioned", "always", "kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss"}},
+		{[]string{"fault", "heal"}, exitOK, []string{"heal: all nodes"}},
+		{[]string{"fault", "latency", "3", "--add", "20ms", "--jitter", "5ms"}, exitOK, []string{"latency node 3"}},
+		{[]string{"fault", "clock-jump", "1", "--by", "5s"}, exitOK, []string{"clock-jump node 1: 0 keys' TTLs moved, 0 keys expired"}},
+		{[]string{"fault", "kill", "1"}, exitOK, []string{"kill node 1: now waiting"}},
+		{[]string{"fault", "restart", "1", "--delay", "0s"}, exitOK, []string{"restart node 1"}},
+		{[]string{"fault", "stop", "2"}, exitOK, []string{"stop node 2: now stopped"}},
+		{[]string{"fault", "pause", "2", "--for", "1s"}, exitFailure, []string{"not running"}},
+		{[]string{"fault", "start", "2"}, exitOK, []string{"start node 2: now up"}},
+		{[]string{"fault", "clock-rate", "3", "--factor", "2", "--for", "200ms"}, exitOK, []string{"clock-rate node 3"}},
+		{[]string{"fault", "kill", "9"}, exitUsage, []string{"no node 9"}},
+		{[]string{"fault", "list"}, exitOK, []string{"partition", "kill", "restart", "stop", "clock-jump", "latency"}},
+		{[]string{"lab", "down"}, exitOK, []string{"is clear"}},
+		{[]string{"lab", "down"}, exitOK, nil},
+		{[]string{"lab", "status"}, exitFailure, []string{"no lab"}},
+	}
+	for _, s := range steps {
+		code, out := redlab(s.args...)
+		if code != s.want {
+			t.Errorf("redlab %s: exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.want, out)
+			continue
+		}
+		for _, w := range s.wantOut {
+			if !strings.Contains(out, w) {
+				t.Errorf("redlab %s: output lacks %q:\n%s", strings.Join(s.args, " "), w, out)
+			}
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("%s still exists after lab down", dir)
+	}
+}

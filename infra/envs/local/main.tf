@@ -1,0 +1,92 @@
+# The local lab: node_count redis-server nodes on this machine, each run by a
+# `redlab node run` supervisor (restart guard, redis-server, Toxiproxy front,
+# control endpoint) with exactly the files infra/modules/redis-node renders
+# for a real VM. Nothing is downloaded: terraform_data and local-exec are
+# built in.
+#
+# Differences from a real node, all deliberate:
+#   - acl_enabled = false: clients and `--nodes` work without credentials
+#     (the rendered redis.conf is otherwise the same file);
+#   - bind 127.0.0.1 on a private port; clients use the proxy's port;
+#   - the guard's runtime directory is not on tmpfs, so a machine reboot is
+#     not seen as a boot (the guard's last-stop state still makes a node whose
+#     supervisor vanished wait);
+#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds.
+
+locals {
+  nodes = {
+    for i in range(1, var.node_count + 1) : tostring(i) => {
+      id           = i
+      port         = var.base_port + i
+      redis_port   = var.base_port + 100 + i
+      control_port = var.base_port + 200 + i
+      dir          = "${var.state_dir}/node${i}"
+    }
+  }
+}
+
+module "node" {
+  source   = "../../modules/redis-node"
+  for_each = local.nodes
+
+  port              = each.value.redis_port
+  bind_address      = "127.0.0.1"
+  max_lock_ttl      = var.restart_delay_seconds
+  restart_margin    = var.restart_margin
+  maxmemory         = var.maxmemory
+  fsync             = var.persistence == "everysec" ? "everysec" : "always"
+  persistence       = var.persistence != "none"
+  acl_enabled       = false
+  data_dir          = "${each.value.dir}/data"
+  log_file          = "${each.value.dir}/redis.log"
+  guard_state_dir   = "${each.value.dir}/guard"
+  guard_runtime_dir = "${each.value.dir}/run"
+  redis_server_path = var.redis_server_path
+}
+
+resource "terraform_data" "node" {
+  for_each = local.nodes
+
+  # A node whose files or ports change is stopped and started again on the
+  # new ones (its data goes with it: a new node).
+  triggers_replace = {
+    conf         = sha256(nonsensitive(module.node[each.key].redis_conf))
+    guard        = sha256(module.node[each.key].restart_guard)
+    ports        = "${each.value.port}/${each.value.redis_port}/${each.value.control_port}"
+    redis_server = var.redis_server_path
+  }
+
+  # What the destroy provisioner may use (it can read only self).
+  input = {
+    id         = each.value.id
+    state_dir  = var.state_dir
+    redlab_bin = var.redlab_bin
+  }
+
+  # local-exec appends `command` as the last argument of `interpreter`; no
+  # shell is involved, so nothing needs quoting. The files go base64 on the
+  # command line; `command` is a short flag because terraform quotes it in
+  # error messages. redis.conf is sensitive in the module for its ACL hashes;
+  # with acl_enabled = false it holds none, and keeping it visible keeps
+  # `node start` errors in terraform's output.
+  provisioner "local-exec" {
+    interpreter = [
+      var.redlab_bin, "node", "start",
+      "--id", tostring(each.value.id),
+      "--state-dir", var.state_dir,
+      "--port", tostring(each.value.port),
+      "--redis-port", tostring(each.value.redis_port),
+      "--control-port", tostring(each.value.control_port),
+      "--redis-server", var.redis_server_path,
+      "--guard-b64", base64encode(module.node[each.key].restart_guard),
+      "--conf-b64", base64encode(nonsensitive(module.node[each.key].redis_conf)),
+    ]
+    command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
+  }
+
+  provisioner "local-exec" {
+    when        = destroy
+    interpreter = [self.input.redlab_bin, "node", "stop", "--id", tostring(self.input.id), "--state-dir", self.input.state_dir]
+    command     = "--purge"
+  }
+}

@@ -1,0 +1,30 @@
+output "nodes" {
+  description = "Every node, in order: id, addr (the proxy, what clients use), redis_addr (redis-server itself) and control (the supervisor's control endpoint)."
+  value = [
+    for i in range(1, var.node_count + 1) : {
+      id         = i
+      addr       = "127.0.0.1:${local.nodes[tostring(i)].port}"
+      redis_addr = "127.0.0.1:${local.nodes[tostring(i)].redis_port}"
+      control    = "127.0.0.1:${local.nodes[tostring(i)].control_port}"
+    }
+  ]
+  # Known only once the nodes exist.
+  depends_on = [terraform_data.node]
+}
+
+output "addrs" {
+  description = "The nodes' proxied addresses, in order: the value of REDLAB_NODES / --nodes."
+  value       = [for i in range(1, var.node_count + 1) : "127.0.0.1:${local.nodes[tostring(i)].port}"]
+  depends_on  = [terraform_data.node]
+}
+
+output "control_endpoints" {
+  description = "The supervisors' control endpoints (HTTP on loopback), in node order."
+  value       = [for i in range(1, var.node_count + 1) : "127.0.0.1:${local.nodes[tostring(i)].control_port}"]
+  depends_on  = [terraform_data.node]
+}
+
+output "restart_delay_seconds" {
+  description = "The restart guard's delay after a crash, as the module rendered it."
+  value       = var.restart_delay_seconds + var.restart_margin
+}

@@ -1,0 +1,117 @@
+# Plan-only checks of the lab root module: ports, paths and the rendered
+# node files. Nothing is provisioned (plan runs no provisioner).
+
+variables {
+  state_dir  = "/tmp/redlab-tftest"
+  redlab_bin = "/usr/local/bin/redlab"
+}
+
+run "layout" {
+  command = plan
+
+  variables {
+    node_count            = 3
+    base_port             = 7100
+    restart_delay_seconds = 2.5
+  }
+
+  assert {
+    condition     = output.addrs == ["127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"]
+    error_message = "node N's proxy must listen on base_port+N"
+  }
+  assert {
+    condition     = output.control_endpoints == ["127.0.0.1:7301", "127.0.0.1:7302", "127.0.0.1:7303"]
+    error_message = "node N's control endpoint must be on base_port+200+N"
+  }
+  assert {
+    condition     = output.nodes[1].redis_addr == "127.0.0.1:7202" && output.nodes[1].id == 2
+    error_message = "node N's redis-server must be on base_port+100+N"
+  }
+  assert {
+    condition = alltrue([
+      strcontains(module.node["2"].redis_conf, "port 7202\n"),
+      strcontains(module.node["2"].redis_conf, "bind 127.0.0.1\n"),
+      strcontains(module.node["2"].redis_conf, "dir /tmp/redlab-tftest/node2/data\n"),
+      strcontains(module.node["2"].redis_conf, "logfile \"/tmp/redlab-tftest/node2/redis.log\"\n"),
+      strcontains(module.node["2"].redis_conf, "appendonly yes\n"),
+      strcontains(module.node["2"].redis_conf, "appendfsync always\n"),
+    ])
+    error_message = "node 2's redis.conf must use its private port, its directory under state_dir and fsync always"
+  }
+  assert {
+    condition     = !can(regex("(?m)^user ", module.node["1"].redis_conf))
+    error_message = "the lab renders no ACL (acl_enabled = false)"
+  }
+  assert {
+    condition = alltrue([
+      strcontains(module.node["3"].restart_guard, "REDIS_GUARD_DELAY:-2.5}"),
+      strcontains(module.node["3"].restart_guard, "state_dir='/tmp/redlab-tftest/node3/guard'"),
+      strcontains(module.node["3"].restart_guard, "runtime_dir='/tmp/redlab-tftest/node3/run'"),
+    ])
+    error_message = "the restart guard must wait restart_delay_seconds (margin 0) and keep its state under the node directory"
+  }
+  assert {
+    condition     = output.restart_delay_seconds == 2.5
+    error_message = "the restart delay is restart_delay_seconds plus a zero margin"
+  }
+}
+
+run "everysec" {
+  command = plan
+  variables {
+    node_count  = 1
+    persistence = "everysec"
+  }
+  assert {
+    condition     = strcontains(module.node["1"].redis_conf, "appendonly yes\n") && strcontains(module.node["1"].redis_conf, "appendfsync everysec\n")
+    error_message = "everysec renders AOF with appendfsync everysec"
+  }
+}
+
+run "none" {
+  command = plan
+  variables {
+    node_count  = 1
+    persistence = "none"
+  }
+  assert {
+    condition     = strcontains(module.node["1"].redis_conf, "appendonly no\n") && strcontains(module.node["1"].redis_conf, "save \"\"\n")
+    error_message = "none renders no AOF and no RDB"
+  }
+  assert {
+    condition     = strcontains(module.node["1"].restart_guard, "persistence='false'")
+    error_message = "without persistence the guard must wait after every stop"
+  }
+}
+
+run "bad_persistence" {
+  command = plan
+  variables {
+    persistence = "sometimes"
+  }
+  expect_failures = [var.persistence]
+}
+
+run "bad_node_count" {
+  command = plan
+  variables {
+    node_count = 0
+  }
+  expect_failures = [var.node_count]
+}
+
+run "bad_base_port" {
+  command = plan
+  variables {
+    base_port = 65300
+  }
+  expect_failures = [var.base_port]
+}
+
+run "relative_state_dir" {
+  command = plan
+  variables {
+    state_dir = "relative/dir"
+  }
+  expect_failures = [var.state_dir]
+}

@@ -1,0 +1,83 @@
+variable "node_count" {
+  description = "Independent Redis nodes in the lab. Redlock wants an odd number; any count from 1 to 99 is allowed for experiments."
+  type        = number
+  default     = 5
+  validation {
+    condition     = var.node_count >= 1 && var.node_count <= 99 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be an integer from 1 to 99."
+  }
+}
+
+variable "base_port" {
+  description = "Node N's proxy (the address clients use) listens on base_port+N, its redis-server on base_port+100+N and its control endpoint on base_port+200+N, all on 127.0.0.1."
+  type        = number
+  default     = 7100
+  validation {
+    condition     = var.base_port >= 1024 && var.base_port + 299 <= 65535 && floor(var.base_port) == var.base_port
+    error_message = "base_port must be an integer >= 1024 and <= 65236 (room for three port ranges)."
+  }
+}
+
+variable "persistence" {
+  description = "always: AOF, appendfsync always (the Redlock practice). everysec: AOF, appendfsync everysec. none: no AOF and no RDB, so a restarted node has lost every key (the restart guard then waits after every stop)."
+  type        = string
+  default     = "always"
+  validation {
+    condition     = contains(["always", "everysec", "none"], var.persistence)
+    error_message = "persistence must be one of always, everysec, none."
+  }
+}
+
+variable "restart_delay_seconds" {
+  description = "How long a node stays down after a crash (and, for persistence none, after any stop). It is the longest lock TTL the lab's clients may use: the module's max_lock_ttl."
+  type        = number
+  default     = 5
+  validation {
+    condition     = var.restart_delay_seconds > 0 && var.restart_delay_seconds <= 3600
+    error_message = "restart_delay_seconds must be > 0 and <= 3600."
+  }
+}
+
+variable "restart_margin" {
+  description = "Seconds added to restart_delay_seconds by the restart guard (the module's restart_margin). 0 in the lab, so that the delay is exactly what was asked for."
+  type        = number
+  default     = 0
+  validation {
+    condition     = var.restart_margin >= 0 && var.restart_margin <= 3600
+    error_message = "restart_margin must be between 0 and 3600."
+  }
+}
+
+variable "state_dir" {
+  description = "Absolute directory holding every node's files (stateDir/nodeN: redis.conf, restart guard, data, logs, pid files)."
+  type        = string
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9._/-]+$", var.state_dir))
+    error_message = "state_dir must be an absolute path of letters, digits, '.', '_', '-' and '/'."
+  }
+}
+
+variable "redlab_bin" {
+  description = "Absolute path of the redlab binary the provisioners run (`redlab node start` / `redlab node stop`)."
+  type        = string
+  validation {
+    condition     = startswith(var.redlab_bin, "/")
+    error_message = "redlab_bin must be an absolute path."
+  }
+}
+
+variable "redis_server_path" {
+  description = "The redis-server binary the node supervisors run."
+  type        = string
+  default     = "/usr/bin/redis-server"
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9._/-]+$", var.redis_server_path))
+    error_message = "redis_server_path must be an absolute path without spaces."
+  }
+}
+
+variable "maxmemory" {
+  description = "Redis maxmemory per node."
+  type        = string
+  default     = "64mb"
+}

@@ -1,0 +1,197 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+var controlClient = &http.Client{Timeout: 2 * time.Minute}
+
+// Status returns every node's status. A node whose supervisor does not
+// answer is reported NodeDown with what its last status file said.
+func (l *Lab) Status(ctx context.Context) ([]NodeStatus, error) {
+	out := make([]NodeStatus, 0, len(l.f.Nodes))
+	for _, n := range l.f.Nodes {
+		var st NodeStatus
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := l.do(sctx, n, http.MethodGet, "/v1/status", nil, &st)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			_ = readJSONFile(nodeDir(l.stateDir, n.ID)+"/"+statusFile, &st)
+			st.ID, st.State, st.SupervisorPID, st.RedisPID = n.ID, NodeDown, 0, 0
+			if st.Persistence == "" {
+				st.Persistence = l.f.Persistence
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// NodeStatus returns one node's status from its supervisor.
+func (l *Lab) NodeStatus(ctx context.Context, id int) (NodeStatus, error) {
+	n, err := l.node(id)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	var st NodeStatus
+	return st, l.do(ctx, n, http.MethodGet, "/v1/status", nil, &st)
+}
+
+// Kill SIGKILLs node id's redis-server: a crash. Its supervisor restarts it
+// through the restart guard, so it answers again only after the restart
+// delay. Kill returns once the process is gone.
+func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
+	return l.fault(ctx, id, FaultKill, faultRequest{})
+}
+
+// Restart crashes node id like Kill, but the restart waits delay instead of
+// the configured restart delay (0: restart at once, the unsafe practice).
+// A stopped node is started after delay.
+func (l *Lab) Restart(ctx context.Context, id int, delay time.Duration) (FaultResult, error) {
+	d := Duration(delay)
+	return l.fault(ctx, id, FaultRestart, faultRequest{Delay: &d})
+}
+
+// Stop shuts node id's redis-server down cleanly (SIGTERM: the AOF is
+// fsynced) and keeps it down until Start. It returns once it is down.
+func (l *Lab) Stop(ctx context.Context, id int) (FaultResult, error) {
+	return l.fault(ctx, id, FaultStop, faultRequest{})
+}
+
+// Start starts a stopped node and returns once it answers. After a clean
+// stop the restart guard does not delay it.
+func (l *Lab) Start(ctx context.Context, id int) (FaultResult, error) {
+	return l.fault(ctx, id, "start", faultRequest{})
+}
+
+// Pause SIGSTOPs node id's redis-server for d, after which its supervisor
+// continues it. It returns at once.
+func (l *Lab) Pause(ctx context.Context, id int, d time.Duration) (FaultResult, error) {
+	return l.fault(ctx, id, FaultPause, faultRequest{For: Duration(d)})
+}
+
+// Partition cuts the nodes off: their proxies keep accepting connections
+// and bytes but nothing passes, so clients time out (not refused).
+func (l *Lab) Partition(ctx context.Context, ids ...int) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: partition needs at least one node", ErrInvalid)
+	}
+	for _, id := range ids {
+		if _, err := l.fault(ctx, id, FaultPartition, faultRequest{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heal removes every network fault (partition and latency) from the nodes,
+// or from every node when ids is empty.
+func (l *Lab) Heal(ctx context.Context, ids ...int) error {
+	if len(ids) == 0 {
+		for _, n := range l.f.Nodes {
+			ids = append(ids, n.ID)
+		}
+	}
+	for _, id := range ids {
+		if _, err := l.fault(ctx, id, "heal", faultRequest{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Latency delays every reply of node id by add ± jitter; add 0 removes it.
+func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (FaultResult, error) {
+	return l.fault(ctx, id, FaultLatency, faultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+}
+
+// ClockJump models a step of node id's wall clock by `by`: Redis keeps
+// expiry as absolute wall-clock time, so for keys a forward step is every
+// TTL shortened by `by`, and keys with `by` or less left expire. It is a
+// model (TIME does not move); the runbook gives the real-VM command.
+func (l *Lab) ClockJump(ctx context.Context, id int, by time.Duration) (FaultResult, error) {
+	return l.fault(ctx, id, FaultClockJump, faultRequest{By: Duration(by)})
+}
+
+// ClockRate models node id's clock running factor times real speed for d,
+// as repeated small clock jumps. It returns at once.
+func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (FaultResult, error) {
+	return l.fault(ctx, id, FaultClockRate, faultRequest{Factor: factor, For: Duration(d)})
+}
+
+// Faults returns the faults recorded so far.
+func (l *Lab) Faults() ([]Fault, error) { return ReadFaults(l.stateDir) }
+
+func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, req faultRequest) (FaultResult, error) {
+	n, err := l.node(id)
+	if err != nil {
+		return FaultResult{}, err
+	}
+	var res FaultResult
+	if err := l.do(ctx, n, http.MethodPost, "/v1/faults/"+string(kind), req, &res); err != nil {
+		return FaultResult{}, fmt.Errorf("lab: %s node %d: %w", kind, id, err)
+	}
+	return res, nil
+}
+
+// do calls a node's control endpoint. Errors the supervisor reports keep
+// their identity (ErrNotRunning, ErrInvalid).
+func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.Control+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := controlClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("node %d control endpoint %s (is the supervisor running? see `redlab lab status`): %w", n.ID, n.Control, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb errorBody
+		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+			return fmt.Errorf("node %d: %s: %s", n.ID, resp.Status, bytes.TrimSpace(b))
+		}
+		switch eb.Code {
+		case "not_running":
+			return &remoteError{msg: eb.Error, is: ErrNotRunning}
+		case "invalid":
+			return &remoteError{msg: eb.Error, is: ErrInvalid}
+		}
+		return errors.New(eb.Error)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// remoteError is an error reported by a supervisor, keeping the identity
+// of the sentinel it wrapped there.
+type remoteError struct {
+	msg string
+	is  error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+
+func (e *remoteError) Is(target error) bool { return target == e.is }

@@ -1,0 +1,460 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// ErrInvalid is returned for a fault request with bad parameters.
+var ErrInvalid = errors.New("lab: invalid fault parameters")
+
+// The control endpoint: HTTP on 127.0.0.1, one per node, served by the
+// supervisor. Anyone on the machine can reach a loopback port; the lab is a
+// test bench and holds no secrets.
+//
+//	GET  /v1/status          -> NodeStatus
+//	POST /v1/faults/{kind}   faultRequest -> faultResponse
+//
+// kind is a FaultKind, or "start" (ends a stop) or "heal".
+
+// faultRequest carries the parameters of every fault; each uses its own.
+type faultRequest struct {
+	Delay  *Duration `json:"delay,omitempty"`  // restart
+	For    Duration  `json:"for,omitempty"`    // pause, clock-rate
+	Add    Duration  `json:"add,omitempty"`    // latency
+	Jitter Duration  `json:"jitter,omitempty"` // latency
+	By     Duration  `json:"by,omitempty"`     // clock-jump
+	Factor float64   `json:"factor,omitempty"` // clock-rate
+}
+
+// FaultResult is what the node reports after a fault request.
+type FaultResult struct {
+	// Fault is the fault started, if the request started one.
+	Fault *Fault `json:"fault,omitempty"`
+	// ClockJump is set for clock-jump.
+	ClockJump *ClockJumpResult `json:"clock_jump,omitempty"`
+	// Status is the node's status after the request.
+	Status NodeStatus `json:"status"`
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"` // not_running | invalid | internal
+}
+
+func (s *supervisor) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.status())
+	})
+	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
+		var req faultRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
+			return
+		}
+		res, err := s.apply(r.Context(), r.PathValue("kind"), req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		res.Status = s.status()
+		writeJSON(w, http.StatusOK, res)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	body := errorBody{Error: err.Error(), Code: "internal"}
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotRunning):
+		body.Code, code = "not_running", http.StatusConflict
+	case errors.Is(err, ErrInvalid):
+		body.Code, code = "invalid", http.StatusBadRequest
+	}
+	writeJSON(w, code, body)
+}
+
+// apply runs one fault request.
+func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
+	switch kind {
+	case string(FaultKill):
+		return s.kill(ctx, nil)
+	case string(FaultRestart):
+		if req.Delay == nil || *req.Delay < 0 {
+			return FaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
+		}
+		d := time.Duration(*req.Delay)
+		return s.kill(ctx, &d)
+	case string(FaultStop):
+		return s.stop(ctx)
+	case "start":
+		return s.startNode(ctx)
+	case string(FaultPause):
+		if req.For <= 0 {
+			return FaultResult{}, fmt.Errorf("%w: pause needs a duration > 0", ErrInvalid)
+		}
+		return s.pause(time.Duration(req.For))
+	case string(FaultPartition):
+		return s.partition()
+	case "heal":
+		return s.heal(), nil
+	case string(FaultLatency):
+		if req.Add < 0 || req.Jitter < 0 {
+			return FaultResult{}, fmt.Errorf("%w: latency and jitter must be >= 0", ErrInvalid)
+		}
+		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter))
+	case string(FaultClockJump):
+		return s.clockJump(ctx, time.Duration(req.By))
+	case string(FaultClockRate):
+		if req.Factor <= 0 || req.For <= 0 {
+			return FaultResult{}, fmt.Errorf("%w: clock-rate needs a factor > 0 and a duration > 0", ErrInvalid)
+		}
+		return s.clockRate(req.Factor, time.Duration(req.For))
+	}
+	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
+}
+
+func (s *supervisor) notRunningLocked() error {
+	return fmt.Errorf("%w on node %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
+}
+
+// kill SIGKILLs redis-server (a crash: nothing is flushed). With delay set
+// (the restart fault) the next pre-start uses it instead of the configured
+// restart delay. It returns once the process is gone.
+func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	p, cancelGuard := s.proc, s.cancelGuard
+	if delay == nil && p == nil {
+		err := s.notRunningLocked()
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	var f Fault
+	if delay == nil {
+		f = s.startFaultLocked(FaultKill, nil)
+	} else {
+		f = s.startFaultLocked(FaultRestart, map[string]string{"delay": delay.String()})
+		s.override = delay
+		s.wantUp = true
+	}
+	s.mu.Unlock()
+	switch {
+	case p != nil:
+		signalGroup(p.pid, syscall.SIGKILL)
+		// Return once the supervisor has seen the crash.
+		err := s.waitFor(ctx, func(st NodeStatus) bool { return st.RedisPID != p.pid })
+		if err != nil {
+			return FaultResult{}, err
+		}
+	case cancelGuard != nil:
+		// Waiting out a delay: wait the new one instead.
+		cancelGuard()
+	default:
+		s.poke()
+	}
+	return FaultResult{Fault: &f}, nil
+}
+
+// stop shuts redis-server down cleanly and keeps it down until start.
+func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	if !s.wantUp && s.proc == nil {
+		s.mu.Unlock()
+		return FaultResult{}, nil
+	}
+	s.wantUp = false
+	f := s.startFaultLocked(FaultStop, nil)
+	p, cancelGuard := s.proc, s.cancelGuard
+	s.mu.Unlock()
+	if p != nil {
+		s.stopProc(p)
+	}
+	if cancelGuard != nil {
+		cancelGuard()
+	}
+	s.poke()
+	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeStopped })
+	return FaultResult{Fault: &f}, err
+}
+
+// startNode starts a stopped node and waits until it answers.
+func (s *supervisor) startNode(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	s.wantUp = true
+	s.mu.Unlock()
+	s.poke()
+	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeUp || st.State == NodePaused })
+	return FaultResult{}, err
+}
+
+// pause SIGSTOPs redis-server for d: connections stay open, nothing answers.
+func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil || (s.st.State != NodeUp && s.st.State != NodePaused) {
+		return FaultResult{}, s.notRunningLocked()
+	}
+	s.stopPauseLocked()
+	f := s.startFaultLocked(FaultPause, map[string]string{"for": d.String()})
+	signalGroup(p.pid, syscall.SIGSTOP)
+	s.pausedProc = p
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	s.pauseStop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.resume(p)
+		}
+	}()
+	s.setStateLocked(NodePaused)
+	return FaultResult{Fault: &f}, nil
+}
+
+func (s *supervisor) resume(p *redisProc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pausedProc != p {
+		return
+	}
+	s.stopPauseLocked() // continues p
+	if s.proc == p && s.st.State == NodePaused {
+		s.setStateLocked(NodeUp)
+	}
+}
+
+// stopPauseLocked forgets the pause (the caller continues or lost the
+// process) and ends its fault.
+func (s *supervisor) stopPauseLocked() {
+	if s.pauseStop != nil {
+		s.pauseStop()
+		s.pauseStop = nil
+	}
+	if p := s.pausedProc; p != nil {
+		select {
+		case <-p.done: // gone: its pid may already be someone else's
+		default:
+			signalGroup(p.pid, syscall.SIGCONT)
+		}
+		s.pausedProc = nil
+	}
+	s.endFaultLocked(FaultPause, nil)
+}
+
+func (s *supervisor) partition() (FaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.Partitioned {
+		return FaultResult{}, nil
+	}
+	if err := s.proxy.partition(); err != nil {
+		return FaultResult{}, err
+	}
+	s.st.Partitioned = true
+	f := s.startFaultLocked(FaultPartition, nil)
+	return FaultResult{Fault: &f}, nil
+}
+
+// heal removes every network fault: partition and latency.
+func (s *supervisor) heal() FaultResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proxy.heal()
+	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.endFaultLocked(FaultPartition, nil)
+	s.endFaultLocked(FaultLatency, nil)
+	s.saveLocked()
+	return FaultResult{}
+}
+
+func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.proxy.latency(add, jitter); err != nil {
+		return FaultResult{}, err
+	}
+	s.endFaultLocked(FaultLatency, nil)
+	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
+	if add <= 0 {
+		s.st.Jitter = 0
+		s.saveLocked()
+		return FaultResult{}, nil
+	}
+	f := s.startFaultLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
+	return FaultResult{Fault: &f}, nil
+}
+
+// clockJump applies the clock-jump model (see clockjump.lua) through the
+// node's private port, so it works on a partitioned node too.
+func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	if s.st.State != NodeUp {
+		err := s.notRunningLocked()
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	s.mu.Unlock()
+	f, err := s.rec.start(FaultClockJump, map[string]string{"by": by.String()})
+	if err != nil {
+		s.log.Printf("record: %v", err)
+	}
+	res, err := clockJump(ctx, s.direct, by)
+	endParams := map[string]string{
+		"adjusted": strconv.FormatInt(res.Adjusted, 10), "deleted": strconv.FormatInt(res.Deleted, 10),
+	}
+	if err != nil {
+		endParams = map[string]string{"error": err.Error()}
+	}
+	if rerr := s.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
+		s.log.Printf("record: %v", rerr)
+	}
+	if err != nil {
+		return FaultResult{}, err
+	}
+	f.End = time.Now()
+	for k, v := range endParams {
+		f.Params[k] = v
+	}
+	return FaultResult{Fault: &f, ClockJump: &res}, nil
+}
+
+// clockRate models a clock running factor times as fast as real time for
+// d: every tick the keys' TTLs move by (factor-1) times the real time
+// elapsed. A factor below 1 (a slow clock) lengthens them.
+func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, error) {
+	const tick = 100 * time.Millisecond
+	s.mu.Lock()
+	if s.rateStop != nil {
+		s.rateStop()
+	}
+	f := s.startFaultLocked(FaultClockRate, map[string]string{
+		"factor": strconv.FormatFloat(factor, 'g', -1, 64), "for": d.String(),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	s.rateStop = cancel
+	s.mu.Unlock()
+
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		last := time.Now()
+		var carry time.Duration // sub-millisecond remainder
+		var adjusted, deleted int64
+		for {
+			select {
+			case <-ctx.Done():
+				// What the clock gained since the last tick is owed too.
+				end := time.Now()
+				if dl, ok := ctx.Deadline(); ok && end.After(dl) {
+					end = dl
+				}
+				carry += time.Duration(float64(end.Sub(last)) * (factor - 1))
+				if step := carry.Truncate(time.Millisecond); step != 0 {
+					jctx, jcancel := context.WithTimeout(context.Background(), time.Second)
+					if res, err := clockJump(jctx, s.direct, step); err == nil {
+						adjusted += res.Adjusted
+						deleted += res.Deleted
+					}
+					jcancel()
+				}
+				s.mu.Lock()
+				if s.st.Active[FaultClockRate] == f.ID {
+					s.endFaultLocked(FaultClockRate, map[string]string{
+						"adjusted": strconv.FormatInt(adjusted, 10), "deleted": strconv.FormatInt(deleted, 10),
+					})
+				}
+				s.mu.Unlock()
+				return
+			case now := <-t.C:
+				carry += time.Duration(float64(now.Sub(last)) * (factor - 1))
+				last = now
+				step := carry.Truncate(time.Millisecond)
+				if step == 0 {
+					continue
+				}
+				jctx, jcancel := context.WithTimeout(ctx, time.Second)
+				res, err := clockJump(jctx, s.direct, step)
+				jcancel()
+				if err != nil {
+					// Down or paused right now: the clock still ran, so the
+					// jump is owed and applied once the node answers.
+					continue
+				}
+				carry -= step
+				adjusted += res.Adjusted
+				deleted += res.Deleted
+			}
+		}
+	}()
+	return FaultResult{Fault: &f}, nil
+}
+
+// startFaultLocked records the start of a fault of kind, ending an earlier
+// one of the same kind on this node.
+func (s *supervisor) startFaultLocked(kind FaultKind, params map[string]string) Fault {
+	s.endFaultLocked(kind, nil)
+	f, err := s.rec.start(kind, params)
+	if err != nil {
+		s.log.Printf("record: %v", err)
+	}
+	if s.st.Active == nil {
+		s.st.Active = map[FaultKind]string{}
+	}
+	s.st.Active[kind] = f.ID
+	s.saveLocked()
+	return f
+}
+
+func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
+	id := s.st.Active[kind]
+	if id == "" {
+		return
+	}
+	if err := s.rec.end(id, kind, params); err != nil {
+		s.log.Printf("record: %v", err)
+	}
+	delete(s.st.Active, kind)
+	s.saveLocked()
+}
+
+// stopBackground ends the pause timer and the clock-rate goroutine.
+func (s *supervisor) stopBackground() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopPauseLocked()
+	if s.rateStop != nil {
+		s.rateStop()
+		s.rateStop = nil
+	}
+}
+
+// endAllFaults closes every fault still open when the supervisor stops for
+// good: the node, and its faults, are gone.
+func (s *supervisor) endAllFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for kind := range s.st.Active {
+		s.endFaultLocked(kind, map[string]string{"ended_by": "node stop"})
+	}
+	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.saveLocked()
+}

@@ -1,0 +1,585 @@
+package lab
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Persistence is a lab persistence profile.
+type Persistence string
+
+// The persistence profiles.
+const (
+	// PersistAlways: AOF with appendfsync always (the documented practice).
+	PersistAlways Persistence = "always"
+	// PersistEverysec: AOF with appendfsync everysec (up to a second of
+	// acknowledged writes can be lost on power loss).
+	PersistEverysec Persistence = "everysec"
+	// PersistNone: no AOF, no RDB; a restarted node comes back empty.
+	PersistNone Persistence = "none"
+)
+
+// ParsePersistence accepts always, everysec or none.
+func ParsePersistence(s string) (Persistence, error) {
+	switch p := Persistence(s); p {
+	case PersistAlways, PersistEverysec, PersistNone:
+		return p, nil
+	}
+	return "", fmt.Errorf("lab: persistence %q: want always, everysec or none", s)
+}
+
+// KillNote says plainly what a kill -9 of a node with this profile means.
+func (p Persistence) KillNote() string {
+	switch p {
+	case PersistNone:
+		return "none: kill -9 (and any restart) loses every key, as a power loss without fsync would: this profile models key loss"
+	case PersistEverysec, PersistAlways:
+		return string(p) + ": kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss"
+	}
+	return string(p) + ": not a lab profile"
+}
+
+// Defaults for Config.
+const (
+	DefaultStateDir     = ".redlab"
+	DefaultCount        = 5
+	DefaultBasePort     = 7100
+	DefaultRestartDelay = 5 * time.Second
+)
+
+// ErrNoLab is returned by Open when the state directory holds no lab.
+var ErrNoLab = errors.New("lab: no lab in this state directory (run `redlab lab up`)")
+
+// Config describes a lab. Zero fields take the defaults.
+type Config struct {
+	StateDir     string        // default ./.redlab; made absolute
+	Count        int           // nodes, default 5
+	BasePort     int           // default 7100: node N on BasePort+N (see the package doc)
+	Persistence  Persistence   // default always
+	RestartDelay time.Duration // the restart guard's delay = max lock TTL; default 5s
+	// Redlab is the redlab binary the provisioners run; default the
+	// running executable.
+	Redlab string
+	// Terraform is the tofu/terraform binary; default FindTerraform.
+	Terraform string
+	// InfraDir is the repository's infra directory (holding envs/local and
+	// modules/redis-node); default FindInfraDir.
+	InfraDir string
+	// RedisServer is the redis-server binary; default redis-server on PATH.
+	RedisServer string
+	// Log receives tofu/terraform's output; nil discards it (it is also
+	// kept in the state directory's terraform.log).
+	Log io.Writer
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return c, fmt.Errorf("lab: state dir: %w", err)
+	}
+	c.StateDir = abs
+	if c.Count == 0 {
+		c.Count = DefaultCount
+	}
+	if c.BasePort == 0 {
+		c.BasePort = DefaultBasePort
+	}
+	if c.Persistence == "" {
+		c.Persistence = PersistAlways
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = DefaultRestartDelay
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	if c.Count < 1 || c.Count > MaxNodes {
+		return fmt.Errorf("lab: count %d: want 1-%d", c.Count, MaxNodes)
+	}
+	if c.BasePort < 1024 || c.BasePort+controlPortOffset+c.Count > 65535 {
+		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, controlPortOffset, c.Count)
+	}
+	if _, err := ParsePersistence(string(c.Persistence)); err != nil {
+		return err
+	}
+	if c.RestartDelay < time.Millisecond {
+		return fmt.Errorf("lab: restart delay %v: want >= 1ms (it is the max lock TTL)", c.RestartDelay)
+	}
+	if !labPath.MatchString(c.StateDir) {
+		return fmt.Errorf("lab: state dir %q: the node files live under it, so it may hold only letters, digits, '.', '_', '-' and '/'", c.StateDir)
+	}
+	return nil
+}
+
+// labPath is what infra/modules/redis-node accepts in a path.
+var labPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+
+// vars are the root module's variables.
+func (c Config) vars() map[string]string {
+	return map[string]string{
+		"node_count":            strconv.Itoa(c.Count),
+		"base_port":             strconv.Itoa(c.BasePort),
+		"persistence":           string(c.Persistence),
+		"restart_delay_seconds": strconv.FormatFloat(c.RestartDelay.Seconds(), 'f', -1, 64),
+		"state_dir":             c.StateDir,
+		"redlab_bin":            c.Redlab,
+		"redis_server_path":     c.RedisServer,
+	}
+}
+
+// Node is one lab node as clients and fault injectors see it.
+type Node struct {
+	ID        int    `json:"id"`
+	Addr      string `json:"addr"`       // the proxy: what clients use
+	RedisAddr string `json:"redis_addr"` // redis-server itself
+	Control   string `json:"control"`    // the supervisor's control endpoint
+}
+
+// labFile is stateDir/lab.json.
+type labFile struct {
+	Count        int         `json:"count"`
+	BasePort     int         `json:"base_port"`
+	Persistence  Persistence `json:"persistence"`
+	RestartDelay Duration    `json:"restart_delay"`
+	Redlab       string      `json:"redlab"`
+	RedisServer  string      `json:"redis_server"`
+	Terraform    string      `json:"terraform"`
+	InfraDir     string      `json:"infra_dir"`
+	Nodes        []Node      `json:"nodes"`
+}
+
+const (
+	labFileName  = "lab.json"
+	workspaceDir = "tf" // the copied root module and its state
+	tfLogName    = "terraform.log"
+	rootModule   = "envs/local"
+	nodeModule   = "modules/redis-node"
+)
+
+// Lab is a running lab.
+type Lab struct {
+	stateDir string
+	f        labFile
+}
+
+// Open attaches to the lab in stateDir.
+func Open(stateDir string) (*Lab, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	var f labFile
+	if err := readJSONFile(filepath.Join(abs, labFileName), &f); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNoLab, abs)
+		}
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	return &Lab{stateDir: abs, f: f}, nil
+}
+
+// StateDir is the lab's state directory.
+func (l *Lab) StateDir() string { return l.stateDir }
+
+// Nodes returns the lab's nodes, in order.
+func (l *Lab) Nodes() []Node { return append([]Node(nil), l.f.Nodes...) }
+
+// Addrs returns the nodes' proxied addresses, in order.
+func (l *Lab) Addrs() []string {
+	out := make([]string, len(l.f.Nodes))
+	for i, n := range l.f.Nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// BasePort is the lab's base port.
+func (l *Lab) BasePort() int { return l.f.BasePort }
+
+// Persistence is the lab's persistence profile.
+func (l *Lab) Persistence() Persistence { return l.f.Persistence }
+
+// RestartDelay is the configured restart delay.
+func (l *Lab) RestartDelay() time.Duration { return time.Duration(l.f.RestartDelay) }
+
+func (l *Lab) node(id int) (Node, error) {
+	for _, n := range l.f.Nodes {
+		if n.ID == id {
+			return n, nil
+		}
+	}
+	return Node{}, fmt.Errorf("%w: no node %d (nodes are 1-%d)", ErrInvalid, id, len(l.f.Nodes))
+}
+
+// Up creates the lab, or brings an existing one in line with cfg: it copies
+// infra/envs/local and infra/modules/redis-node into the state directory
+// (so the repository tree stays clean and `down` needs only the state
+// directory), runs init when that copy changed, apply with cfg's
+// variables, and restarts any node supervisor that is gone (a supervisor
+// adopts its node's running redis-server). It returns once every node
+// answers through its proxy.
+func Up(ctx context.Context, cfg Config) (*Lab, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Redlab == "" {
+		if cfg.Redlab, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("lab: redlab binary: %w", err)
+		}
+	}
+	if cfg.RedisServer == "" {
+		if cfg.RedisServer, err = exec.LookPath("redis-server"); err != nil {
+			return nil, fmt.Errorf("lab: redis-server: %w", err)
+		}
+	}
+	old, _ := Open(cfg.StateDir)
+	if cfg.InfraDir == "" && old != nil && fileExists(filepath.Join(old.f.InfraDir, rootModule, "main.tf")) {
+		cfg.InfraDir = old.f.InfraDir
+	}
+	if cfg.InfraDir == "" {
+		if cfg.InfraDir, err = FindInfraDir(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.InfraDir, err = filepath.Abs(cfg.InfraDir); err != nil {
+		return nil, fmt.Errorf("lab: infra dir: %w", err)
+	}
+	if cfg.Terraform == "" {
+		if cfg.Terraform, err = FindTerraform(filepath.Dir(cfg.InfraDir)); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkPorts(cfg); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	root, changed, err := stageWorkspace(cfg.InfraDir, filepath.Join(cfg.StateDir, workspaceDir))
+	if err != nil {
+		return nil, err
+	}
+	tf, logf, err := newWorkspaceTerraform(cfg.Terraform, root, cfg.StateDir, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	if changed || !fileExists(filepath.Join(root, ".terraform", "modules", "modules.json")) {
+		if err := tf.Init(ctx); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(root, ".staged-hash"), []byte(changedHash(root)), 0o644); err != nil {
+			return nil, fmt.Errorf("lab: %w", err)
+		}
+	}
+	// Record the config first: a failed apply still leaves what `down`
+	// needs to destroy.
+	f := labFile{
+		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence,
+		RestartDelay: Duration(cfg.RestartDelay), Redlab: cfg.Redlab, RedisServer: cfg.RedisServer,
+		Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+	}
+	if old != nil {
+		f.Nodes = old.f.Nodes
+	}
+	if err := writeJSONFile(filepath.Join(cfg.StateDir, labFileName), f); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	if err := tf.Apply(ctx, cfg.vars()); err != nil {
+		return nil, err
+	}
+	out, err := tf.Output(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(out["nodes"], &f.Nodes); err != nil {
+		return nil, fmt.Errorf("lab: output nodes: %w", err)
+	}
+	sort.Slice(f.Nodes, func(i, j int) bool { return f.Nodes[i].ID < f.Nodes[j].ID })
+	if err := writeJSONFile(filepath.Join(cfg.StateDir, labFileName), f); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	// Terraform believes every node exists; a supervisor may have died
+	// since (a crash, a reboot). Start it again from its files on disk.
+	for _, n := range f.Nodes {
+		if err := StartNode(ctx, cfg.Redlab, cfg.StateDir, n.ID); err != nil {
+			return nil, err
+		}
+	}
+	return &Lab{stateDir: cfg.StateDir, f: f}, nil
+}
+
+// checkPorts fails, before anything is provisioned, when a port of a node
+// this lab does not have yet is taken. A node it has keeps its ports (a
+// redis-server whose supervisor died still holds its own).
+func checkPorts(cfg Config) error {
+	for id := 1; id <= cfg.Count; id++ {
+		var have NodeSpec
+		if readJSONFile(filepath.Join(nodeDir(cfg.StateDir, id), specFile), &have) == nil &&
+			have.Port == cfg.BasePort+id && have.RedisPort == cfg.BasePort+redisPortOffset+id &&
+			have.ControlPort == cfg.BasePort+controlPortOffset+id {
+			continue
+		}
+		for _, p := range []struct {
+			what string
+			port int
+		}{
+			{"proxy", cfg.BasePort + id},
+			{"redis-server", cfg.BasePort + redisPortOffset + id},
+			{"control endpoint", cfg.BasePort + controlPortOffset + id},
+		} {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
+			if err != nil {
+				return fmt.Errorf("lab: node %d's %s port %d is in use (choose another --base-port): %w", id, p.what, p.port, err)
+			}
+			l.Close()
+		}
+	}
+	return nil
+}
+
+// Down destroys the lab in cfg.StateDir (only StateDir, Terraform and Log
+// are used): terraform destroy, whose provisioners stop every node, then a
+// sweep of anything left (a node whose destroy failed, processes whose
+// supervisor died), then it removes what the lab created in the state
+// directory and the directory itself when that leaves it empty. A lab that
+// is already down is fine.
+func Down(ctx context.Context, cfg Config) error {
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	dir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	root := filepath.Join(dir, workspaceDir, rootModule)
+	var f labFile
+	haveLab := readJSONFile(filepath.Join(dir, labFileName), &f) == nil
+	// The destroy provisioners run the redlab binary that created the lab;
+	// when it is gone (a `go run` build), the sweep below does their work.
+	if haveLab && fileExists(filepath.Join(root, "terraform.tfstate")) && executable(f.Redlab) == nil {
+		if err := destroy(ctx, cfg, dir, root, f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Only what is recognisably the lab's is touched: --state-dir may name a
+	// directory that holds other things.
+	staged := fileExists(filepath.Join(root, "main.tf"))
+	nodes := 0
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		id, ok := strings.CutPrefix(e.Name(), "node")
+		n, err := strconv.Atoi(id)
+		if !ok || err != nil || !e.IsDir() || !fileExists(filepath.Join(dir, e.Name(), specFile)) {
+			continue
+		}
+		nodes++
+		if err := StopNode(ctx, dir, n, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !haveLab && !staged && nodes == 0 {
+		// Not a lab directory: leave it as it is, unless it is empty.
+		_ = os.Remove(dir)
+		return nil
+	}
+	names := []string{labFileName, FaultsFile, tfLogName}
+	if staged {
+		names = append(names, workspaceDir)
+	}
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, fmt.Errorf("lab: %w", err))
+		}
+	}
+	// Only removed when empty: the directory may hold things we did not make.
+	_ = os.Remove(dir)
+	return errors.Join(errs...)
+}
+
+func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error {
+	bin := cfg.Terraform
+	if bin == "" {
+		bin = f.Terraform
+		if executable(bin) != nil {
+			var err error
+			if bin, err = FindTerraform(); err != nil {
+				return err
+			}
+		}
+	}
+	tf, logf, err := newWorkspaceTerraform(bin, root, dir, cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	c := Config{
+		StateDir: dir, Count: f.Count, BasePort: f.BasePort, Persistence: f.Persistence,
+		RestartDelay: time.Duration(f.RestartDelay), Redlab: f.Redlab, RedisServer: f.RedisServer,
+	}
+	return tf.Destroy(ctx, c.vars())
+}
+
+func newWorkspaceTerraform(bin, root, stateDir string, log io.Writer) (*Terraform, *os.File, error) {
+	logf, err := os.OpenFile(filepath.Join(stateDir, tfLogName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lab: %w", err)
+	}
+	w := io.Writer(logf)
+	if log != nil {
+		w = io.MultiWriter(logf, log)
+	}
+	tf, err := NewTerraform(bin, root, w)
+	if err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	return tf, logf, nil
+}
+
+// FindInfraDir returns the repository's infra directory: $REDLAB_INFRA_DIR,
+// else the first infra/ holding envs/local/main.tf in the current directory
+// or above it, else next to or above the running executable.
+func FindInfraDir() (string, error) {
+	if d := os.Getenv("REDLAB_INFRA_DIR"); d != "" {
+		if !fileExists(filepath.Join(d, rootModule, "main.tf")) {
+			return "", fmt.Errorf("lab: REDLAB_INFRA_DIR=%s has no %s/main.tf", d, rootModule)
+		}
+		return filepath.Abs(d)
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		for d := s; ; d = filepath.Dir(d) {
+			if fileExists(filepath.Join(d, "infra", rootModule, "main.tf")) {
+				return filepath.Join(d, "infra"), nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("lab: cannot find infra/envs/local: run from the repository, or set REDLAB_INFRA_DIR / --infra-dir")
+}
+
+// stageWorkspace copies the root module and the node module from infraDir
+// into ws with the same relative layout, so that "../../modules/redis-node"
+// resolves, and keeps the root module's .terraform and state. It returns
+// the copied root module and whether its files differ from the last init.
+func stageWorkspace(infraDir, ws string) (root string, changed bool, err error) {
+	root = filepath.Join(ws, rootModule)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", false, fmt.Errorf("lab: %w", err)
+	}
+	// Remove the previous copy's files, not its .terraform or state.
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), "terraform.tfstate") && !strings.HasPrefix(e.Name(), ".") {
+			os.Remove(filepath.Join(root, e.Name()))
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(ws, nodeModule)); err != nil {
+		return "", false, fmt.Errorf("lab: %w", err)
+	}
+	if err := copyModule(filepath.Join(infraDir, rootModule), root, false); err != nil {
+		return "", false, err
+	}
+	if err := copyModule(filepath.Join(infraDir, nodeModule), filepath.Join(ws, nodeModule), true); err != nil {
+		return "", false, err
+	}
+	old, _ := os.ReadFile(filepath.Join(root, ".staged-hash"))
+	return root, string(old) != changedHash(root), nil
+}
+
+// copyModule copies a module's files: everything but hidden entries, state,
+// tests/ and examples/ (and, for the root module, subdirectories).
+func copyModule(src, dst string, recursive bool) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("lab: copy module: %w", err)
+		}
+		rel, _ := filepath.Rel(src, p)
+		name := d.Name()
+		if rel != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "terraform.tfstate")) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if rel != "." && (!recursive || name == "tests" || name == "examples") {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(name, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("lab: copy module: %w", err)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("lab: copy module: %w", err)
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
+	})
+}
+
+// changedHash hashes the staged files (the root module's and, through
+// "..", the node module's) so that init runs only when they change.
+func changedHash(root string) string {
+	h := sha256.New()
+	ws := filepath.Dir(filepath.Dir(root))
+	_ = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		name := d.Name()
+		if d.IsDir() && (name == ".terraform") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "terraform.tfstate") {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		rel, _ := filepath.Rel(ws, p)
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+		h.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))
+}

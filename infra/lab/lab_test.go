@@ -1,0 +1,202 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/redlock"
+)
+
+// TestLab provisions a real lab with tofu/terraform (infra/envs/local),
+// runs every fault against it, reconfigures it, and tears it down twice.
+func TestLab(t *testing.T) {
+	redlab, tf := requireLab(t)
+	const n = 3
+	const delay = 2 * time.Second
+	dir := filepath.Join(t.TempDir(), "lab")
+	base := freeBasePort(t, n)
+	infra := filepath.Join(repoRoot(t), "infra")
+	cfg := Config{
+		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: delay,
+		Redlab: redlab, Terraform: tf, InfraDir: infra,
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := Down(context.Background(), cfg); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+
+	l, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, node := range l.Nodes() {
+		if want := fmt.Sprintf("127.0.0.1:%d", base+i+1); node.ID != i+1 || node.Addr != want {
+			t.Errorf("node %d: got %+v, want id %d at %s", i+1, node, i+1, want)
+		}
+		if err := ping(node.Addr, time.Second); err != nil {
+			t.Errorf("node %d through its proxy: %v", node.ID, err)
+		}
+	}
+	for _, p := range []string{".terraform", "terraform.tfstate", ".terraform.lock.hcl"} {
+		if fileExists(filepath.Join(infra, "envs", "local", p)) {
+			t.Errorf("%s written into the repository tree", p)
+		}
+	}
+
+	t.Run("up again is idempotent", func(t *testing.T) {
+		before, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2, err := Up(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := l2.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range before {
+			if before[i].SupervisorPID != after[i].SupervisorPID || before[i].RedisPID != after[i].RedisPID {
+				t.Errorf("node %d: pids %d/%d became %d/%d, want untouched", i+1,
+					before[i].SupervisorPID, before[i].RedisPID, after[i].SupervisorPID, after[i].RedisPID)
+			}
+		}
+	})
+
+	t.Run("partition", func(t *testing.T) { checkPartition(t, l, 1) })
+	t.Run("latency", func(t *testing.T) { checkLatency(t, l, 2, 150*time.Millisecond) })
+	t.Run("pause", func(t *testing.T) { checkPause(t, l, 3, time.Second) })
+	t.Run("clock-jump", func(t *testing.T) { checkClockJump(t, l, 1) })
+	t.Run("kill", func(t *testing.T) { checkKill(t, l, 2, delay, true) })
+	t.Run("restart", func(t *testing.T) { checkRestartOverride(t, l, 2) })
+	t.Run("stop-start", func(t *testing.T) { checkStopStart(t, l, 3, true) })
+	t.Run("clock-rate", func(t *testing.T) { checkClockRate(t, l, 1) })
+
+	t.Run("supervisor crash", func(t *testing.T) {
+		before := status(t, l, 3)
+		if err := syscall.Kill(before.SupervisorPID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(before.SupervisorPID, 5*time.Second)
+		if !alive(before.RedisPID) {
+			t.Fatalf("redis-server %d died with its supervisor, want it kept", before.RedisPID)
+		}
+		if _, err := Up(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		after := status(t, l, 3)
+		if after.SupervisorPID == before.SupervisorPID || after.RedisPID != before.RedisPID {
+			t.Errorf("after up: supervisor %d redis %d, want a new supervisor adopting redis %d",
+				after.SupervisorPID, after.RedisPID, before.RedisPID)
+		}
+		if got := findRedis(filepath.Join(nodeDir(dir, 3), "data")); len(got) != 1 {
+			t.Errorf("redis-server processes for node 3: %v, want one", got)
+		}
+	})
+
+	t.Run("fault log", func(t *testing.T) {
+		faults, err := l.Faults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[FaultKind]int{}
+		for _, f := range faults {
+			seen[f.Kind]++
+			if f.Active() {
+				t.Errorf("fault %s still active", f.ID)
+			}
+		}
+		for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultRestart, FaultStop, FaultClockRate} {
+			if seen[k] == 0 {
+				t.Errorf("no %s in %s", k, FaultsFile)
+			}
+		}
+	})
+
+	t.Run("doctor sees the persistence", func(t *testing.T) {
+		checkDoctor(t, l, PersistAlways)
+		c := cfg
+		c.Persistence = PersistEverysec
+		l2, err := Up(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts, err := l2.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.State != NodeUp || st.Persistence != PersistEverysec {
+				t.Errorf("node %d after reconfiguring: %s %s, want up everysec", st.ID, st.State, st.Persistence)
+			}
+		}
+		checkDoctor(t, l2, PersistEverysec)
+	})
+
+	if err := Down(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkNothingLeft(t, dir, base, n)
+	if err := Down(ctx, cfg); err != nil {
+		t.Errorf("down of a lab that is down: %v", err)
+	}
+
+	// Up then down once more, on the same state directory.
+	cfg.Count = 1
+	l, err = Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(l.Nodes()[0].Addr, time.Second); err != nil {
+		t.Errorf("second lab: %v", err)
+	}
+	if err := Down(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkNothingLeft(t, dir, base, n)
+}
+
+// checkDoctor runs redlock's node audit against the lab: appendfsync always
+// passes, anything else is a warning on every node.
+func checkDoctor(t *testing.T, l *Lab, p Persistence) {
+	t.Helper()
+	rl, err := redlock.New(redlock.NewNodes(l.Addrs(), redlock.WithNodeTimeout(2*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rl.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := map[int]bool{}
+	for _, f := range rep.Findings {
+		if f.Check == "appendfsync" && f.Severity >= redlock.Warning {
+			warned[f.Node] = true
+		}
+	}
+	for i := range l.Nodes() {
+		if got, want := warned[i], p != PersistAlways; got != want {
+			t.Errorf("persistence %s, node %d: appendfsync warning %v, want %v (findings %+v)", p, i+1, got, want, rep.Findings)
+		}
+	}
+}
+
+func checkNothingLeft(t *testing.T, dir string, base, n int) {
+	t.Helper()
+	if left := leftovers(dir); len(left) > 0 {
+		t.Errorf("processes left after down: %v", left)
+	}
+	if !portsFree(base, n) {
+		t.Errorf("ports of the lab still in use after down")
+	}
+	if fileExists(dir) {
+		t.Errorf("state dir %s still there after down", dir)
+	}
+}

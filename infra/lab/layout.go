@@ -1,0 +1,364 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Port offsets from the lab's base port. Node N (from 1) listens on
+// base+N (proxy, what clients use), base+redisPortOffset+N (redis-server,
+// private) and base+controlPortOffset+N (control endpoint).
+const (
+	redisPortOffset   = 100
+	controlPortOffset = 200
+	// MaxNodes is the largest node count the port layout allows.
+	MaxNodes = 99
+)
+
+// Files and directories inside a node's directory (stateDir/nodeN). The
+// envs/local root module renders data/, guard/, run/ and redis.log into the
+// node configuration, so these names are shared with infra/envs/local.
+const (
+	confFile          = "redis.conf"
+	guardFile         = "restart-guard"
+	specFile          = "spec.json"
+	statusFile        = "node.json"
+	supervisorPIDFile = "supervisor.pid"
+	redisPIDFile      = "redis.pid"
+	supervisorLogFile = "supervisor.log"
+	freshMarker       = "fresh"
+)
+
+// nodeDir returns stateDir/nodeN.
+func nodeDir(stateDir string, id int) string {
+	return filepath.Join(stateDir, "node"+strconv.Itoa(id))
+}
+
+// Duration is a time.Duration that reads and writes JSON as "1.5s".
+type Duration time.Duration
+
+// MarshalJSON renders d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// NodeSpec is everything a supervisor needs to run one node. It is written
+// to the node directory, so a supervisor can be restarted from disk alone.
+type NodeSpec struct {
+	ID           int      `json:"id"`
+	StateDir     string   `json:"state_dir"`
+	Port         int      `json:"port"`
+	RedisPort    int      `json:"redis_port"`
+	ControlPort  int      `json:"control_port"`
+	RestartDelay Duration `json:"restart_delay"`
+	// RedisServer is the redis-server executable.
+	RedisServer string `json:"redis_server"`
+	// Conf and Guard are the rendered redis.conf and restart guard script;
+	// they live in their own files, not in spec.json.
+	Conf  []byte `json:"-"`
+	Guard []byte `json:"-"`
+}
+
+func (s NodeSpec) dir() string { return nodeDir(s.StateDir, s.ID) }
+
+func (s NodeSpec) path(name string) string { return filepath.Join(s.dir(), name) }
+
+// Validate checks the spec's fields, and that the rendered redis.conf agrees
+// with the ports it claims.
+func (s NodeSpec) Validate() error {
+	if s.ID < 1 || s.ID > MaxNodes {
+		return fmt.Errorf("lab: node id %d: want 1-%d", s.ID, MaxNodes)
+	}
+	if !filepath.IsAbs(s.StateDir) {
+		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
+	}
+	ports := map[int]string{}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"port", s.Port}, {"redis port", s.RedisPort}, {"control port", s.ControlPort}} {
+		if p.port < 1 || p.port > 65535 {
+			return fmt.Errorf("lab: node %d: %s %d: want 1-65535", s.ID, p.name, p.port)
+		}
+		if other, dup := ports[p.port]; dup {
+			return fmt.Errorf("lab: node %d: %s and %s are both %d", s.ID, other, p.name, p.port)
+		}
+		ports[p.port] = p.name
+	}
+	if s.RestartDelay < 0 {
+		return fmt.Errorf("lab: node %d: negative restart delay", s.ID)
+	}
+	if len(s.Conf) == 0 || len(s.Guard) == 0 {
+		return fmt.Errorf("lab: node %d: redis.conf and restart guard are required", s.ID)
+	}
+	rc := parseRedisConf(s.Conf)
+	if rc.port != s.RedisPort {
+		return fmt.Errorf("lab: node %d: rendered redis.conf has port %d, want redis port %d", s.ID, rc.port, s.RedisPort)
+	}
+	if rc.dir == "" || !filepath.IsAbs(rc.dir) {
+		return fmt.Errorf("lab: node %d: rendered redis.conf needs an absolute dir, got %q", s.ID, rc.dir)
+	}
+	return nil
+}
+
+// redisConf is what the supervisor reads back from the rendered redis.conf.
+type redisConf struct {
+	port        int
+	dir         string
+	appendOnly  bool
+	appendFsync string
+	save        bool
+}
+
+// persistence names the profile the configuration implements.
+func (c redisConf) persistence() Persistence {
+	switch {
+	case !c.appendOnly && !c.save:
+		return PersistNone
+	case c.appendOnly && c.appendFsync == "everysec":
+		return PersistEverysec
+	case c.appendOnly && c.appendFsync == "always":
+		return PersistAlways
+	}
+	return Persistence("custom")
+}
+
+func parseRedisConf(b []byte) redisConf {
+	// Redis' defaults for what the file does not set.
+	c := redisConf{port: 6379, appendFsync: "everysec", save: true}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		arg := strings.Trim(f[1], `"'`)
+		switch strings.ToLower(f[0]) {
+		case "port":
+			c.port, _ = strconv.Atoi(arg)
+		case "dir":
+			c.dir = arg
+		case "appendonly":
+			c.appendOnly = arg == "yes"
+		case "appendfsync":
+			c.appendFsync = arg
+		case "save":
+			c.save = arg != ""
+		}
+	}
+	return c
+}
+
+// NodeState is what a node is doing.
+type NodeState string
+
+// Node states. A supervisor that is not running reports NodeDown.
+const (
+	NodeStarting NodeState = "starting" // redis-server started, not answering yet
+	NodeWaiting  NodeState = "waiting"  // restart guard is holding the restart delay
+	NodeUp       NodeState = "up"
+	NodePaused   NodeState = "paused"  // SIGSTOP
+	NodeStopped  NodeState = "stopped" // clean stop on request; the supervisor is still there
+	NodeDown     NodeState = "down"    // no supervisor
+)
+
+// NodeStatus is one node's state as its supervisor sees it.
+type NodeStatus struct {
+	ID            int         `json:"id"`
+	State         NodeState   `json:"state"`
+	SupervisorPID int         `json:"supervisor_pid,omitempty"`
+	RedisPID      int         `json:"redis_pid,omitempty"`
+	Restarts      int         `json:"restarts"`
+	Port          int         `json:"port"`
+	RedisPort     int         `json:"redis_port"`
+	ControlPort   int         `json:"control_port"`
+	Persistence   Persistence `json:"persistence"`
+	Partitioned   bool        `json:"partitioned,omitempty"`
+	Latency       Duration    `json:"latency,omitempty"`
+	Jitter        Duration    `json:"jitter,omitempty"`
+	LastExit      string      `json:"last_exit,omitempty"`
+	Since         time.Time   `json:"since"`
+	// Active maps each fault in effect on the node to its ID in faults.jsonl.
+	Active map[FaultKind]string `json:"active_faults,omitempty"`
+}
+
+// Addr is the proxied address clients use.
+func (s NodeStatus) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'), 0o644)
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// writeFileAtomic replaces path so readers never see a half-written file.
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, perm); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, perm); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func writePID(path string, pid int) error {
+	return writeFileAtomic(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// alive reports whether pid is a live process. A zombie is dead: where PID 1
+// does not reap orphans (some containers) an exited daemon stays a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Field 3 follows the parenthesised command name, which may hold spaces.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
+
+// cmdline returns a process's argv.
+func cmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// isSupervisor reports whether pid is `redlab node run` for this node.
+func isSupervisor(pid int, stateDir string, id int) bool {
+	if !alive(pid) {
+		return false
+	}
+	args := cmdline(pid)
+	var run, dirOK, idOK bool
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == "run" && i > 0 && args[i-1] == "node":
+			run = true
+		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
+			dirOK = true
+		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
+			idOK = true
+		}
+	}
+	return run && dirOK && idOK
+}
+
+// findRedis returns the live redis-server processes whose working
+// directory is dataDir: redis-server chdirs to its `dir`, and rewrites its
+// argv (process title), so the working directory is what identifies it.
+func findRedis(dataDir string) []int {
+	return scanProc(func(pid int) bool {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil || cwd != dataDir {
+			return false
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return strings.HasPrefix(strings.TrimSpace(string(comm)), "redis-server")
+	})
+}
+
+// findMentioning returns live processes other than this one whose argv
+// contains path (the restart guard script while it waits, for instance).
+func findMentioning(path string) []int {
+	return scanProc(func(pid int) bool {
+		for _, a := range cmdline(pid) {
+			if strings.Contains(a, path) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func scanProc(match func(pid int) bool) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if match(pid) && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitGone polls until pid is dead or limit passes.
+func waitGone(pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}

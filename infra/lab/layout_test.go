@@ -1,0 +1,172 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseRedisConfPersistence(t *testing.T) {
+	tests := []struct {
+		conf string
+		want Persistence
+	}{
+		{"appendonly yes\nappendfsync always\nsave \"\"\n", PersistAlways},
+		{"appendonly yes\nappendfsync everysec\nsave \"\"\n", PersistEverysec},
+		{"appendonly no\nappendfsync always\nsave \"\"\n", PersistNone},
+		{"# appendonly yes\nappendonly yes\n", PersistEverysec}, // Redis' default fsync
+		{"appendonly no\n", "custom"},                           // RDB snapshots still on
+	}
+	for _, tt := range tests {
+		if got := parseRedisConf([]byte(tt.conf)).persistence(); got != tt.want {
+			t.Errorf("%q: got %s, want %s", tt.conf, got, tt.want)
+		}
+	}
+}
+
+func TestNodeSpecValidate(t *testing.T) {
+	good := NodeSpec{
+		ID: 2, StateDir: "/tmp/lab", Port: 7102, RedisPort: 7202, ControlPort: 7302,
+		RestartDelay: Duration(time.Second),
+		Conf:         []byte("port 7202\ndir /tmp/lab/node2/data\n"), Guard: []byte("#!/bin/bash\n"),
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good spec: %v", err)
+	}
+	tests := []struct {
+		name   string
+		change func(*NodeSpec)
+		want   string
+	}{
+		{"id 0", func(s *NodeSpec) { s.ID = 0 }, "node id 0"},
+		{"relative state dir", func(s *NodeSpec) { s.StateDir = "lab" }, "absolute"},
+		{"port clash", func(s *NodeSpec) { s.ControlPort = s.Port }, "both"},
+		{"conf port differs", func(s *NodeSpec) { s.RedisPort = 7203 }, "rendered redis.conf has port 7202"},
+		{"no guard", func(s *NodeSpec) { s.Guard = nil }, "restart guard"},
+		{"relative dir", func(s *NodeSpec) { s.Conf = []byte("port 7202\ndir data\n") }, "absolute dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good
+			tt.change(&s)
+			err := s.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", Config{StateDir: "/tmp/x"}, true},
+		{"count 0 means default", Config{StateDir: "/tmp/x", Count: 0}, true},
+		{"too many nodes", Config{StateDir: "/tmp/x", Count: 100}, false},
+		{"low base port", Config{StateDir: "/tmp/x", BasePort: 80}, false},
+		{"high base port", Config{StateDir: "/tmp/x", BasePort: 65400}, false},
+		{"bad persistence", Config{StateDir: "/tmp/x", Persistence: "sometimes"}, false},
+		{"space in state dir", Config{StateDir: "/tmp/my lab"}, false},
+		{"negative delay", Config{StateDir: "/tmp/x", RestartDelay: -time.Second}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.cfg.withDefaults()
+			if (err == nil) != tt.ok {
+				t.Errorf("got %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestConfigVars(t *testing.T) {
+	cfg, err := Config{StateDir: "/tmp/x", RestartDelay: 1500 * time.Millisecond, Persistence: PersistNone,
+		Redlab: "/bin/redlab", RedisServer: "/usr/bin/redis-server"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"node_count": "5", "base_port": "7100", "persistence": "none", "restart_delay_seconds": "1.5",
+		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server",
+	}
+	got := cfg.vars()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("var %s: got %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d vars, want %d: %v", len(got), len(want), got)
+	}
+}
+
+func TestKillNoteSaysItPlainly(t *testing.T) {
+	for _, p := range []Persistence{PersistAlways, PersistEverysec} {
+		if n := p.KillNote(); !strings.Contains(n, "kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss") {
+			t.Errorf("%s: got %q", p, n)
+		}
+	}
+	if n := PersistNone.KillNote(); !strings.Contains(n, "models key loss") {
+		t.Errorf("none: got %q", n)
+	}
+}
+
+// TestDownLeavesForeignDirectoriesAlone: --state-dir may point at a
+// directory that is not a lab; down must not delete what it did not make.
+func TestDownLeavesForeignDirectoriesAlone(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"node1", "tf"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "faults.jsonl"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(context.Background(), Config{StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"node1", "tf", "faults.jsonl"} {
+		if !fileExists(filepath.Join(dir, p)) {
+			t.Errorf("down removed %s from a directory that holds no lab", p)
+		}
+	}
+	if err := Down(context.Background(), Config{StateDir: filepath.Join(dir, "absent")}); err != nil {
+		t.Errorf("down of a missing state dir: %v, want nil", err)
+	}
+}
+
+func TestCheckPorts(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	// Node 2's control endpoint would be on the taken port.
+	cfg := Config{StateDir: dir, Count: 3, BasePort: taken - controlPortOffset - 2}
+	err = checkPorts(cfg)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node 2's control endpoint port %d is in use", taken)) {
+		t.Errorf("got %v, want node 2's control endpoint port %d reported", err, taken)
+	}
+	// A node the lab already has keeps its ports.
+	if err := os.MkdirAll(nodeDir(dir, 2), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := NodeSpec{ID: 2, Port: cfg.BasePort + 2, RedisPort: cfg.BasePort + redisPortOffset + 2, ControlPort: taken}
+	if err := writeJSONFile(filepath.Join(nodeDir(dir, 2), specFile), spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPorts(cfg); err != nil {
+		t.Errorf("ports of an existing node: got %v, want nil", err)
+	}
+}

@@ -1,0 +1,414 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The redlab binary the provisioners exec (the test binary cannot stand in
+// for it), built at most once per test run into TestMain's temporary
+// directory, and only when a test needs it.
+var (
+	binDir    string
+	buildOnce sync.Once
+	redlabBin string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	binDir, err = os.MkdirTemp("", "redlab-lab-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+func buildRedlab() (string, error) {
+	buildOnce.Do(func() {
+		redlabBin = filepath.Join(binDir, "redlab")
+		out, err := exec.Command("go", "build", "-o", redlabBin, "github.com/redlocklab/redlocklab/cmd/redlab").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/redlab: %w\n%s", err, out)
+		}
+	})
+	return redlabBin, buildErr
+}
+
+// requireLab returns what a real lab needs: the redlab binary and a tofu or
+// terraform binary. Without tofu/terraform the test fails under CI=true and
+// is skipped, loudly, otherwise.
+func requireLab(t *testing.T) (redlab, terraform string) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server is required (CI=true): %v", err)
+		}
+		t.Skip("SKIPPING: redis-server is not on PATH; install it (see .ci/run) to run the lab tests")
+	}
+	tf, err := FindTerraform(repoRoot(t))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("tofu or terraform is required (CI=true): %v", err)
+		}
+		t.Skipf("SKIPPING: %v", err)
+	}
+	bin, err := buildRedlab()
+	if err != nil {
+		t.Fatalf("redlab binary: %v", err)
+	}
+	return bin, tf
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(filepath.Dir(wd)) // infra/lab -> repo
+}
+
+// freeBasePort returns a base port whose three ranges for n nodes are free
+// right now.
+func freeBasePort(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := 20000 + rand.IntN(40000)
+		if portsFree(base, n) {
+			return base
+		}
+	}
+	t.Fatal("no free base port")
+	return 0
+}
+
+func portsFree(base, n int) bool {
+	for _, off := range []int{0, redisPortOffset, controlPortOffset} {
+		for i := 1; i <= n; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off+i))
+			if err != nil {
+				return false
+			}
+			l.Close()
+		}
+	}
+	return true
+}
+
+// client returns a go-redis client with short timeouts and no retries.
+func client(t *testing.T, addr string, timeout time.Duration) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		MaxRetries: -1, PoolSize: 1,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ping(addr string, timeout time.Duration) error {
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1, PoolSize: 1,
+	})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+// eventually polls f until it returns nil or limit passes.
+func eventually(t *testing.T, limit time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %v: %v", what, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func status(t *testing.T, l *Lab, id int) NodeStatus {
+	t.Helper()
+	st, err := l.NodeStatus(context.Background(), id)
+	if err != nil {
+		t.Fatalf("status of node %d: %v", id, err)
+	}
+	return st
+}
+
+// The fault checks below run against any lab, in-process or provisioned.
+
+func checkPartition(t *testing.T, l *Lab, id int) {
+	t.Helper()
+	ctx := context.Background()
+	addr := l.Nodes()[id-1].Addr
+	if err := l.Partition(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, l, id); !st.Partitioned {
+		t.Errorf("partition: status %+v, want partitioned", st)
+	}
+	err := ping(addr, 300*time.Millisecond)
+	if err == nil || !isTimeout(err) || errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("partitioned node %d: got %v, want a client timeout (not refused)", id, err)
+	}
+	if err := l.Heal(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "healed node answers", func() error { return ping(addr, 300*time.Millisecond) })
+}
+
+func checkLatency(t *testing.T, l *Lab, id int, add time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c := client(t, l.Nodes()[id-1].Addr, 5*time.Second)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Latency(ctx, id, add, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The toxic holds every reply at least add: a lower bound, not a timing.
+	if got := time.Since(start); got < add {
+		t.Errorf("latency %v: PING took %v, want at least %v", add, got, add)
+	}
+	if _, err := l.Latency(ctx, id, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, l, id); st.Latency != 0 || st.Active[FaultLatency] != "" {
+		t.Errorf("latency removed: status %+v, want no latency", st)
+	}
+}
+
+func checkPause(t *testing.T, l *Lab, id int, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	addr := l.Nodes()[id-1].Addr
+	if _, err := l.Pause(ctx, id, d); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, l, id); st.State != NodePaused {
+		t.Errorf("paused: state %s, want paused", st.State)
+	}
+	if err := ping(addr, 100*time.Millisecond); !isTimeout(err) {
+		t.Errorf("paused node %d: got %v, want a timeout", id, err)
+	}
+	eventually(t, d+10*time.Second, "paused node resumes", func() error { return ping(addr, 300*time.Millisecond) })
+	eventually(t, 5*time.Second, "state up after pause", func() error {
+		if st := status(t, l, id); st.State != NodeUp {
+			return fmt.Errorf("state %s", st.State)
+		}
+		return nil
+	})
+}
+
+// checkKill kills the node and asserts the order of events: down right after
+// the kill, in the restart delay, up only once the delay has passed.
+//
+// The key written just before the kill survives it exactly when the
+// profile persists at all: kill -9 keeps page-cache writes.
+func checkKill(t *testing.T, l *Lab, id int, delay time.Duration, persists bool) {
+	t.Helper()
+	ctx := context.Background()
+	addr := l.Nodes()[id-1].Addr
+	if err := client(t, addr, 2*time.Second).Set(ctx, "lab:killed", "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := status(t, l, id)
+	killed := time.Now()
+	res, err := l.Kill(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Status.State; st != NodeWaiting && st != NodeStarting {
+		t.Errorf("right after kill: state %s, want waiting (the restart delay)", st)
+	}
+	// Only a node that answers before the delay has passed is wrong; a slow
+	// machine may reach this line late, so check the order, not the clock.
+	if err := ping(addr, 200*time.Millisecond); err == nil && time.Since(killed) < delay {
+		t.Errorf("node %d answered %v after kill, want down for the restart delay %v", id, time.Since(killed), delay)
+	}
+	eventually(t, delay+20*time.Second, "killed node comes back", func() error { return ping(addr, 300*time.Millisecond) })
+	if back := time.Since(killed); back < delay {
+		t.Errorf("node %d back %v after kill, want not before the restart delay %v", id, back, delay)
+	}
+	n, err := client(t, addr, 2*time.Second).Exists(ctx, "lab:killed").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n == 1; got != persists {
+		t.Errorf("key written before kill -9: exists %v after the restart, want %v", got, persists)
+	}
+	after := status(t, l, id)
+	if after.Restarts != before.Restarts+1 || after.RedisPID == before.RedisPID {
+		t.Errorf("after kill: restarts %d pid %d, want restarts %d and a new pid (was %d)",
+			after.Restarts, after.RedisPID, before.Restarts+1, before.RedisPID)
+	}
+}
+
+func checkRestartOverride(t *testing.T, l *Lab, id int) {
+	t.Helper()
+	ctx := context.Background()
+	before := status(t, l, id)
+	res, err := l.Restart(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fault == nil || res.Fault.Params["delay"] != "0s" {
+		t.Errorf("restart fault: got %+v, want delay 0s recorded", res.Fault)
+	}
+	eventually(t, 20*time.Second, "restarted node comes back", func() error { return ping(l.Nodes()[id-1].Addr, 300*time.Millisecond) })
+	if after := status(t, l, id); after.RedisPID == before.RedisPID {
+		t.Errorf("restart: redis pid still %d, want a new process", after.RedisPID)
+	}
+}
+
+// checkStopStart stops the node cleanly and starts it again; a key written
+// before survives when the profile persists.
+func checkStopStart(t *testing.T, l *Lab, id int, persists bool) {
+	t.Helper()
+	ctx := context.Background()
+	addr := l.Nodes()[id-1].Addr
+	c := client(t, addr, 2*time.Second)
+	if err := c.Set(ctx, "lab:stopstart", "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Stop(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.State != NodeStopped || res.Status.RedisPID != 0 {
+		t.Errorf("stop: status %+v, want stopped, no redis pid", res.Status)
+	}
+	if err := ping(addr, 200*time.Millisecond); err == nil {
+		t.Errorf("stopped node %d answered", id)
+	}
+	res, err = l.Start(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.State != NodeUp {
+		t.Errorf("start: state %s, want up", res.Status.State)
+	}
+	n, err := client(t, addr, 2*time.Second).Exists(ctx, "lab:stopstart").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n == 1, persists; got != want {
+		t.Errorf("key after a clean stop/start: exists %v, want %v", got, want)
+	}
+}
+
+func checkClockJump(t *testing.T, l *Lab, id int) {
+	t.Helper()
+	ctx := context.Background()
+	c := client(t, l.Nodes()[id-1].Addr, 2*time.Second)
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Set(ctx, "lab:long", "1", 60*time.Second).Err())
+	must(c.Set(ctx, "lab:short", "1", 3*time.Second).Err())
+	must(c.Set(ctx, "lab:forever", "1", 0).Err())
+	res, err := l.ClockJump(ctx, id, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ClockJump == nil || res.ClockJump.Adjusted != 1 || res.ClockJump.Deleted != 1 {
+		t.Errorf("clock jump: got %+v, want 1 adjusted, 1 deleted", res.ClockJump)
+	}
+	pttl, err := c.PTTL(ctx, "lab:long").Result()
+	must(err)
+	if pttl <= 0 || pttl > 55*time.Second {
+		t.Errorf("PTTL after a 5s jump: got %v, want in (0, 55s]", pttl)
+	}
+	if n, _ := c.Exists(ctx, "lab:short").Result(); n != 0 {
+		t.Errorf("key with 3s left after a 5s jump: still there, want expired")
+	}
+	if ttl, _ := c.PTTL(ctx, "lab:forever").Result(); ttl != -1 {
+		t.Errorf("key without expiry: PTTL %v, want -1 (untouched)", ttl)
+	}
+}
+
+func checkClockRate(t *testing.T, l *Lab, id int) {
+	t.Helper()
+	ctx := context.Background()
+	c := client(t, l.Nodes()[id-1].Addr, 2*time.Second)
+	if err := c.Set(ctx, "lab:rate", "1", 60*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.ClockRate(ctx, id, 3, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "clock-rate fault ends", func() error {
+		fs, err := l.Faults()
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if f.ID == res.Fault.ID && !f.Active() {
+				return nil
+			}
+		}
+		return errors.New("still active")
+	})
+	// A clock at 3x for 1s runs 2s ahead; with the real second that passed
+	// the key has lost at least 2s more than 1s would take.
+	pttl, err := c.PTTL(ctx, "lab:rate").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl > 58*time.Second {
+		t.Errorf("PTTL after 1s at 3x: got %v, want <= 58s", pttl)
+	}
+}
+
+// leftovers lists processes that still belong to the lab in dir: their
+// argv mentions it or their working directory is inside it.
+func leftovers(dir string) []string {
+	var out []string
+	for _, pid := range scanProc(func(pid int) bool {
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		return strings.HasPrefix(cwd, dir) || strings.Contains(strings.Join(cmdline(pid), " "), dir)
+	}) {
+		out = append(out, fmt.Sprintf("%d %q", pid, cmdline(pid)))
+	}
+	return out
+}

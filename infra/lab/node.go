@@ -1,0 +1,215 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PrepareNode writes the node's spec, rendered redis.conf and restart guard
+// into stateDir/nodeN and creates the directories the configuration names.
+// A node directory created here is marked fresh (see RunNode).
+func PrepareNode(spec NodeSpec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	dir := spec.dir()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		if err := os.WriteFile(spec.path(freshMarker), nil, 0o644); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+	}
+	if err := os.MkdirAll(parseRedisConf(spec.Conf).dir, 0o755); err != nil {
+		return fmt.Errorf("lab: node %d data dir: %w", spec.ID, err)
+	}
+	for _, f := range []struct {
+		name string
+		b    []byte
+		mode os.FileMode
+	}{{confFile, spec.Conf, 0o644}, {guardFile, spec.Guard, 0o755}} {
+		if err := writeFileAtomic(spec.path(f.name), f.b, f.mode); err != nil {
+			return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+		}
+	}
+	if err := writeJSONFile(spec.path(specFile), spec); err != nil {
+		return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+	}
+	return nil
+}
+
+// LoadNodeSpec reads what PrepareNode wrote.
+func LoadNodeSpec(stateDir string, id int) (NodeSpec, error) {
+	var spec NodeSpec
+	p := filepath.Join(nodeDir(stateDir, id), specFile)
+	if err := readJSONFile(p, &spec); err != nil {
+		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	var err error
+	if spec.Conf, err = os.ReadFile(spec.path(confFile)); err != nil {
+		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	if spec.Guard, err = os.ReadFile(spec.path(guardFile)); err != nil {
+		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	return spec, spec.Validate()
+}
+
+// StartNode starts the supervisor of a prepared node detached from the
+// caller (its own session, output to stateDir/nodeN/supervisor.log) by
+// running `redlab node run`, and returns once the node answers PING through
+// its proxy. A supervisor already running for the node is left alone.
+func StartNode(ctx context.Context, redlab, stateDir string, id int) error {
+	spec, err := LoadNodeSpec(stateDir, id)
+	if err != nil {
+		return err
+	}
+	if pid := readPID(spec.path(supervisorPIDFile)); isSupervisor(pid, spec.StateDir, id) {
+		// Already supervised; whatever state it is in is its business.
+		return nil
+	}
+	logf, err := os.OpenFile(spec.path(supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(redlab, "node", "run", "--id", strconv.Itoa(id), "--state-dir", spec.StateDir)
+	cmd.Dir = spec.dir()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A new session: no terminal, no signal meant for the caller's process
+	// group (terraform's included) reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("lab: node %d: start supervisor: %w", id, err)
+	}
+	pid := cmd.Process.Pid
+	// Not waited for: it outlives us. Whoever reaps orphans reaps it.
+	_ = cmd.Process.Release()
+	return waitNodeUp(ctx, spec, pid)
+}
+
+// waitNodeUp waits until the supervisor reports the node up and it answers
+// through its proxy (or reports it stopped: a node stopped on purpose stays
+// stopped across a supervisor restart), failing early with the end of the
+// supervisor's log when the supervisor exits.
+func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
+	limit := time.Duration(spec.RestartDelay) + 30*time.Second
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{
+		Addr: "127.0.0.1:" + strconv.Itoa(spec.Port), MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
+	})
+	defer c.Close()
+	for {
+		var st NodeStatus
+		_ = readJSONFile(spec.path(statusFile), &st)
+		mine := st.SupervisorPID == supervisorPID
+		if mine && st.State == NodeStopped {
+			return nil
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := c.Ping(pctx).Err()
+		pcancel()
+		if err == nil && mine && (st.State == NodeUp || st.State == NodePaused) {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("supervisor reports %q", st.State)
+		}
+		if !alive(supervisorPID) {
+			log, _ := os.ReadFile(spec.path(supervisorLogFile))
+			return fmt.Errorf("lab: node %d: supervisor exited during start; end of %s:\n%s",
+				spec.ID, spec.path(supervisorLogFile), tail(string(log), 1500))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lab: node %d not answering on 127.0.0.1:%d: %w (last error: %v)", spec.ID, spec.Port, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// StopNode stops node id: its supervisor (SIGTERM; it shuts redis-server
+// down cleanly and tells the restart guard), then anything a dead
+// supervisor left: redis-server found by its working directory, a waiting
+// restart guard. With purge it then removes stateDir/nodeN. Stopping a node
+// that is not running succeeds.
+func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
+	dir := nodeDir(stateDir, id)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	sups := scanProc(func(pid int) bool { return isSupervisor(pid, stateDir, id) })
+	for _, pid := range sups {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for _, pid := range sups {
+		if !waitGoneCtx(ctx, pid, stopTimeout+guardTimeout+5*time.Second) {
+			errs = append(errs, fmt.Errorf("lab: node %d: supervisor pid %d ignored SIGTERM; killed", id, pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+		}
+	}
+
+	dataDir := filepath.Join(dir, "data")
+	if conf, err := os.ReadFile(filepath.Join(dir, confFile)); err == nil {
+		if d := parseRedisConf(conf).dir; d != "" {
+			dataDir = d
+		}
+	}
+	guard := filepath.Join(dir, guardFile)
+	for _, pid := range findMentioning(guard) {
+		signalGroup(pid, syscall.SIGKILL)
+		waitGone(pid, 5*time.Second)
+	}
+	for _, pid := range findRedis(dataDir) {
+		how := "clean"
+		signalGroup(pid, syscall.SIGTERM)
+		signalGroup(pid, syscall.SIGCONT)
+		if !waitGoneCtx(ctx, pid, stopTimeout) {
+			how = "unclean"
+			signalGroup(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+		}
+		if fileExists(guard) {
+			gctx, cancel := context.WithTimeout(ctx, guardTimeout)
+			out, err := exec.CommandContext(gctx, "bash", guard, "post-stop", how).CombinedOutput()
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("lab: node %d: restart guard post-stop: %w: %s", id, err, out))
+			}
+		}
+	}
+	for _, f := range []string{supervisorPIDFile, redisPIDFile} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	if purge {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for alive(pid) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}

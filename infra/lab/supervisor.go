@@ -1,0 +1,556 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotRunning is returned by a fault that needs a running redis-server
+// when the node has none (stopped, or waiting out its restart delay).
+var ErrNotRunning = errors.New("lab: redis-server is not running")
+
+// Supervision choices, in one place:
+//
+//   - redis-server runs in its own process group without a parent-death
+//     signal: when the supervisor itself crashes, redis keeps serving (as it
+//     would when systemd restarts), and the next supervisor for the node
+//     adopts it (found by its working directory, the rendered `dir`). Only
+//     `node stop` / `lab down` end it, and they also sweep processes whose
+//     supervisor is gone, so nothing is left behind.
+//   - A crash (any exit not asked for) is reported to the restart guard as
+//     `post-stop unclean` and the restart goes through `pre-start`, which
+//     holds the configured delay: the systemd unit's semantics.
+//   - A brand-new node (its directory created by this start) is started
+//     with REDIS_GUARD_DELAY=0 the first time: it has never granted a lock,
+//     so the boot delay has nothing to protect, and `lab up` stays fast.
+const (
+	stopTimeout  = 15 * time.Second // SIGTERM to SIGKILL
+	guardTimeout = 10 * time.Second // post-stop
+	pollInterval = 20 * time.Millisecond
+)
+
+// redisProc is one redis-server process, started or adopted.
+type redisProc struct {
+	pid     int
+	adopted bool
+	done    chan struct{} // closed once the process is gone
+	exit    string        // how it ended, set before done is closed
+	killed  bool          // ended by SIGKILL (only known for our own children)
+}
+
+// supervisor runs one node. Its state is guarded by mu; the run loop is the
+// only goroutine that starts redis-server or reacts to its exit, fault
+// handlers only send signals and flip wantUp.
+type supervisor struct {
+	spec   NodeSpec
+	conf   redisConf
+	log    *log.Logger
+	rec    *recorder
+	proxy  *proxy
+	direct *redis.Client // the private redis port, bypassing the proxy
+
+	mu          sync.Mutex
+	st          NodeStatus
+	proc        *redisProc
+	wantUp      bool
+	stopping    bool           // the current process was asked to stop
+	override    *time.Duration // REDIS_GUARD_DELAY for the next pre-start
+	cancelGuard context.CancelFunc
+	pauseStop   context.CancelFunc // ends the pause timer goroutine
+	pausedProc  *redisProc
+	rateStop    context.CancelFunc
+	wake        chan struct{} // the loop re-reads wantUp
+	changed     chan struct{} // closed and replaced on every state change
+
+	wg sync.WaitGroup // goroutines other than the loop
+}
+
+// RunNode runs the supervisor of node id from the spec on disk in
+// stateDir/nodeN (written by PrepareNode) until ctx ends, then stops
+// redis-server cleanly, tells the restart guard, stops the proxy and the
+// control endpoint and removes its pid files. Log lines go to logw.
+func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error {
+	spec, err := LoadNodeSpec(stateDir, id)
+	if err != nil {
+		return err
+	}
+	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isSupervisor(pid, spec.StateDir, spec.ID) {
+		return fmt.Errorf("lab: node %d: a supervisor is already running (pid %d)", id, pid)
+	}
+	if logw == nil {
+		logw = io.Discard
+	}
+	s := &supervisor{
+		spec:    spec,
+		conf:    parseRedisConf(spec.Conf),
+		log:     log.New(logw, fmt.Sprintf("node%d ", id), log.LstdFlags|log.Lmicroseconds),
+		rec:     newRecorder(spec.StateDir, spec.ID),
+		wake:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+		wantUp:  true,
+	}
+	s.direct = redis.NewClient(&redis.Options{
+		Addr: "127.0.0.1:" + strconv.Itoa(spec.RedisPort), MaxRetries: -1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		PoolSize: 2,
+	})
+	defer s.direct.Close()
+	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
+		return fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	defer os.Remove(spec.path(supervisorPIDFile))
+
+	s.restoreStatus()
+	s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), "127.0.0.1:"+strconv.Itoa(spec.RedisPort))
+	if err != nil {
+		return err
+	}
+	defer s.proxy.Stop()
+	s.reapplyNetworkFaults()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
+	if err != nil {
+		return fmt.Errorf("lab: node %d control endpoint: %w", id, err)
+	}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Printf("control endpoint: %v", err)
+		}
+	}()
+	go func() {
+		// No new fault once the node is going away; requests in flight get
+		// a moment, then their connections (and contexts) are closed.
+		defer s.wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+
+	s.adoptOrphans()
+	s.log.Printf("supervising: proxy 127.0.0.1:%d -> redis 127.0.0.1:%d, control 127.0.0.1:%d", spec.Port, spec.RedisPort, spec.ControlPort)
+	s.loop(ctx)
+
+	s.stopBackground()
+	s.wg.Wait()
+	s.endAllFaults()
+	os.Remove(spec.path(redisPIDFile))
+	s.mu.Lock()
+	s.st.State, s.st.SupervisorPID, s.st.RedisPID = NodeDown, 0, 0
+	s.saveLocked()
+	s.mu.Unlock()
+	s.log.Printf("supervisor stopped")
+	return nil
+}
+
+// restoreStatus carries the counters, the stopped state and the network
+// faults over from a previous supervisor of this node.
+func (s *supervisor) restoreStatus() {
+	var old NodeStatus
+	_ = readJSONFile(s.spec.path(statusFile), &old)
+	s.st = NodeStatus{
+		ID: s.spec.ID, State: NodeStarting, SupervisorPID: os.Getpid(),
+		Restarts: old.Restarts, Port: s.spec.Port, RedisPort: s.spec.RedisPort,
+		ControlPort: s.spec.ControlPort, Persistence: s.conf.persistence(),
+		Partitioned: old.Partitioned, Latency: old.Latency, Jitter: old.Jitter,
+		LastExit: old.LastExit, Active: old.Active, Since: time.Now(),
+	}
+	if s.st.Active == nil {
+		s.st.Active = map[FaultKind]string{}
+	}
+	if old.State == NodeStopped {
+		s.wantUp = false
+	}
+}
+
+func (s *supervisor) reapplyNetworkFaults() {
+	if s.st.Partitioned {
+		if err := s.proxy.partition(); err != nil {
+			s.log.Printf("re-apply partition: %v", err)
+		}
+	}
+	if s.st.Latency > 0 {
+		if err := s.proxy.latency(time.Duration(s.st.Latency), time.Duration(s.st.Jitter)); err != nil {
+			s.log.Printf("re-apply latency: %v", err)
+		}
+	}
+}
+
+// adoptOrphans takes over a redis-server left by a previous supervisor, and
+// ends restart guards it left waiting.
+func (s *supervisor) adoptOrphans() {
+	for _, pid := range findMentioning(s.spec.path(guardFile)) {
+		s.log.Printf("ending restart guard pid %d left by a previous supervisor", pid)
+		signalGroup(pid, syscall.SIGKILL)
+	}
+	pids := findRedis(s.conf.dir)
+	for i, pid := range pids {
+		if i > 0 {
+			s.log.Printf("killing extra redis-server pid %d", pid)
+			signalGroup(pid, syscall.SIGKILL)
+			continue
+		}
+		s.log.Printf("adopting redis-server pid %d left by a previous supervisor", pid)
+		// A pause timer died with the old supervisor.
+		signalGroup(pid, syscall.SIGCONT)
+		if id := s.st.Active[FaultPause]; id != "" {
+			_ = s.rec.end(id, FaultPause, nil)
+			delete(s.st.Active, FaultPause)
+		}
+		p := &redisProc{pid: pid, adopted: true, done: make(chan struct{})}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for alive(p.pid) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			p.exit = "exited (adopted: status unknown)"
+			close(p.done)
+		}()
+		s.mu.Lock()
+		s.proc = p
+		s.st.RedisPID = pid
+		s.setStateLocked(NodeStarting)
+		s.mu.Unlock()
+		_ = writePID(s.spec.path(redisPIDFile), pid)
+	}
+}
+
+// loop starts redis-server through the guard whenever it should run and is
+// not, and handles its exits, until ctx ends; then it stops it cleanly.
+func (s *supervisor) loop(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		p, want := s.proc, s.wantUp
+		s.mu.Unlock()
+		switch {
+		case p != nil:
+			s.awaitReady(ctx, p)
+			select {
+			case <-p.done:
+				s.onExit(p)
+			case <-ctx.Done():
+				s.stopProc(p)
+				s.onExit(p)
+				return
+			}
+		case !want:
+			s.mu.Lock()
+			if s.st.State != NodeStopped {
+				s.setStateLocked(NodeStopped)
+			}
+			s.mu.Unlock()
+			select {
+			case <-s.wake:
+			case <-ctx.Done():
+				return
+			}
+		default:
+			if err := s.start(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Printf("start: %v", err)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}
+}
+
+// start runs the guard's pre-start (which holds the restart delay) and then
+// redis-server.
+func (s *supervisor) start(ctx context.Context) error {
+	fresh := fileExists(s.spec.path(freshMarker))
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	override := s.override
+	s.override = nil
+	if override == nil && fresh {
+		zero := time.Duration(0)
+		override = &zero
+	}
+	s.cancelGuard = cancel
+	s.setStateLocked(NodeWaiting)
+	s.mu.Unlock()
+
+	err := s.guard(gctx, override, "pre-start")
+
+	s.mu.Lock()
+	s.cancelGuard = nil
+	want := s.wantUp
+	if gctx.Err() != nil && ctx.Err() == nil {
+		// A stop, or a restart with a new delay (in s.override), cut the
+		// wait short; the loop decides again.
+		if !want {
+			s.setStateLocked(NodeStopped)
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !want {
+		// Stopped just as the guard let us through: tell it we never ran.
+		return s.guard(ctx, nil, "post-stop", "clean")
+	}
+
+	// Only the very first start of a new node skips the delay.
+	os.Remove(s.spec.path(freshMarker))
+	cmd := exec.Command(s.redisServer(), s.spec.path(confFile))
+	cmd.Dir = s.conf.dir
+	// `supervised auto` would talk to a systemd that does not supervise it.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
+	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
+	// Own process group, no parent-death signal: see the notes above.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = s.guard(ctx, nil, "post-stop", "unclean")
+		return fmt.Errorf("redis-server: %w", err)
+	}
+	p := &redisProc{pid: cmd.Process.Pid, done: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := cmd.Wait()
+		p.exit = "exit status 0"
+		if err != nil {
+			p.exit = err.Error()
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+				p.killed = true
+			}
+		}
+		close(p.done)
+	}()
+	_ = writePID(s.spec.path(redisPIDFile), p.pid)
+	s.mu.Lock()
+	s.proc = p
+	s.st.RedisPID = p.pid
+	s.setStateLocked(NodeStarting)
+	s.mu.Unlock()
+	s.log.Printf("redis-server started, pid %d", p.pid)
+	return nil
+}
+
+func (s *supervisor) redisServer() string {
+	if s.spec.RedisServer != "" {
+		return s.spec.RedisServer
+	}
+	return "redis-server"
+}
+
+// awaitReady waits until p answers PING (then the node is up and the
+// faults that ended with its return are closed), exits, or ctx ends.
+func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
+	s.mu.Lock()
+	starting := s.st.State == NodeStarting && s.proc == p
+	s.mu.Unlock()
+	if !starting {
+		return
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := s.direct.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-p.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(pollInterval):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != p || s.st.State != NodeStarting {
+		return
+	}
+	s.setStateLocked(NodeUp)
+	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
+		s.endFaultLocked(k, nil)
+	}
+}
+
+// onExit records how p ended and tells the restart guard.
+func (s *supervisor) onExit(p *redisProc) {
+	s.mu.Lock()
+	clean := s.stopping && !p.killed
+	if !clean && s.wantUp {
+		s.st.Restarts++
+	}
+	s.stopping = false
+	s.proc = nil
+	s.st.RedisPID = 0
+	s.st.LastExit = p.exit
+	if s.pausedProc == p {
+		s.stopPauseLocked()
+	}
+	if s.wantUp {
+		s.setStateLocked(NodeWaiting)
+	} else {
+		s.setStateLocked(NodeStopped)
+	}
+	s.mu.Unlock()
+	os.Remove(s.spec.path(redisPIDFile))
+
+	how := "unclean"
+	if clean {
+		how = "clean"
+	}
+	s.log.Printf("redis-server pid %d ended (%s): %s", p.pid, how, p.exit)
+	gctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
+	defer cancel()
+	if err := s.guard(gctx, nil, "post-stop", how); err != nil {
+		s.log.Printf("post-stop: %v", err)
+	}
+}
+
+// stopProc asks p to shut down cleanly (SIGTERM: redis-server runs its
+// SHUTDOWN path, fsyncing the AOF) and escalates to SIGKILL after
+// stopTimeout. It returns once p is gone.
+func (s *supervisor) stopProc(p *redisProc) {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	signalGroup(p.pid, syscall.SIGTERM)
+	// A paused process acts on SIGTERM only once continued.
+	signalGroup(p.pid, syscall.SIGCONT)
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		s.log.Printf("redis-server pid %d ignored SIGTERM for %v; SIGKILL", p.pid, stopTimeout)
+		signalGroup(p.pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// guard runs the rendered restart guard script with bash, in its own
+// process group so that cancelling it also ends the sleep it waits in.
+func (s *supervisor) guard(ctx context.Context, delay *time.Duration, args ...string) error {
+	cmd := exec.Command("bash", append([]string{s.spec.path(guardFile)}, args...)...)
+	cmd.Dir = s.spec.dir()
+	cmd.Env = os.Environ()
+	if delay != nil {
+		cmd.Env = append(cmd.Env, "REDIS_GUARD_DELAY="+strconv.FormatFloat(delay.Seconds(), 'f', -1, 64))
+	}
+	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("restart guard %v: %w", args, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("restart guard %v: %w", args, err)
+		}
+		return nil
+	case <-ctx.Done():
+		signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return ctx.Err()
+	}
+}
+
+// signalGroup signals pid's process group when pid leads one (redis-server
+// and the guard do, so their children get it too), else pid alone.
+func signalGroup(pid int, sig syscall.Signal) {
+	if pid <= 0 {
+		return
+	}
+	if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
+		_ = syscall.Kill(-pid, sig)
+		return
+	}
+	_ = syscall.Kill(pid, sig)
+}
+
+// setStateLocked changes the state, persists node.json and wakes waiters.
+func (s *supervisor) setStateLocked(st NodeState) {
+	if s.st.State != st {
+		s.st.State = st
+		s.st.Since = time.Now()
+	}
+	s.saveLocked()
+}
+
+func (s *supervisor) saveLocked() {
+	if err := writeJSONFile(s.spec.path(statusFile), s.st); err != nil {
+		s.log.Printf("save status: %v", err)
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *supervisor) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor blocks until ok(status) holds or ctx ends.
+func (s *supervisor) waitFor(ctx context.Context, ok func(NodeStatus) bool) error {
+	for {
+		s.mu.Lock()
+		st, ch := s.st, s.changed
+		s.mu.Unlock()
+		if ok(st) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("lab: node %d still %s: %w", s.spec.ID, st.State, ctx.Err())
+		}
+	}
+}
+
+func (s *supervisor) status() NodeStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Active = make(map[FaultKind]string, len(s.st.Active))
+	for k, v := range s.st.Active {
+		st.Active[k] = v
+	}
+	return st
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,285 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/internal/redistest"
+)
+
+// testGuard behaves like the rendered restart guard, reduced to its rule:
+// pre-start waits REDIS_GUARD_DELAY (default 1s) unless the last stop was
+// clean, then records running; post-stop records clean only after running.
+const testGuard = `#!/bin/bash
+set -eu
+state="$(dirname "$0")/guard-state"
+last="$(cat "$state" 2>/dev/null || echo none)"
+case "$1" in
+pre-start)
+	if [ "$last" != clean ]; then sleep "${REDIS_GUARD_DELAY:-1}"; fi
+	echo running >"$state" ;;
+post-stop)
+	if [ "$2" = unclean ] || [ "$last" = running ]; then echo "$2" >"$state"; fi ;;
+esac
+`
+
+const testGuardDelay = time.Second
+
+// syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// prepareTestNode writes node 1 of a lab in a temporary state directory,
+// with AOF and appendfsync always.
+func prepareTestNode(t *testing.T) NodeSpec {
+	t.Helper()
+	return prepareTestNodeConf(t, "appendonly yes\nappendfsync always\n")
+}
+
+func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
+	t.Helper()
+	bin := redistest.Require(t, "redis-server")
+	dir := t.TempDir()
+	spec := NodeSpec{
+		ID: 1, StateDir: dir,
+		Port: redistest.FreePort(t), RedisPort: redistest.FreePort(t), ControlPort: redistest.FreePort(t),
+		RestartDelay: Duration(testGuardDelay), RedisServer: bin, Guard: []byte(testGuard),
+	}
+	nd := nodeDir(dir, 1)
+	spec.Conf = fmt.Appendf(nil, "bind 127.0.0.1\nport %d\ndaemonize no\ndir %s/data\nlogfile %q\n%ssave \"\"\nmaxmemory-policy noeviction\n",
+		spec.RedisPort, nd, nd+"/redis.log", persistence)
+	if err := PrepareNode(spec); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// runTestSupervisor runs RunNode in this process and returns a Lab for it;
+// the supervisor is stopped, and checked to leave nothing, at cleanup.
+func runTestSupervisor(t *testing.T, spec NodeSpec) *Lab {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- RunNode(ctx, spec.StateDir, spec.ID, logs) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunNode: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs.String())
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := waitNodeUp(wctx, spec, os.Getpid()); err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, logs.String())
+	}
+	return &Lab{stateDir: spec.StateDir, f: labFile{
+		Count: 1, RestartDelay: spec.RestartDelay, Persistence: PersistAlways,
+		Nodes: []Node{{
+			ID: 1, Addr: fmt.Sprintf("127.0.0.1:%d", spec.Port),
+			RedisAddr: fmt.Sprintf("127.0.0.1:%d", spec.RedisPort),
+			Control:   fmt.Sprintf("127.0.0.1:%d", spec.ControlPort),
+		}},
+	}}
+}
+
+// TestSupervisorFaults runs the supervisor in-process (under the race
+// detector) and every fault against it.
+func TestSupervisorFaults(t *testing.T) {
+	spec := prepareTestNode(t)
+	l := runTestSupervisor(t, spec)
+	if st := status(t, l, 1); st.State != NodeUp || st.Persistence != PersistAlways || st.Restarts != 0 {
+		t.Fatalf("fresh node: status %+v, want up, always, 0 restarts", st)
+	}
+	if fileExists(spec.path(freshMarker)) {
+		t.Error("fresh marker still there once the node is up")
+	}
+	checkPartition(t, l, 1)
+	checkLatency(t, l, 1, 100*time.Millisecond)
+	checkPause(t, l, 1, 500*time.Millisecond)
+	checkClockJump(t, l, 1)
+	checkKill(t, l, 1, testGuardDelay, true)
+	checkRestartOverride(t, l, 1)
+	checkStopStart(t, l, 1, true)
+	checkClockRate(t, l, 1)
+
+	// Faults on a node that cannot take them say so.
+	if _, err := l.Stop(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Kill(context.Background(), 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("kill of a stopped node: got %v, want ErrNotRunning", err)
+	}
+	if _, err := l.Pause(context.Background(), 1, time.Second); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("pause of a stopped node: got %v, want ErrNotRunning", err)
+	}
+	if _, err := l.Latency(context.Background(), 1, -time.Second, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative latency: got %v, want ErrInvalid", err)
+	}
+	if _, err := l.Start(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+
+	faults, err := l.Faults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[FaultKind]bool{}
+	for _, f := range faults {
+		seen[f.Kind] = true
+		if f.Active() {
+			t.Errorf("fault %s still active after its check", f.ID)
+		} else if f.End.Before(f.Start) {
+			t.Errorf("fault %s ends %v before it starts %v", f.ID, f.End, f.Start)
+		}
+	}
+	for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultRestart, FaultStop, FaultClockRate} {
+		if !seen[k] {
+			t.Errorf("no %s in faults.jsonl", k)
+		}
+	}
+}
+
+// TestSupervisorNoneLosesKeys: without AOF or RDB a killed node comes back
+// empty, which is what the "none" profile models.
+func TestSupervisorNoneLosesKeys(t *testing.T) {
+	spec := prepareTestNodeConf(t, "appendonly no\n")
+	l := runTestSupervisor(t, spec)
+	if st := status(t, l, 1); st.Persistence != PersistNone {
+		t.Fatalf("persistence: got %s, want none", st.Persistence)
+	}
+	checkKill(t, l, 1, testGuardDelay, false)
+}
+
+// TestSupervisorAdoptsOrphan starts redis-server the way a supervisor that
+// then crashed would have, and checks that the next supervisor adopts it
+// rather than starting a second one, and stops it on its way out.
+func TestSupervisorAdoptsOrphan(t *testing.T) {
+	spec := prepareTestNode(t)
+	conf := parseRedisConf(spec.Conf)
+	// The crashed supervisor had run pre-start.
+	if err := os.WriteFile(filepath.Join(spec.dir(), "guard-state"), []byte("running\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	orphan := exec.Command(spec.RedisServer, spec.path(confFile))
+	orphan.Dir = conf.dir
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { orphan.Wait(); close(exited) }()
+	t.Cleanup(func() { orphan.Process.Kill(); <-exited })
+	eventually(t, 10*time.Second, "orphan answers", func() error {
+		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() { done <- RunNode(ctx, spec.StateDir, spec.ID, logs) }()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := waitNodeUp(wctx, spec, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	var st NodeStatus
+	eventually(t, 5*time.Second, "adopted node up", func() error {
+		if err := readJSONFile(spec.path(statusFile), &st); err != nil {
+			return err
+		}
+		if st.State != NodeUp {
+			return fmt.Errorf("state %s", st.State)
+		}
+		return nil
+	})
+	if st.RedisPID != orphan.Process.Pid {
+		t.Errorf("supervisor runs redis pid %d, want the adopted %d", st.RedisPID, orphan.Process.Pid)
+	}
+	if got := findRedis(conf.dir); len(got) != 1 {
+		t.Errorf("redis-server processes in the data dir: %v, want exactly the adopted one", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the adopted redis-server still runs after its supervisor stopped")
+	}
+	if !orphan.ProcessState.Success() {
+		t.Errorf("adopted redis-server ended %v, want a clean shutdown", orphan.ProcessState)
+	}
+	if fileExists(spec.path(supervisorPIDFile)) || fileExists(spec.path(redisPIDFile)) {
+		t.Error("pid files left behind")
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.dir(), "guard-state")); string(bytes.TrimSpace(b)) != "clean" {
+		t.Errorf("guard state after the stop: %q, want clean", b)
+	}
+}
+
+func TestStopNodeSweepsOrphans(t *testing.T) {
+	spec := prepareTestNode(t)
+	conf := parseRedisConf(spec.Conf)
+	orphan := exec.Command(spec.RedisServer, spec.path(confFile))
+	orphan.Dir = conf.dir
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { orphan.Wait(); close(exited) }()
+	t.Cleanup(func() { orphan.Process.Kill(); <-exited })
+	eventually(t, 10*time.Second, "orphan answers", func() error {
+		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
+	})
+	if err := StopNode(context.Background(), spec.StateDir, spec.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("StopNode left the orphaned redis-server running")
+	}
+	if fileExists(spec.dir()) {
+		t.Errorf("%s still exists after a purge", spec.dir())
+	}
+	if err := StopNode(context.Background(), spec.StateDir, spec.ID, true); err != nil {
+		t.Errorf("stopping a node that is gone: %v, want nil", err)
+	}
+}
