@@ -1,0 +1,172 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Client acquires locks over a fixed set of independent Redis nodes. It is
+// safe for concurrent use. Close it to wait for the background cleanup of
+// failed attempts and releases; closing does not close the node clients,
+// which belong to the caller.
+type Client struct {
+	nodes   []*redis.Client
+	addrs   []string
+	quorum  int
+	cfg     config
+	timeout time.Duration // per-attempt request timeout
+
+	// mu guards closed and orders wg.Add before wg.Wait.
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a Client over nodes, which must be independent masters (no
+// replication between them). The quorum is len(nodes)/2+1. An even number of
+// nodes is allowed but tolerates no more failures than one node fewer; Check
+// reports it.
+func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("redlock: no nodes")
+	}
+	c := &Client{
+		nodes:  append([]*redis.Client(nil), nodes...),
+		addrs:  make([]string, len(nodes)),
+		quorum: len(nodes)/2 + 1,
+		cfg:    defaultConfig(),
+	}
+	for i, n := range nodes {
+		if n == nil {
+			return nil, fmt.Errorf("redlock: node %d is nil", i)
+		}
+		c.addrs[i] = n.Options().Addr
+	}
+	for _, o := range opts {
+		o(&c.cfg)
+	}
+	c.timeout = c.cfg.timeout
+	if c.timeout == 0 {
+		for _, n := range nodes {
+			c.timeout = max(c.timeout, n.Options().ReadTimeout)
+		}
+		if c.timeout <= 0 {
+			c.timeout = DefaultNodeTimeout
+		}
+	}
+	return c, nil
+}
+
+// Quorum returns the number of nodes that must agree: Size()/2+1.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Size returns the number of nodes.
+func (c *Client) Size() int { return len(c.nodes) }
+
+// Close waits for the background work of earlier operations (releasing keys
+// of failed attempts, releasing on slow nodes) and makes later operations
+// fail with ErrClosed. It is idempotent and does not close the node clients.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// enter reserves n background goroutines, or reports that the client is closed.
+func (c *Client) enter(n int) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(n)
+	return true
+}
+
+// Ping sends PING to every node in parallel and returns how many answered
+// within the request timeout; err wraps ErrUnavailable when fewer than a
+// quorum did, or the context's error.
+func (c *Client) Ping(ctx context.Context) (up int, err error) {
+	r, err := c.fanout(ctx, c.timeout, func(ctx context.Context, node *redis.Client, _ int) (Outcome, error) {
+		if err := node.Ping(ctx).Err(); err != nil {
+			return 0, err
+		}
+		return Granted, nil
+	}, nil)
+	if err != nil {
+		return 0, err
+	}
+	t := r.collect(ctx, c.quorum, false)
+	r.decide(true)
+	if t.ctxErr != nil {
+		return t.yes, fmt.Errorf("redlock: ping: %w", t.ctxErr)
+	}
+	if t.yes < c.quorum {
+		return t.yes, fmt.Errorf("%w: %d of %d nodes answer PING, quorum %d", ErrUnavailable, t.yes, len(c.nodes), c.quorum)
+	}
+	return t.yes, nil
+}
+
+// NodeOption configures the go-redis clients made by NewNodes.
+type NodeOption func(*redis.Options)
+
+// WithNodeTimeout sets the dial, read and write timeout of each node client
+// (default DefaultNodeTimeout, 50 ms). Keep it a small fraction of the TTL:
+// one attempt can take this long when a node is silent.
+func WithNodeTimeout(d time.Duration) NodeOption {
+	return func(o *redis.Options) {
+		if d > 0 {
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = d, d, d, d
+		}
+	}
+}
+
+// WithPoolSize sets the connection pool size of each node client.
+func WithPoolSize(n int) NodeOption {
+	return func(o *redis.Options) { o.PoolSize = n }
+}
+
+// WithAuth sets the ACL user and password of each node client.
+func WithAuth(user, pass string) NodeOption {
+	return func(o *redis.Options) { o.Username, o.Password = user, pass }
+}
+
+// NewNodes returns one go-redis client per address, tuned for Redlock: short
+// dial/read/write timeouts that honour the context, one dial attempt, and
+// go-redis's own command retries off (a retry would spend the validity
+// budget; the attempt loop is the retry). The caller closes them.
+func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
+	out := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		o := &redis.Options{
+			Addr:                  a,
+			DialTimeout:           DefaultNodeTimeout,
+			ReadTimeout:           DefaultNodeTimeout,
+			WriteTimeout:          DefaultNodeTimeout,
+			PoolTimeout:           DefaultNodeTimeout,
+			MaxRetries:            -1,
+			DialerRetries:         1,
+			ContextTimeoutEnabled: true,
+			// RESP2 (no push messages to handle) and no CLIENT SETINFO:
+			// the connection handshake is a single HELLO round trip.
+			Protocol:        2,
+			DisableIdentity: true,
+			MaintNotificationsConfig: &maintnotifications.Config{
+				Mode: maintnotifications.ModeDisabled,
+			},
+		}
+		for _, opt := range opts {
+			opt(o)
+		}
+		out[i] = redis.NewClient(o)
+	}
+	return out
+}

@@ -1,0 +1,42 @@
+// Package redlock implements the Redlock distributed lock over N independent
+// Redis masters, on go-redis.
+//
+// An acquire attempt sends SET key token NX PX ttl to every node in parallel,
+// each request bounded by a short per-node timeout, and decides as soon as a
+// quorum (N/2+1) granted or a quorum can no longer be reached; it never waits
+// for a slow node after the decision. The lock is granted only when a quorum
+// granted and the validity left, ttl − elapsed − (ttl·drift + fixed drift),
+// is still positive, elapsed being measured on the monotonic clock. A failed
+// attempt releases the key on every node that may hold it, including nodes
+// that timed out (a SET that timed out on the client may have succeeded on the
+// server) and nodes that answer only after the decision; that cleanup runs in
+// the background and Client.Close waits for it. Release and Extend are Lua
+// compare-and-delete and compare-and-pexpire on every node in parallel.
+//
+// # What a Redlock token does not guarantee
+//
+// A token is 128 random bits. It identifies the holder so that release and
+// extend never touch another holder's key, and nothing more:
+//
+//   - Tokens are not ordered. A storage system cannot tell an old holder from
+//     a new one by comparing tokens, so a token is not a fencing token.
+//   - The lock is a lease. A process that pauses (GC, swap, SIGSTOP) or whose
+//     clock jumps can keep working after its validity ran out while another
+//     client holds the lock. Do cancels fn's context at the end of validity,
+//     but code that ignores the context, or a write already in flight, is not
+//     stopped. Protect the resource itself (a fencing check or an atomic
+//     conditional update in the store) when a double grant must never corrupt
+//     it.
+//   - Safety rests on the nodes: a node that loses keys on restart (no
+//     appendfsync always and no delayed restart), evicts keys
+//     (maxmemory-policy other than noeviction) or fails over to an async
+//     replica can grant the same lock twice. Client.Check audits these.
+//
+// # Errors
+//
+// Every failed Acquire, TryAcquire, Release and Extend returns an
+// *AttemptError that wraps one of ErrContended, ErrUnavailable,
+// ErrValidityExhausted, ErrExpired or ErrNotHeld, and the context's error when
+// the context ended the call, so both errors.Is(err, ErrContended) and
+// errors.Is(err, context.DeadlineExceeded) work.
+package redlock

@@ -1,0 +1,179 @@
+// Command benchtable turns the output of `go test -bench BenchmarkLock` (read
+// from stdin) into a markdown comparison table: per scenario and
+// implementation the median ns/op, allocs/op and acquire p50/p99 over all
+// runs (-count), with ratios against the single-node floor and against
+// redsync's defaults, followed by the goals of issue 2, met or missed.
+//
+//	go test -run '^$' -bench . -benchmem ./redlock/ | go run ./redlock/internal/benchtable
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	rows, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: no BenchmarkLock results on stdin")
+		os.Exit(1)
+	}
+	render(os.Stdout, rows)
+}
+
+// row is one benchmark (scenario/impl), its metrics the medians over runs.
+type row struct {
+	scenario, impl string
+	runs           int
+	metrics        map[string]float64 // unit -> median
+}
+
+// parse reads benchmark lines such as
+//
+//	BenchmarkLock/healthy/redlock-2  2000  123 ns/op  45 p50-ns  67 p99-ns  9 B/op  3 allocs/op
+func parse(r io.Reader) ([]row, error) {
+	samples := map[string]map[string][]float64{}
+	var order []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLock/") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i] // the -GOMAXPROCS suffix
+			}
+		}
+		if _, ok := samples[name]; !ok {
+			samples[name] = map[string][]float64{}
+			order = append(order, name)
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: value %q: %w", f[0], f[i], err)
+			}
+			samples[name][f[i+1]] = append(samples[name][f[i+1]], v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, name := range order {
+		parts := strings.Split(strings.TrimPrefix(name, "BenchmarkLock/"), "/")
+		if len(parts) != 2 {
+			continue
+		}
+		r := row{scenario: parts[0], impl: parts[1], metrics: map[string]float64{}}
+		for unit, vs := range samples[name] {
+			r.metrics[unit] = median(vs)
+			r.runs = max(r.runs, len(vs))
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func find(rows []row, scenario, impl string) (row, bool) {
+	for _, r := range rows {
+		if r.scenario == scenario && r.impl == impl {
+			return r, true
+		}
+	}
+	return row{}, false
+}
+
+func dur(ns float64) string {
+	switch {
+	case ns >= 1e6:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.0f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func render(w io.Writer, rows []row) {
+	floor, hasFloor := find(rows, "healthy", "floor")
+	fmt.Fprintln(w, "| scenario | implementation | runs | time/op (acquire+release) | allocs/op | acquire p50 | acquire p99 | time/op vs floor | time/op vs redsync | p99 vs redsync |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		vsFloor, vsRS, p99RS := "-", "-", "-"
+		if hasFloor {
+			vsFloor = ratio(r.metrics["ns/op"], floor.metrics["ns/op"])
+		}
+		if rs, ok := find(rows, r.scenario, "redsync"); ok && r.impl != "floor" {
+			vsRS = ratio(r.metrics["ns/op"], rs.metrics["ns/op"])
+			p99RS = ratio(r.metrics["p99-ns"], rs.metrics["p99-ns"])
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %s | %s | %s | %s | %s |\n",
+			r.scenario, r.impl, r.runs, dur(r.metrics["ns/op"]), r.metrics["allocs/op"],
+			dur(r.metrics["p50-ns"]), dur(r.metrics["p99-ns"]), vsFloor, vsRS, p99RS)
+	}
+	fmt.Fprintln(w)
+	for _, g := range goals(rows) {
+		fmt.Fprintln(w, "- "+g)
+	}
+}
+
+// goals evaluates the targets of issue 2 on the medians.
+func goals(rows []row) []string {
+	var out []string
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	ours, okOurs := find(rows, "healthy", "redlock")
+	floor, okFloor := find(rows, "healthy", "floor")
+	rs, okRS := find(rows, "healthy", "redsync")
+	if okOurs && okFloor {
+		x := ours.metrics["ns/op"] / floor.metrics["ns/op"]
+		out = append(out, fmt.Sprintf("healthy, Acquire+Release ≤ 2× the single-node floor: %.2f× (%s vs %s) — %s",
+			x, dur(ours.metrics["ns/op"]), dur(floor.metrics["ns/op"]), verdict(x <= 2)))
+	}
+	if okOurs && okRS {
+		x := ours.metrics["ns/op"] / rs.metrics["ns/op"]
+		out = append(out, fmt.Sprintf("healthy, at least as fast as redsync: %.2f× redsync's time (%s vs %s) — %s",
+			x, dur(ours.metrics["ns/op"]), dur(rs.metrics["ns/op"]), verdict(x <= 1)))
+	}
+	slowOurs, ok1 := find(rows, "slow", "redlock")
+	slowRS, ok2 := find(rows, "slow", "redsync")
+	if ok1 && ok2 {
+		x := slowRS.metrics["p99-ns"] / slowOurs.metrics["p99-ns"]
+		out = append(out, fmt.Sprintf("one slow node, acquire p99 ≥ 10× lower than redsync default: %.1f× lower (%s vs %s) — %s",
+			x, dur(slowOurs.metrics["p99-ns"]), dur(slowRS.metrics["p99-ns"]), verdict(x >= 10)))
+		out = append(out, fmt.Sprintf("(for reference, one slow node, acquire p50: %.1f× lower, %s vs %s)",
+			slowRS.metrics["p50-ns"]/slowOurs.metrics["p50-ns"], dur(slowOurs.metrics["p50-ns"]), dur(slowRS.metrics["p50-ns"])))
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+BenchmarkLock/healthy/floor-2     	  2000	    100000 ns/op	     40000 p50-ns	     90000 p99-ns	     500 B/op	      10 allocs/op
+BenchmarkLock/healthy/floor-2     	  2000	    120000 ns/op	     42000 p50-ns	     95000 p99-ns	     500 B/op	      10 allocs/op
+BenchmarkLock/healthy/redlock-2   	  2000	    150000 ns/op	     70000 p50-ns	    200000 p99-ns	    9000 B/op	     150 allocs/op
+BenchmarkLock/healthy/redsync-2   	  2000	    300000 ns/op	    150000 p50-ns	    400000 p99-ns	    5000 B/op	     140 allocs/op
+BenchmarkLock/slow/redlock-2      	  2000	    200000 ns/op	     80000 p50-ns	    300000 p99-ns	    9000 B/op	     160 allocs/op
+BenchmarkLock/slow/redsync-2      	  2000	  45000000 ns/op	  22000000 p50-ns	  25000000 p99-ns	    5000 B/op	     140 allocs/op
+PASS
+`
+
+func TestParseMedians(t *testing.T) {
+	rows, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("got %d rows, want 5", len(rows))
+	}
+	for _, tc := range []struct {
+		scenario, impl, unit string
+		want                 float64
+		runs                 int
+	}{
+		{"healthy", "floor", "ns/op", 110000, 2},
+		{"healthy", "floor", "p99-ns", 92500, 2},
+		{"healthy", "redlock", "allocs/op", 150, 1},
+		{"slow", "redsync", "p50-ns", 22000000, 1},
+	} {
+		r, ok := find(rows, tc.scenario, tc.impl)
+		if !ok {
+			t.Fatalf("no row %s/%s", tc.scenario, tc.impl)
+		}
+		if got := r.metrics[tc.unit]; got != tc.want || r.runs != tc.runs {
+			t.Errorf("%s/%s %s: got %v over %d runs, want %v over %d", tc.scenario, tc.impl, tc.unit, got, r.runs, tc.want, tc.runs)
+		}
+	}
+}
+
+func TestRenderGoals(t *testing.T) {
+	rows, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	render(&b, rows)
+	out := b.String()
+	for _, want := range []string{
+		"| healthy | redlock | 1 | 150 µs | 150 | 70 µs | 200 µs | 1.36× | 0.50× | 0.50× |",
+		"≤ 2× the single-node floor: 1.36× (150 µs vs 110 µs) — met",
+		"at least as fast as redsync: 0.50× redsync's time (150 µs vs 300 µs) — met",
+		"p99 ≥ 10× lower than redsync default: 83.3× lower (300 µs vs 25.00 ms) — met",
+		"acquire p50: 275.0× lower, 80 µs vs 22.00 ms",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package redlock
+
+import (
+	"strconv"
+	"time"
+)
+
+// Observer receives one Event per acquire attempt, release and extend. It is
+// called synchronously on the caller's goroutine right after the decision,
+// so it must be fast and safe for concurrent use (update counters, record a
+// histogram; do no I/O).
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+var _ Observer = ObserverFunc(nil)
+
+// Op names the operation an Event describes.
+type Op uint8
+
+// Operations reported to an Observer.
+const (
+	OpAcquire Op = iota + 1
+	OpRelease
+	OpExtend
+)
+
+// String returns "acquire", "release" or "extend".
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpRelease:
+		return "release"
+	case OpExtend:
+		return "extend"
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Outcome is one node's part in an attempt.
+//
+// For acquire, Granted means SET NX answered OK and Taken means the key
+// already existed. For release and extend, Granted means the script found our
+// token and deleted or extended the key, Taken means our token was not there.
+type Outcome uint8
+
+// Node outcomes. The zero value is not an outcome.
+const (
+	// Granted: the node voted for us.
+	Granted Outcome = iota + 1
+	// Taken: the node answered, but another token (or none) holds the key.
+	Taken
+	// Failed: the node answered with an error, or the connection failed.
+	Failed
+	// TimedOut: the node did not answer within the per-node timeout.
+	TimedOut
+	// Abandoned: the decision was made before the node answered; its late
+	// answer is handled in the background (released when we lost).
+	Abandoned
+
+	outcomeCount
+)
+
+// String returns "granted", "taken", "error", "timeout" or "abandoned".
+func (o Outcome) String() string {
+	switch o {
+	case Granted:
+		return "granted"
+	case Taken:
+		return "taken"
+	case Failed:
+		return "error"
+	case TimedOut:
+		return "timeout"
+	case Abandoned:
+		return "abandoned"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Event holds the facts of one attempt, for metrics and tracing.
+type Event struct {
+	// Op is the operation.
+	Op Op
+	// Key is the lock key.
+	Key string
+	// Attempt is the 1-based attempt number within Acquire (1 for the others).
+	Attempt int
+	// Quorum is the number of votes needed.
+	Quorum int
+	// Votes is the number of nodes that answered Granted by the decision.
+	Votes int
+	// Start is when the attempt began.
+	Start time.Time
+	// Elapsed is the time from Start to the decision (monotonic clock).
+	Elapsed time.Duration
+	// Validity is the time left on the lock at the decision, for a granted
+	// acquire or a successful extend; 0 otherwise.
+	Validity time.Duration
+	// Nodes has one entry per node, in the Client's node order.
+	Nodes []NodeResult
+	// Err is nil on success, else the sentinel (ErrContended, …) or the
+	// context's error that ended the attempt.
+	Err error
+}
+
+// NodeResult is one node's outcome and latency within an attempt.
+type NodeResult struct {
+	// Node is the 0-based index of the node in the Client.
+	Node int
+	// Addr is the node's address as configured in its go-redis client.
+	Addr string
+	// Outcome is the node's vote.
+	Outcome Outcome
+	// Latency is the time from the attempt's start to the node's answer; for
+	// TimedOut and Abandoned nodes, to the moment they were given up on.
+	Latency time.Duration
+	// Err is the node's error for Failed and TimedOut outcomes.
+	Err error
+}

@@ -1,0 +1,110 @@
+package redlock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults of a Client.
+const (
+	// DefaultNodeTimeout bounds every request to one node (dial, read and
+	// write) for clients made by NewNodes, and is the request timeout when no
+	// node client states a positive read timeout.
+	DefaultNodeTimeout = 50 * time.Millisecond
+	// DefaultDriftFactor is the clock drift allowed per unit of TTL.
+	DefaultDriftFactor = 0.01
+	// DefaultDriftFixed is the fixed drift added to every validity.
+	DefaultDriftFixed = 2 * time.Millisecond
+)
+
+// Backoff returns the wait before retry n (n >= 1, the number of attempts
+// made so far); ok=false stops retrying. It must be a pure function of n
+// (randomness is fine, shared mutable state is not): one Backoff serves every
+// goroutine of a Client.
+type Backoff func(n int) (wait time.Duration, ok bool)
+
+// RandomBackoff waits a uniformly random time in [lo, hi] before every retry
+// and never stops; contending clients spread out instead of retrying in step.
+func RandomBackoff(lo, hi time.Duration) Backoff {
+	if hi < lo {
+		lo, hi = hi, lo
+	}
+	return func(int) (time.Duration, bool) {
+		if hi == lo {
+			return lo, true
+		}
+		return lo + rand.N(hi-lo+1), true
+	}
+}
+
+// DefaultBackoff waits 25–75 ms, at random, before every retry.
+func DefaultBackoff(n int) (time.Duration, bool) {
+	return 25*time.Millisecond + rand.N(50*time.Millisecond+1), true
+}
+
+// Option configures a Client in New.
+type Option func(*config)
+
+type config struct {
+	observer    Observer
+	backoff     Backoff
+	maxAttempts int
+	driftFactor float64
+	driftFixed  time.Duration
+	timeout     time.Duration // per-node request timeout; 0 = from the node clients
+}
+
+func defaultConfig() config {
+	return config{
+		backoff:     DefaultBackoff,
+		driftFactor: DefaultDriftFactor,
+		driftFixed:  DefaultDriftFixed,
+	}
+}
+
+// WithObserver sets the Observer that receives an Event per attempt.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.observer = o }
+}
+
+// WithBackoff sets the wait between Acquire attempts (default DefaultBackoff,
+// 25–75 ms at random).
+func WithBackoff(b Backoff) Option {
+	return func(c *config) {
+		if b != nil {
+			c.backoff = b
+		}
+	}
+}
+
+// WithMaxAttempts bounds the attempts of one Acquire; n <= 0 means no bound
+// (the default): Acquire then retries until its context ends or, for a
+// context without deadline, until one TTL has passed.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) { c.maxAttempts = max(n, 0) }
+}
+
+// WithDrift sets the clock-drift allowance subtracted from every validity:
+// ttl·factor + fixed (default 0.01 and 2 ms, as in the Redlock spec).
+func WithDrift(factor float64, fixed time.Duration) Option {
+	return func(c *config) {
+		c.driftFactor = max(factor, 0)
+		c.driftFixed = max(fixed, 0)
+	}
+}
+
+// WithRequestTimeout sets how long one attempt waits for the nodes before it
+// counts the silent ones as timed out. The default is the largest positive
+// ReadTimeout among the node clients (NewNodes sets it to its node timeout),
+// or DefaultNodeTimeout. An attempt never waits longer than the TTL.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+func (c *config) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.driftFactor) + c.driftFixed
+}

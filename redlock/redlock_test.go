@@ -1,0 +1,752 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/redlock"
+)
+
+// testTimeout is the node timeout of most tests: generous, because the race
+// detector and other builds share two cores; tests that are about timeouts
+// set their own.
+const testTimeout = 250 * time.Millisecond
+
+// newClient returns a Client over addrs that is closed, with its node
+// clients, at cleanup.
+func newClient(t *testing.T, addrs []string, nodeTimeout time.Duration, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	nodes := redlock.NewNodes(addrs, redlock.WithNodeTimeout(nodeTimeout))
+	c, err := redlock.New(nodes, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		for _, n := range nodes {
+			n.Close()
+		}
+	})
+	return c
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// tokens returns the value of key on every node ("" when absent).
+func tokens(t *testing.T, nodes []*redistest.Node, key string) []string {
+	t.Helper()
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		v, err := n.Client().Get(context.Background(), key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("GET %s on node %d: %v", key, i, err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func countEqual(vals []string, want string) int {
+	n := 0
+	for _, v := range vals {
+		if v == want {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond every 10ms until it holds, failing after limit. It
+// bounds a wait for background work; it asserts no timing.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %v", what, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func attemptError(t *testing.T, err error) *redlock.AttemptError {
+	t.Helper()
+	var ae *redlock.AttemptError
+	if !errors.As(err, &ae) {
+		t.Fatalf("got error %v (%T), want *redlock.AttemptError", err, err)
+	}
+	return ae
+}
+
+func TestNewQuorum(t *testing.T) {
+	if _, err := redlock.New(nil); err == nil {
+		t.Fatal("New(nil): got nil error, want an error")
+	}
+	for _, tc := range []struct{ n, quorum int }{{1, 1}, {2, 2}, {3, 2}, {4, 3}, {5, 3}, {7, 4}} {
+		nodes := redlock.NewNodes(make([]string, tc.n))
+		for _, n := range nodes {
+			defer n.Close()
+		}
+		c, err := redlock.New(nodes)
+		if err != nil {
+			t.Fatalf("New(%d nodes): %v", tc.n, err)
+		}
+		if c.Quorum() != tc.quorum || c.Size() != tc.n {
+			t.Errorf("%d nodes: got quorum %d size %d, want quorum %d size %d", tc.n, c.Quorum(), c.Size(), tc.quorum, tc.n)
+		}
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	c := newClient(t, []string{"127.0.0.1:1"}, testTimeout)
+	for _, tc := range []struct {
+		name string
+		key  string
+		ttl  time.Duration
+	}{{"empty key", "", time.Second}, {"zero ttl", "k", 0}, {"sub-millisecond ttl", "k", time.Microsecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.TryAcquire(context.Background(), tc.key, tc.ttl); err == nil {
+				t.Errorf("got nil error, want an argument error")
+			}
+		})
+	}
+}
+
+func TestSecondClientWaitsForRelease(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	a := newClient(t, cl.Addrs(), testTimeout)
+	b := newClient(t, cl.Addrs(), testTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
+
+	la, err := a.Acquire(ctx, "classic", 10*time.Second)
+	if err != nil {
+		t.Fatalf("first Acquire: %v", err)
+	}
+	if got := countEqual(tokens(t, cl.Nodes, "classic"), la.Token()); got < a.Quorum() {
+		t.Fatalf("first token on %d nodes, want >= %d", got, a.Quorum())
+	}
+
+	_, err = b.Acquire(ctx, "classic", 10*time.Second)
+	if !errors.Is(err, redlock.ErrContended) {
+		t.Fatalf("second Acquire while held: got %v, want ErrContended", err)
+	}
+	if ae := attemptError(t, err); ae.Attempts != 3 {
+		t.Errorf("got %d attempts, want 3 (WithMaxAttempts)", ae.Attempts)
+	}
+
+	if err := la.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	lb, err := b.Acquire(ctx, "classic", 10*time.Second)
+	if err != nil {
+		t.Fatalf("second Acquire after release: %v", err)
+	}
+	if lb.Token() == la.Token() {
+		t.Fatalf("second lock reuses the first token %s", la.Token())
+	}
+	if got := countEqual(tokens(t, cl.Nodes, "classic"), lb.Token()); got < b.Quorum() {
+		t.Errorf("second token on %d nodes, want >= %d", got, b.Quorum())
+	}
+	if lb.Validity() <= 0 || lb.Validity() > 10*time.Second {
+		t.Errorf("got validity %v, want within (0, 10s]", lb.Validity())
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+func TestKilledNodes(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
+
+	cl.Nodes[2].Kill()
+	l, err := c.Acquire(ctx, "killed", 5*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire with one of three nodes down: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release with one node down: %v", err)
+	}
+
+	cl.Nodes[1].Kill()
+	_, err = c.Acquire(ctx, "killed", 5*time.Second)
+	if !errors.Is(err, redlock.ErrUnavailable) {
+		t.Fatalf("Acquire with two of three nodes down: got %v, want ErrUnavailable", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v: the retry budget ran out, want the attempt limit to end it", err)
+	}
+	ae := attemptError(t, err)
+	if ae.Attempts != 3 {
+		t.Errorf("got %d attempts, want 3", ae.Attempts)
+	}
+	// Fast: the dead nodes refused the connection, nobody waited for a timeout.
+	for _, i := range []int{1, 2} {
+		if got := ae.Last.Nodes[i].Outcome; got != redlock.Failed {
+			t.Errorf("node %d: got outcome %v, want %v", i, got, redlock.Failed)
+		}
+	}
+}
+
+func TestStaleReleaseKeepsNewHolder(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	a := newClient(t, cl.Addrs(), testTimeout)
+	b := newClient(t, cl.Addrs(), testTimeout)
+
+	la, err := a.Acquire(ctx, "stale", 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	eventually(t, 5*time.Second, "first lock expired on every node", func() bool {
+		return countEqual(tokens(t, cl.Nodes, "stale"), "") == len(cl.Nodes)
+	})
+	lb, err := b.Acquire(ctx, "stale", 10*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire after expiry: %v", err)
+	}
+
+	err = la.Release(ctx)
+	if !errors.Is(err, redlock.ErrExpired) || !errors.Is(err, redlock.ErrNotHeld) {
+		t.Errorf("stale Release: got %v, want ErrExpired and ErrNotHeld", err)
+	}
+	a.Close() // wait for the stale release on every node
+	if got := tokens(t, cl.Nodes, "stale"); countEqual(got, lb.Token()) != len(cl.Nodes) {
+		t.Errorf("after stale release: got %q on the nodes, want %s everywhere", got, lb.Token())
+	}
+}
+
+func TestExtend(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	c := newClient(t, cl.Addrs(), testTimeout)
+
+	t.Run("within validity moves the TTL on a quorum", func(t *testing.T) {
+		l, err := c.Acquire(ctx, "extend", 2*time.Second)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		before := l.Deadline()
+		if err := l.Extend(ctx, 30*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if !l.Deadline().After(before) || l.Validity() <= 2*time.Second {
+			t.Errorf("after Extend(30s): got validity %v, deadline moved %v, want > 2s and later", l.Validity(), l.Deadline().Sub(before))
+		}
+		extended := 0
+		for i, n := range cl.Nodes {
+			pttl, err := n.Client().PTTL(ctx, "extend").Result()
+			if err != nil {
+				t.Fatalf("PTTL node %d: %v", i, err)
+			}
+			if pttl > 20*time.Second {
+				extended++
+			}
+		}
+		if extended < c.Quorum() {
+			t.Errorf("got PTTL > 20s on %d nodes, want >= %d", extended, c.Quorum())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	})
+
+	t.Run("after expiry is refused", func(t *testing.T) {
+		l, err := c.Acquire(ctx, "extend-expired", 60*time.Millisecond)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		eventually(t, 5*time.Second, "validity ran out", func() bool { return l.Validity() <= 0 })
+		err = l.Extend(ctx, 10*time.Second)
+		if !errors.Is(err, redlock.ErrExpired) {
+			t.Fatalf("Extend after expiry: got %v, want ErrExpired", err)
+		}
+		if ae := attemptError(t, err); ae.Attempts != 0 {
+			t.Errorf("got %d attempts, want 0: an expired lock must not touch the nodes", ae.Attempts)
+		}
+	})
+
+	t.Run("lost lock is not held", func(t *testing.T) {
+		l, err := c.Acquire(ctx, "extend-lost", 10*time.Second)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		for _, n := range cl.Nodes {
+			n.Client().Del(ctx, "extend-lost")
+		}
+		if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, redlock.ErrNotHeld) {
+			t.Errorf("Extend of a deleted lock: got %v, want ErrNotHeld", err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, redlock.ErrNotHeld) {
+			t.Errorf("Release of a deleted lock: got %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// slowSetup starts three nodes and puts a latency proxy in front of the last;
+// the client talks to nodes 0 and 1 directly and to node 2 through the proxy.
+func slowSetup(t *testing.T, latency, nodeTimeout time.Duration) (*redistest.Cluster, *redlock.Client, *[]redlock.Event) {
+	t.Helper()
+	cl := redistest.Start(t, 3, redistest.Options{})
+	proxy := redistest.NewProxy(t, cl.Nodes[2].Addr)
+	var (
+		mu     sync.Mutex
+		events []redlock.Event
+	)
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	})
+	nodes := redlock.NewNodes([]string{cl.Nodes[0].Addr, cl.Nodes[1].Addr, proxy.Addr}, redlock.WithNodeTimeout(nodeTimeout))
+	c, err := redlock.New(nodes, redlock.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		for _, n := range nodes {
+			n.Close()
+		}
+	})
+	// go-redis opens every connection with a HELLO round trip, which the
+	// slow node answers too late, and drops a connection whose request timed
+	// out. Open a few before the latency starts, as a busy client's pool
+	// would have: the requests of the test then reach the server.
+	warm := make([]*redis.Conn, 4)
+	for i := range warm {
+		warm[i] = nodes[2].Conn()
+		if err := warm[i].Ping(context.Background()).Err(); err != nil {
+			t.Fatalf("warm up: %v", err)
+		}
+	}
+	for _, conn := range warm {
+		conn.Close()
+	}
+	proxy.AddLatency(t, latency, 0)
+	if err := cl.Nodes[2].Client().ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cl, c, &events
+}
+
+// commandCalls returns how often node ran cmd (INFO commandstats).
+func commandCalls(t *testing.T, n *redistest.Node, cmd string) int {
+	t.Helper()
+	s, err := n.Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(s) {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			var calls int
+			fmt.Sscanf(rest, "%d", &calls)
+			return calls
+		}
+	}
+	return 0
+}
+
+func TestSlowNode(t *testing.T) {
+	t.Run("won: slow node abandoned, its late key released", func(t *testing.T) {
+		cl, c, events := slowSetup(t, time.Second, 200*time.Millisecond)
+		ctx := testCtx(t)
+		l, err := c.TryAcquire(ctx, "slow-won", 30*time.Second)
+		if err != nil {
+			t.Fatalf("TryAcquire: %v", err)
+		}
+		ev := (*events)[0]
+		if got := ev.Nodes[2].Outcome; got != redlock.Abandoned && got != redlock.TimedOut {
+			t.Errorf("slow node: got outcome %v, want abandoned or timeout", got)
+		}
+		if ev.Votes < 2 || ev.Err != nil || ev.Validity <= 0 {
+			t.Errorf("got votes %d err %v validity %v, want a granted decision", ev.Votes, ev.Err, ev.Validity)
+		}
+		eventually(t, 5*time.Second, "late SET landed on the slow node", func() bool {
+			return tokens(t, cl.Nodes[2:], "slow-won")[0] == l.Token()
+		})
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		eventually(t, 5*time.Second, "slow node's key released", func() bool {
+			return tokens(t, cl.Nodes[2:], "slow-won")[0] == ""
+		})
+	})
+
+	t.Run("lost on timeout: late keys released", func(t *testing.T) {
+		cl, c, events := slowSetup(t, time.Second, 200*time.Millisecond)
+		ctx := testCtx(t)
+		cl.Nodes[0].Client().Set(ctx, "slow-timeout", "other", time.Minute)
+		_, err := c.TryAcquire(ctx, "slow-timeout", 30*time.Second)
+		if !errors.Is(err, redlock.ErrUnavailable) {
+			t.Fatalf("TryAcquire: got %v, want ErrUnavailable (one taken, one timed out)", err)
+		}
+		ev := (*events)[0]
+		want := []redlock.Outcome{redlock.Taken, redlock.Granted, redlock.TimedOut}
+		for i, w := range want {
+			if got := ev.Nodes[i].Outcome; got != w {
+				t.Errorf("node %d: got %v, want %v", i, got, w)
+			}
+		}
+		eventually(t, 5*time.Second, "keys of the failed attempt released", func() bool {
+			got := tokens(t, cl.Nodes, "slow-timeout")
+			return got[0] == "other" && got[1] == "" && got[2] == "" && commandCalls(t, cl.Nodes[2], "eval") >= 1
+		})
+		if got := commandCalls(t, cl.Nodes[2], "set"); got != 1 {
+			t.Errorf("slow node ran SET %d times, want 1 (the timed-out SET landed)", got)
+		}
+	})
+
+	t.Run("lost before the slow node answered: its late OK is released", func(t *testing.T) {
+		cl, c, events := slowSetup(t, 300*time.Millisecond, 2*time.Second)
+		ctx := testCtx(t)
+		cl.Nodes[0].Client().Set(ctx, "slow-late", "other", time.Minute)
+		cl.Nodes[1].Client().Set(ctx, "slow-late", "other", time.Minute)
+		_, err := c.TryAcquire(ctx, "slow-late", 30*time.Second)
+		if !errors.Is(err, redlock.ErrContended) {
+			t.Fatalf("TryAcquire: got %v, want ErrContended", err)
+		}
+		if got := (*events)[0].Nodes[2].Outcome; got != redlock.Abandoned {
+			t.Errorf("slow node: got %v, want abandoned (decided on two taken votes)", got)
+		}
+		eventually(t, 5*time.Second, "late key on the slow node released", func() bool {
+			return tokens(t, cl.Nodes[2:], "slow-late")[0] == "" && commandCalls(t, cl.Nodes[2], "eval") >= 1
+		})
+		if got := commandCalls(t, cl.Nodes[2], "set"); got != 1 {
+			t.Errorf("slow node ran SET %d times, want 1", got)
+		}
+		if got := tokens(t, cl.Nodes[:2], "slow-late"); got[0] != "other" || got[1] != "other" {
+			t.Errorf("holder's keys: got %q, want untouched", got)
+		}
+	})
+}
+
+func TestContentionNeverOverlaps(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	const clients, workers, rounds = 3, 4, 8
+	var holders, maxHolders, done, contended atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*workers)
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if errors.Is(e.Err, redlock.ErrContended) {
+			contended.Add(1)
+		}
+	})
+	for range clients {
+		c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(obs), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+					l, err := c.Acquire(actx, "hot", 10*time.Second)
+					cancel()
+					if err != nil {
+						errs <- err
+						return
+					}
+					n := holders.Add(1)
+					for m := maxHolders.Load(); n > m && !maxHolders.CompareAndSwap(m, n); m = maxHolders.Load() {
+					}
+					time.Sleep(200 * time.Microsecond)
+					holders.Add(-1)
+					done.Add(1)
+					if err := l.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("worker: %v", err)
+	}
+	if got := maxHolders.Load(); got != 1 {
+		t.Errorf("got %d concurrent holders at most, want 1", got)
+	}
+	if got := done.Load(); got != clients*workers*rounds {
+		t.Errorf("got %d critical sections, want %d", got, clients*workers*rounds)
+	}
+	if contended.Load() == 0 {
+		t.Errorf("got no contended attempt: the test did not exercise contention")
+	}
+}
+
+func TestDo(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	c := newClient(t, cl.Addrs(), testTimeout)
+	errBoom := errors.New("boom")
+
+	t.Run("cancels fn at validity end", func(t *testing.T) {
+		var cause, ctxErr error
+		err := c.Do(ctx, "do-expire", 300*time.Millisecond, func(ctx context.Context) error {
+			<-ctx.Done()
+			cause, ctxErr = context.Cause(ctx), ctx.Err()
+			return ctx.Err()
+		})
+		if !errors.Is(cause, redlock.ErrExpired) || !errors.Is(ctxErr, context.DeadlineExceeded) {
+			t.Errorf("fn's context: got cause %v err %v, want ErrExpired and DeadlineExceeded", cause, ctxErr)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, redlock.ErrExpired) {
+			t.Errorf("Do: got %v, want fn's DeadlineExceeded joined with the release's ErrExpired", err)
+		}
+	})
+
+	t.Run("auto-extends past the TTL, then expires", func(t *testing.T) {
+		var alive, cause error
+		err := c.Do(ctx, "do-extend", 400*time.Millisecond, func(ctx context.Context) error {
+			time.Sleep(700 * time.Millisecond)
+			alive = ctx.Err()
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return nil
+		}, redlock.WithAutoExtend(100*time.Millisecond, 6))
+		if alive != nil {
+			t.Errorf("fn's context after 700ms with a 400ms TTL extended every 100ms: got %v, want alive", alive)
+		}
+		if !errors.Is(cause, redlock.ErrExpired) {
+			t.Errorf("after the last extension: got cause %v, want ErrExpired", cause)
+		}
+		if !errors.Is(err, redlock.ErrExpired) {
+			t.Errorf("Do: got %v, want ErrExpired from the release", err)
+		}
+	})
+
+	t.Run("auto-extension that finds the lock lost cancels fn", func(t *testing.T) {
+		var cause error
+		err := c.Do(ctx, "do-lost", 10*time.Second, func(ctx context.Context) error {
+			for _, n := range cl.Nodes {
+				n.Client().Del(ctx, "do-lost")
+			}
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return nil
+		}, redlock.WithAutoExtend(20*time.Millisecond, 100))
+		if !errors.Is(cause, redlock.ErrNotHeld) {
+			t.Errorf("fn's context: got cause %v, want ErrNotHeld", cause)
+		}
+		if !errors.Is(err, redlock.ErrNotHeld) {
+			t.Errorf("Do: got %v, want ErrNotHeld from the release", err)
+		}
+	})
+
+	t.Run("releases when fn fails", func(t *testing.T) {
+		err := c.Do(ctx, "do-fail", 10*time.Second, func(context.Context) error { return errBoom })
+		if !errors.Is(err, errBoom) {
+			t.Fatalf("Do: got %v, want fn's error", err)
+		}
+		c2 := newClient(t, cl.Addrs(), testTimeout)
+		l, err := c2.TryAcquire(ctx, "do-fail", time.Second)
+		if err != nil {
+			t.Fatalf("TryAcquire after Do: got %v, want the lock free", err)
+		}
+		l.Release(ctx)
+	})
+
+	t.Run("releases when ctx is cancelled", func(t *testing.T) {
+		dctx, cancel := context.WithCancel(ctx)
+		err := c.Do(dctx, "do-cancel", 10*time.Second, func(ctx context.Context) error {
+			cancel()
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do: got %v, want context.Canceled", err)
+		}
+		eventually(t, 5*time.Second, "lock released with a fresh context", func() bool {
+			return countEqual(tokens(t, cl.Nodes, "do-cancel"), "") == len(cl.Nodes)
+		})
+	})
+}
+
+func TestValidityExhausted(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	// A drift allowance of the whole TTL leaves no validity for any quorum.
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithDrift(1, 0))
+	_, err := c.TryAcquire(testCtx(t), "exhausted", time.Second)
+	if !errors.Is(err, redlock.ErrValidityExhausted) {
+		t.Fatalf("got %v, want ErrValidityExhausted", err)
+	}
+	if ae := attemptError(t, err); ae.Last.Votes < c.Quorum() {
+		t.Errorf("got %d votes, want a quorum (>= %d)", ae.Last.Votes, c.Quorum())
+	}
+	c.Close() // wait for the cleanup of the granted keys
+	if got := tokens(t, cl.Nodes, "exhausted"); countEqual(got, "") != len(got) {
+		t.Errorf("after the failed attempt: got %q on the nodes, want the keys released", got)
+	}
+}
+
+func TestContextErrorsStayVisible(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	holder := newClient(t, cl.Addrs(), testTimeout)
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithBackoff(redlock.RandomBackoff(5*time.Millisecond, 10*time.Millisecond)))
+	l, err := holder.Acquire(ctx, "ctx", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+
+	t.Run("deadline", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := c.Acquire(dctx, "ctx", 30*time.Second)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, redlock.ErrContended) {
+			t.Fatalf("got %v, want DeadlineExceeded and ErrContended", err)
+		}
+		if ae := attemptError(t, err); ae.Attempts < 1 || ae.Last.Op != redlock.OpAcquire {
+			t.Errorf("got %d attempts, op %v, want >= 1 acquire attempt", ae.Attempts, ae.Last.Op)
+		}
+	})
+	t.Run("no deadline is bounded by the ttl", func(t *testing.T) {
+		_, err := c.Acquire(context.Background(), "ctx", 200*time.Millisecond)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, redlock.ErrContended) {
+			t.Fatalf("got %v, want DeadlineExceeded and ErrContended", err)
+		}
+	})
+	t.Run("already cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := c.Acquire(cctx, "other-key", time.Second)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		if ae := attemptError(t, err); ae.Attempts != 0 {
+			t.Errorf("got %d attempts, want 0", ae.Attempts)
+		}
+	})
+}
+
+func TestCloseIsIdempotentAndFinal(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	c := newClient(t, cl.Addrs(), testTimeout)
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := c.TryAcquire(context.Background(), "closed", time.Second); !errors.Is(err, redlock.ErrClosed) {
+		t.Errorf("TryAcquire after Close: got %v, want ErrClosed", err)
+	}
+}
+
+func TestPing(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	c := newClient(t, cl.Addrs(), testTimeout)
+	for _, tc := range []struct {
+		kill    int
+		wantUp  int
+		wantErr error
+	}{{-1, 3, nil}, {0, 2, nil}, {1, 1, redlock.ErrUnavailable}} {
+		if tc.kill >= 0 {
+			cl.Nodes[tc.kill].Kill()
+		}
+		up, err := c.Ping(ctx)
+		if up != tc.wantUp || !errors.Is(err, tc.wantErr) {
+			t.Errorf("after killing node %d: got %d up, err %v; want %d, %v", tc.kill, up, err, tc.wantUp, tc.wantErr)
+		}
+	}
+}
+
+func TestObserverSeesEveryOperation(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var events []redlock.Event
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	})))
+	l, err := c.Acquire(ctx, "observed", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []redlock.Op{redlock.OpAcquire, redlock.OpExtend, redlock.OpRelease}
+	if len(events) != len(want) {
+		t.Fatalf("got %d events, want %d", len(events), len(want))
+	}
+	for i, e := range events {
+		if e.Op != want[i] || e.Key != "observed" || e.Attempt != 1 || e.Quorum != 2 || e.Votes < 2 || e.Err != nil || len(e.Nodes) != 3 {
+			t.Errorf("event %d: got %+v, want a successful %v on 3 nodes", i, e, want[i])
+		}
+		if hasValidity := e.Op != redlock.OpRelease; hasValidity != (e.Validity > 0) {
+			t.Errorf("event %d (%v): got validity %v", i, e.Op, e.Validity)
+		}
+		for _, n := range e.Nodes {
+			if n.Outcome != redlock.Granted && n.Outcome != redlock.Abandoned {
+				t.Errorf("event %d node %d: got %v, want granted (or abandoned after the quorum)", i, n.Node, n.Outcome)
+			}
+		}
+	}
+}
+
+func TestRandomBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		b      redlock.Backoff
+		lo, hi time.Duration
+	}{
+		{"default", redlock.DefaultBackoff, 25 * time.Millisecond, 75 * time.Millisecond},
+		{"range", redlock.RandomBackoff(time.Millisecond, 3*time.Millisecond), time.Millisecond, 3 * time.Millisecond},
+		{"swapped", redlock.RandomBackoff(3*time.Millisecond, time.Millisecond), time.Millisecond, 3 * time.Millisecond},
+		{"fixed", redlock.RandomBackoff(time.Millisecond, time.Millisecond), time.Millisecond, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for n := 1; n <= 200; n++ {
+				wait, ok := tc.b(n)
+				if !ok || wait < tc.lo || wait > tc.hi {
+					t.Fatalf("retry %d: got %v, %v; want [%v, %v], true", n, wait, ok, tc.lo, tc.hi)
+				}
+			}
+		})
+	}
+}
+
+func TestStrings(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{redlock.Granted.String(), "granted"},
+		{redlock.Taken.String(), "taken"},
+		{redlock.Failed.String(), "error"},
+		{redlock.TimedOut.String(), "timeout"},
+		{redlock.Abandoned.String(), "abandoned"},
+		{redlock.OpAcquire.String(), "acquire"},
+		{redlock.OpRelease.String(), "release"},
+		{redlock.OpExtend.String(), "extend"},
+		{redlock.Info.String(), "info"},
+		{redlock.Warning.String(), "warning"},
+		{redlock.Critical.String(), "critical"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}

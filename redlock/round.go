@@ -1,0 +1,201 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A round sends one operation to every node in parallel. The caller collects
+// replies until it can decide, then calls decide; node goroutines that answer
+// later run their after hook (which learns whether the round was won) and
+// end. Every goroutine of a round is counted in the Client's WaitGroup.
+type round struct {
+	c       *Client
+	start   time.Time
+	ctx     context.Context // for the node requests: not cancelled by the caller, bounded by the timeout
+	cancel  context.CancelFunc
+	replies chan reply
+	decided chan struct{}
+	won     bool // written before decided is closed
+	pending atomic.Int32
+	done    chan struct{} // closed when every node goroutine has ended
+}
+
+type reply struct {
+	node    int
+	outcome Outcome
+	at      time.Duration
+	err     error
+}
+
+// nodeOp runs the round's request on one node. It returns Granted or Taken,
+// or an error (classified as Failed or TimedOut).
+type nodeOp func(ctx context.Context, node *redis.Client, i int) (Outcome, error)
+
+// afterOp runs on the node's goroutine once the round is decided.
+type afterOp func(i int, o Outcome, won bool)
+
+// fanout starts op on every node. The node requests are detached from ctx's
+// cancellation (their results are needed for cleanup) and bounded by timeout.
+func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, after afterOp) (*round, error) {
+	n := len(c.nodes)
+	if !c.enter(n) {
+		return nil, ErrClosed
+	}
+	r := &round{
+		c:       c,
+		replies: make(chan reply, n),
+		decided: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	r.pending.Store(int32(n))
+	r.start = time.Now()
+	r.ctx, r.cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	for i, node := range c.nodes {
+		go r.run(i, node, op, after)
+	}
+	return r, nil
+}
+
+func (r *round) run(i int, node *redis.Client, op nodeOp, after afterOp) {
+	defer r.c.wg.Done()
+	o, err := op(r.ctx, node, i)
+	if err != nil {
+		o = classify(err)
+	}
+	r.replies <- reply{node: i, outcome: o, at: time.Since(r.start), err: err}
+	if after != nil {
+		<-r.decided
+		after(i, o, r.won)
+	}
+	if r.pending.Add(-1) == 0 {
+		r.cancel()
+		close(r.done)
+	}
+}
+
+func classify(err error) Outcome {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return TimedOut
+	}
+	return Failed
+}
+
+// tally is what the collector knew when it stopped.
+type tally struct {
+	yes, no, failed int
+	nodes           []NodeResult
+	ctxErr          error // the caller's context ended first
+}
+
+// collect reads replies until all nodes answered or, when early is set, until
+// a quorum voted yes or can no longer be reached. Nodes still silent at the
+// request deadline count as TimedOut (failed); nodes still silent when the
+// decision is made are Abandoned. The caller must call decide afterwards.
+func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
+	n := len(r.c.nodes)
+	t := tally{nodes: make([]NodeResult, n)}
+	for i := range t.nodes {
+		t.nodes[i] = NodeResult{Node: i, Addr: r.c.addrs[i]}
+	}
+	answered := 0
+	record := func(rep reply) {
+		answered++
+		t.nodes[rep.node].Outcome = rep.outcome
+		t.nodes[rep.node].Latency = rep.at
+		t.nodes[rep.node].Err = rep.err
+		switch rep.outcome {
+		case Granted:
+			t.yes++
+		case Taken:
+			t.no++
+		default:
+			t.failed++
+		}
+	}
+	drain := func() {
+		for answered < n {
+			select {
+			case rep := <-r.replies:
+				record(rep)
+			default:
+				return
+			}
+		}
+	}
+	giveUp := func(o Outcome) {
+		drain()
+		at := time.Since(r.start)
+		for i := range t.nodes {
+			if t.nodes[i].Outcome == 0 {
+				t.nodes[i].Outcome, t.nodes[i].Latency = o, at
+				if o == TimedOut {
+					t.nodes[i].Err = context.DeadlineExceeded
+					t.failed++
+				}
+			}
+		}
+	}
+	for answered < n {
+		if early && (t.yes >= quorum || t.no+t.failed > n-quorum) {
+			break
+		}
+		select {
+		case rep := <-r.replies:
+			record(rep)
+		case <-r.ctx.Done():
+			giveUp(TimedOut)
+			return t
+		case <-ctx.Done():
+			t.ctxErr = ctx.Err()
+			giveUp(Abandoned)
+			return t
+		}
+	}
+	giveUp(Abandoned)
+	return t
+}
+
+// decide publishes the decision to the node goroutines still running.
+func (r *round) decide(won bool) {
+	r.won = won
+	close(r.decided)
+}
+
+// event builds the Event of a decided round.
+func (r *round) event(op Op, key string, attempt, quorum int, t tally, err error) Event {
+	return Event{
+		Op:      op,
+		Key:     key,
+		Attempt: attempt,
+		Quorum:  quorum,
+		Votes:   t.yes,
+		Start:   r.start,
+		Elapsed: time.Since(r.start),
+		Nodes:   t.nodes,
+		Err:     err,
+	}
+}
+
+func (c *Client) observe(e Event) {
+	if c.cfg.observer != nil {
+		c.cfg.observer.Observe(e)
+	}
+}
+
+// verdict names why a round that did not win lost.
+func (c *Client) verdict(t tally, notHeld error) error {
+	if t.ctxErr != nil {
+		return t.ctxErr
+	}
+	if t.no >= len(c.nodes)-c.quorum+1 {
+		return notHeld
+	}
+	return ErrUnavailable
+}
