@@ -8,7 +8,7 @@ export REDLAB_TF := $(TF)
 export CHECKPOINT_DISABLE := 1
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: lab-up lab-down all build test test-go test-infra test-dashboards bench demo tools fmt vet validate-aws clean
+.PHONY: test-fuzz lab-up lab-down all build test test-go test-infra test-dashboards bench demo tools fmt vet validate-aws clean
 
 all: build
 
@@ -16,7 +16,7 @@ build:
 	$(GO) build -o bin/redlab ./cmd/redlab
 
 ## test: everything CI runs (race detector on).
-test: vet test-go test-infra test-dashboards
+test: vet test-go test-fuzz test-infra test-dashboards
 
 vet:
 	$(GO) vet ./...
@@ -24,6 +24,10 @@ vet:
 
 test-go:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## test-fuzz: the request decoder's fuzz test, briefly.
+test-fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 10s ./inventory/internal/wire/
 
 test-infra:
 	@command -v $(TF) >/dev/null 2>&1 || { echo "test-infra: $(TF) not found: install tofu or terraform, or run 'make tools'"; exit 1; }

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/inventory"
+)
+
+// serveOutput is an io.Writer the test can read while the command writes.
+type serveOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *serveOutput) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *serveOutput) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestServeFlags(t *testing.T) {
+	t.Setenv("REDLAB_NODES", "")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "never.db")
+	store := "sqlite:" + db
+	tests := []struct {
+		name string
+		args []string
+		want int
+		msg  string
+	}{
+		{"help", []string{"--help"}, exitOK, "usage: redlab serve"},
+		{"unknown guard", []string{"--guard", "mutex", "--store", store}, exitUsage, "unknown guard"},
+		{"naive guard is not a service guard", []string{"--guard", "redlock-fenced-naive", "--store", store}, exitUsage, "unknown guard"},
+		{"redlock needs nodes", []string{"--guard", "redlock", "--store", store}, exitUsage, "--nodes is required"},
+		{"redis-single needs nodes", []string{"--guard", "redis-single", "--store", store}, exitUsage, "--nodes is required"},
+		{"bad node", []string{"--nodes", "localhost", "--store", store}, exitUsage, "host:port"},
+		{"bad store", []string{"--guard", "none", "--store", "mysql://x"}, exitUsage, "--store"},
+		{"bad listen", []string{"--guard", "none", "--store", store, "--listen", "8080"}, exitUsage, "--listen"},
+		{"bad listen port", []string{"--guard", "none", "--store", store, "--listen", "127.0.0.1:70000"}, exitUsage, "--listen"},
+		{"zero ttl", []string{"--guard", "none", "--store", store, "--lock-ttl", "0s"}, exitUsage, "--lock-ttl"},
+		{"negative acquire timeout", []string{"--guard", "none", "--store", store, "--acquire-timeout", "-1s"}, exitUsage, "--acquire-timeout"},
+		{"fault pause without hooks", []string{"--guard", "none", "--store", store, "--fault-pause", "1s", "--fault-fraction", "0.5"}, exitUsage, "--fault-hooks"},
+		{"fault fraction out of range", []string{"--guard", "none", "--store", store, "--fault-hooks", "--fault-pause", "1s", "--fault-fraction", "2"}, exitUsage, "--fault-fraction"},
+		{"fault pause too long", []string{"--guard", "none", "--store", store, "--fault-hooks", "--fault-pause", "1h", "--fault-fraction", "0.1"}, exitUsage, "--fault-pause"},
+		{"fault pause alone", []string{"--guard", "none", "--store", store, "--fault-hooks", "--fault-pause", "1s"}, exitUsage, "go together"},
+		{"extra argument", []string{"--guard", "none", "--store", store, "now"}, exitUsage, "unexpected arguments"},
+		{"unknown flag", []string{"--colour"}, exitUsage, "unknown flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr serveOutput
+			got := run(context.Background(), &env{stdout: &stdout, stderr: &stderr}, append([]string{"serve"}, tt.args...))
+			if got != tt.want || !strings.Contains(stderr.String(), tt.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", got, stderr.String(), tt.want, tt.msg)
+			}
+		})
+	}
+	// Validation comes before any side effect: no database was created.
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("%s exists after usage errors (stat: %v); flags must be checked before opening the store", db, err)
+	}
+}
+
+// server is a `redlab serve` running in-process.
+type server struct {
+	base    string
+	signals chan os.Signal
+	done    chan struct{} // closed when run returned
+	code    int           // run's exit code, once done is closed
+	stderr  *serveOutput
+}
+
+var listeningRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+func startServe(t *testing.T, args ...string) *server {
+	t.Helper()
+	stdout, stderr := &serveOutput{}, &serveOutput{}
+	s := &server{signals: make(chan os.Signal, 2), done: make(chan struct{}), stderr: stderr}
+	go func() {
+		defer close(s.done)
+		s.code = run(context.Background(), &env{stdout: stdout, stderr: stderr, signals: s.signals},
+			append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := listeningRE.FindStringSubmatch(stdout.String()); m != nil {
+			s.base = m[1]
+			break
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("serve exited with %d before listening: %s", s.code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start listening: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			s.signals <- syscall.SIGTERM
+			s.signals <- syscall.SIGTERM
+			<-s.done
+		}
+	})
+	return s
+}
+
+func (s *server) call(t *testing.T, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+func (s *server) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-s.done:
+		return s.code
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not exit; stderr: %s", s.stderr.String())
+		return -1
+	}
+}
+
+// TestServeGracefulShutdown: a reservation paused inside its critical
+// section when SIGTERM arrives completes with 201, its lock is released on
+// every node, and serve exits 0.
+func TestServeGracefulShutdown(t *testing.T) {
+	cluster := redistest.Start(t, 3, redistest.Options{})
+	db := "sqlite:" + filepath.Join(t.TempDir(), "inventory.db")
+	s := startServe(t, "--nodes", strings.Join(cluster.Addrs(), ","), "--store", db, "--guard", "redlock", "--fault-hooks", "--holder", "graceful")
+
+	if code, body := s.call(t, "PUT", "/v1/stock/drain", `{"stock":5}`); code != 200 {
+		t.Fatalf("seed: got %d %v", code, body)
+	}
+	if code, body := s.call(t, "GET", "/readyz", ""); code != 200 {
+		t.Fatalf("readyz: got %d %v", code, body)
+	}
+	// The next reservation pauses for 2s inside its critical section.
+	if code, body := s.call(t, "POST", "/v1/faults/pause", `{"duration":"2s","count":1}`); code != 200 {
+		t.Fatalf("set pause: got %d %v", code, body)
+	}
+	type reply struct {
+		code int
+		body map[string]any
+		err  error
+	}
+	replied := make(chan reply, 1)
+	go func() { // no t.Fatal off the test goroutine: report through the channel
+		resp, err := http.Post(s.base+"/v1/reservations", "application/json",
+			strings.NewReader(`{"sku":"drain","quantity":2,"request_id":"in-flight"}`))
+		if err != nil {
+			replied <- reply{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		replied <- reply{resp.StatusCode, body, err}
+	}()
+
+	// The lock key appears when the reservation holds its lock.
+	key := "lock:sku:drain"
+	node0 := cluster.Nodes[0].Client()
+	deadline := time.Now().Add(30 * time.Second)
+	for node0.Exists(context.Background(), key).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reservation never took its lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.signals <- syscall.SIGTERM
+
+	r := <-replied
+	if r.err != nil || r.code != http.StatusCreated || r.body["holder"] != "graceful" {
+		t.Errorf("in-flight reservation: got %d %v (%v), want 201", r.code, r.body, r.err)
+	}
+	if code := s.waitExit(t); code != exitOK {
+		t.Errorf("exit: got %d, want 0; stderr: %s", code, s.stderr.String())
+	}
+	for i, n := range cluster.Nodes {
+		if got := n.Client().Exists(context.Background(), key).Val(); got != 0 {
+			t.Errorf("node %d still holds %s after the drain", i, key)
+		}
+	}
+	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(s.base, "http://"), time.Second); err == nil {
+		t.Error("still accepting connections after exit")
+	}
+	store, err := inventory.OpenStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	a, err := store.Audit(context.Background(), []string{"drain"}, map[string]int64{"drain": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := a.PerSKU["drain"]; w.Final != 3 || w.Reserved != 2 || a.LostUpdates != 0 {
+		t.Errorf("audit: got %+v, want final 3, reserved 2, nothing lost", w)
+	}
+}
+
+// TestServeSecondSignal: a second signal stops waiting for a paused request.
+func TestServeSecondSignal(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "inventory.db")
+	s := startServe(t, "--store", db, "--guard", "db-atomic", "--fault-hooks")
+	s.call(t, "PUT", "/v1/stock/stuck", `{"stock":5}`)
+	s.call(t, "POST", "/v1/faults/pause", `{"duration":"1s","count":1}`)
+	replied := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(s.base+"/v1/reservations", "application/json", strings.NewReader(`{"sku":"stuck","quantity":1,"request_id":"r"}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		replied <- err
+	}()
+	// Wait until the request is being handled: the pause rule is consumed.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := s.call(t, "GET", "/v1/faults/pause", "")
+		if next, _ := body["next"].(map[string]any); next["count"] == float64(0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reservation never reached its pause")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.signals <- syscall.SIGTERM
+	s.signals <- syscall.SIGTERM
+	if code := s.waitExit(t); code != exitFailure {
+		t.Errorf("exit after two signals: got %d, want %d", code, exitFailure)
+	}
+	if err := <-replied; err == nil {
+		t.Error("the paused request completed; want it cut off by the second signal")
+	}
+}
+
+// TestServeWithoutLock: the guards that need no lock start without nodes,
+// and /readyz says so.
+func TestServeWithoutLock(t *testing.T) {
+	t.Setenv("REDLAB_NODES", "")
+	s := startServe(t, "--store", "sqlite:"+filepath.Join(t.TempDir(), "inventory.db"), "--guard", "none")
+	if code, body := s.call(t, "GET", "/readyz", ""); code != 200 || body["lock"] != "none" {
+		t.Errorf("readyz: got %d %v, want 200 with lock none", code, body)
+	}
+	if code, _ := s.call(t, "POST", "/v1/faults/pause", `{"duration":"1s"}`); code != 404 {
+		t.Errorf("fault endpoint without --fault-hooks: got %d, want 404", code)
+	}
+	if code, _ := s.call(t, "GET", "/metrics", ""); code != 200 {
+		t.Errorf("metrics: got %d, want 200", code)
+	}
+	s.signals <- syscall.SIGINT
+	if code := s.waitExit(t); code != exitOK {
+		t.Errorf("exit: got %d, want 0", code)
+	}
+}

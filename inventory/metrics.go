@@ -1,0 +1,126 @@
+package inventory
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const metricsNamespace = "redlab_inventory"
+
+// Reservation outcomes, the bounded values of the "outcome" label.
+const (
+	outcomeReserved    = "reserved"
+	outcomeReplayed    = "replayed"
+	outcomeOutOfStock  = "out_of_stock"
+	outcomeContended   = "contended"
+	outcomeUnavailable = "unavailable"
+	outcomeFenced      = "fenced"
+	outcomeInvalid     = "invalid"
+	outcomeNotFound    = "not_found"
+	outcomeConflict    = "request_id_reused"
+	outcomeCanceled    = "canceled"
+	outcomeError       = "error"
+)
+
+// metrics are the handler's Prometheus collectors. Labels are bounded: the
+// guard (five values), the outcome (above), the route pattern and the status
+// code, never a SKU or a request ID.
+type metrics struct {
+	reservations     *prometheus.CounterVec
+	duration         *prometheus.HistogramVec
+	acquire          *prometheus.HistogramVec
+	fencedRejections prometheus.Counter
+	requests         *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "reservations_total",
+			Help: "Reservation attempts by guard and outcome.",
+		}, []string{"guard", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "reservation_duration_seconds",
+			Help:    "Wall time of a reservation (lock acquire, critical section and release), by guard.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"guard"}),
+		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "lock_acquire_seconds",
+			Help:    "Wall time to acquire the lock, retries included (lock guards only), by guard.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"guard"}),
+		fencedRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "fenced_rejections_total",
+			Help: "Stale lock holders whose write the store rejected because a newer fencing token had fenced the row.",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+	}
+	if reg != nil {
+		m.reservations = register(reg, m.reservations)
+		m.duration = register(reg, m.duration)
+		m.acquire = register(reg, m.acquire)
+		m.fencedRejections = register(reg, m.fencedRejections)
+		m.requests = register(reg, m.requests)
+	}
+	return m
+}
+
+// register registers c, or returns the identical collector registered
+// before (several handlers may share one registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("inventory: register metrics: " + err.Error())
+	}
+	return c
+}
+
+// outcome maps a Reserve result to its label value.
+func outcome(r Reservation, err error) string {
+	switch {
+	case err == nil && r.Replayed:
+		return outcomeReplayed
+	case err == nil:
+		return outcomeReserved
+	case errors.Is(err, ErrOutOfStock):
+		return outcomeOutOfStock
+	case errors.Is(err, ErrContended):
+		return outcomeContended
+	case errors.Is(err, ErrUnavailable):
+		return outcomeUnavailable
+	case errors.Is(err, ErrFenced):
+		return outcomeFenced
+	case errors.Is(err, ErrInvalid):
+		return outcomeInvalid
+	case errors.Is(err, ErrNotFound):
+		return outcomeNotFound
+	case errors.Is(err, ErrRequestIDReused):
+		return outcomeConflict
+	case isContextErr(err):
+		return outcomeCanceled
+	default:
+		return outcomeError
+	}
+}
+
+// observe records one reservation.
+func (m *metrics) observe(g Guard, r Reservation, err error, t Timing, seconds float64) {
+	o := outcome(r, err)
+	m.reservations.WithLabelValues(string(g), o).Inc()
+	m.duration.WithLabelValues(string(g)).Observe(seconds)
+	if t.Attempts > 0 {
+		m.acquire.WithLabelValues(string(g)).Observe(t.Acquire.Seconds())
+	}
+	if o == outcomeFenced {
+		m.fencedRejections.Inc()
+	}
+}

@@ -1,0 +1,366 @@
+// Package inventory is the lab's protected resource: a stock reservation
+// service whose read-modify-write of a SKU's stock is guarded one of five
+// ways (see Guard), with every committed reservation written to a ledger in
+// the same transaction as the stock change. After any run, Store.Audit
+// proves whether stock was conserved (initial − final = Σ ledger), oversold,
+// or defended by fencing.
+//
+// The reservation path is a library (Service.Reserve) so a load generator
+// can run several replicas in one process; NewHandler is a thin HTTP layer
+// over it. The store is SQLite ("sqlite:PATH", the default) or Postgres.
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlocklab/redlocklab/inventory/internal/wire"
+	"github.com/redlocklab/redlocklab/redlock"
+)
+
+// Input limits, enforced by Request.Validate, Store.Seed and the HTTP API.
+const (
+	MaxSKULen       = wire.MaxSKULen
+	MaxRequestIDLen = wire.MaxRequestIDLen
+	MaxQuantity     = wire.MaxQuantity
+	MaxStock        = wire.MaxStock
+)
+
+// Defaults for a Service's lock.
+const (
+	DefaultLockTTL        = 10 * time.Second
+	DefaultAcquireTimeout = 3 * time.Second
+	// releaseTimeout bounds the deferred release, which runs even when the
+	// caller's context is already done.
+	releaseTimeout = 2 * time.Second
+)
+
+// Request asks for Quantity units of SKU. RequestID makes the request
+// idempotent: the same ID never reserves twice.
+type Request struct {
+	SKU       string
+	Quantity  int64
+	RequestID string
+}
+
+// Validate checks the request's fields; the error wraps ErrInvalid.
+func (r Request) Validate() error {
+	for _, fe := range []*wire.FieldError{wire.CheckSKU(r.SKU), wire.CheckQuantity(r.Quantity), wire.CheckRequestID(r.RequestID)} {
+		if fe != nil {
+			return &fieldError{field: fe.Field, msg: fe.Msg}
+		}
+	}
+	return nil
+}
+
+// validSKU: 1..64 characters of [A-Za-z0-9._:-].
+func validSKU(sku string) error {
+	if fe := wire.CheckSKU(sku); fe != nil {
+		return &fieldError{field: fe.Field, msg: fe.Msg}
+	}
+	return nil
+}
+
+// Reservation is a committed reservation, as written to the ledger.
+type Reservation struct {
+	ID        int64
+	RequestID string
+	SKU       string
+	Quantity  int64
+	Guard     Guard
+	Holder    string
+	// Fence is the fencing token the write carried (fenced guards), else 0.
+	Fence     int64
+	CreatedAt time.Time
+	// Replayed is true when RequestID had already reserved: this is the
+	// original reservation and nothing was reserved now.
+	Replayed bool
+	Timing   Timing
+}
+
+// Timing is what the lock cost one reservation. Guards without a lock
+// report only Hold (the critical section: read to commit).
+type Timing struct {
+	// Acquire is the wall time of the whole acquire, retries included.
+	Acquire time.Duration
+	// Hold runs from the grant to the start of the release.
+	Hold time.Duration
+	// Release is the wall time of the release.
+	Release time.Duration
+	// Attempts made to acquire (0 without a lock).
+	Attempts int
+}
+
+// Hold is one holder's tenure of a lock, on this process's clock, for the
+// double-grant checker: two holds of one key whose [Granted, Released)
+// intervals overlap are a double grant.
+type Hold struct {
+	Key, Holder, Token string
+	Granted, Released  time.Time
+}
+
+// PauseHook runs inside the critical section, after the stock was read and
+// before it is written (for db-atomic: before the atomic update). It is a
+// fault hook: a pause longer than the lock's validity reproduces the
+// process-pause scenario of the Redlock debate. A hook that simulates a
+// stop-the-world pause may ignore ctx, exactly as a paused process would.
+type PauseHook func(ctx context.Context, req Request)
+
+// ServiceOption configures NewService.
+type ServiceOption func(*serviceConfig)
+
+type serviceConfig struct {
+	ttl            time.Duration
+	acquireTimeout time.Duration
+	holder         string
+	onHold         func(Hold)
+	pause          PauseHook
+	single         *redis.Client
+}
+
+// WithLockTTL sets the lock's time to live (default DefaultLockTTL).
+func WithLockTTL(d time.Duration) ServiceOption {
+	return func(c *serviceConfig) { c.ttl = d }
+}
+
+// WithAcquireTimeout bounds how long Reserve waits for the lock before
+// giving up with ErrContended or ErrUnavailable (default DefaultAcquireTimeout).
+func WithAcquireTimeout(d time.Duration) ServiceOption {
+	return func(c *serviceConfig) { c.acquireTimeout = d }
+}
+
+// WithHolder names this replica in the ledger and in Holds (default
+// host-pid-random).
+func WithHolder(name string) ServiceOption {
+	return func(c *serviceConfig) { c.holder = name }
+}
+
+// WithHoldObserver is called after every released lock with its tenure. It
+// is called concurrently and must not block.
+func WithHoldObserver(fn func(Hold)) ServiceOption {
+	return func(c *serviceConfig) { c.onHold = fn }
+}
+
+// WithPauseHook installs a fault hook inside the critical section.
+func WithPauseHook(h PauseHook) ServiceOption {
+	return func(c *serviceConfig) { c.pause = h }
+}
+
+// WithSingleNode is the one Redis node of the redis-single guard.
+func WithSingleNode(c *redis.Client) ServiceOption {
+	return func(cfg *serviceConfig) { cfg.single = c }
+}
+
+// Service reserves stock through one guard. It is safe for concurrent use;
+// a replica is one Service with its own lock client.
+type Service struct {
+	store  *Store
+	guard  Guard
+	locker *redlock.Client
+	cfg    serviceConfig
+}
+
+// NewService returns a replica reserving from store through guard. locker
+// is the Redlock client of the redlock guards and nil otherwise; the
+// redis-single guard needs WithSingleNode.
+func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...ServiceOption) (*Service, error) {
+	cfg := serviceConfig{ttl: DefaultLockTTL, acquireTimeout: DefaultAcquireTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if store == nil {
+		return nil, errors.New("inventory: nil store")
+	}
+	if !guard.known() {
+		return nil, fmt.Errorf("inventory: unknown guard %q", guard)
+	}
+	if cfg.ttl <= 0 {
+		return nil, fmt.Errorf("inventory: lock TTL must be positive, got %v", cfg.ttl)
+	}
+	if cfg.acquireTimeout <= 0 {
+		return nil, fmt.Errorf("inventory: acquire timeout must be positive, got %v", cfg.acquireTimeout)
+	}
+	switch {
+	case guard.redlock() && locker == nil:
+		return nil, fmt.Errorf("inventory: guard %s needs a Redlock client", guard)
+	case guard == GuardRedisSingle && cfg.single == nil:
+		return nil, fmt.Errorf("inventory: guard %s needs WithSingleNode", guard)
+	}
+	if cfg.holder == "" {
+		host, _ := os.Hostname()
+		cfg.holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
+	}
+	return &Service{store: store, guard: guard, locker: locker, cfg: cfg}, nil
+}
+
+// Guard returns the service's guard.
+func (s *Service) Guard() Guard { return s.guard }
+
+// Holder returns the replica's name.
+func (s *Service) Holder() string { return s.cfg.holder }
+
+// Store returns the service's store.
+func (s *Service) Store() *Store { return s.store }
+
+// Reserve takes req.Quantity units of req.SKU through the service's guard.
+// A request ID that already reserved returns the original with Replayed set.
+// Failures are *ReserveError wrapping ErrInvalid, ErrNotFound,
+// ErrOutOfStock, ErrContended, ErrUnavailable, ErrFenced, ErrRequestIDReused,
+// a context error or a store error.
+func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	if err := req.Validate(); err != nil {
+		return Reservation{}, &ReserveError{Err: err}
+	}
+	if orig, ok, err := s.store.reservation(ctx, req.RequestID); err != nil {
+		return Reservation{}, &ReserveError{Err: err}
+	} else if ok {
+		return replay(orig, req, Timing{})
+	}
+
+	var (
+		r   Reservation
+		t   Timing
+		err error
+	)
+	switch s.guard {
+	case GuardNone:
+		r, t, err = s.unlocked(ctx, req, func(ctx context.Context) (Reservation, error) {
+			return s.readModifyWrite(ctx, req, writeBlind, 0)
+		})
+	case GuardDBAtomic:
+		r, t, err = s.unlocked(ctx, req, func(ctx context.Context) (Reservation, error) {
+			s.pause(ctx, req)
+			return s.store.apply(ctx, write{mode: writeAtomic, req: req, guard: s.guard, holder: s.cfg.holder})
+		})
+	case GuardRedisSingle:
+		r, t, err = s.withSingleLock(ctx, req, func(ctx context.Context) (Reservation, error) {
+			return s.readModifyWrite(ctx, req, writeBlind, 0)
+		})
+	case GuardRedlock:
+		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
+			return s.readModifyWrite(ctx, req, writeBlind, 0)
+		})
+	case GuardRedlockFenced:
+		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
+			token, err := s.store.nextFence(ctx)
+			if err != nil {
+				return Reservation{}, err
+			}
+			// Fence before the read: from here on, any older holder's
+			// write is rejected, so the value read below stays ours.
+			if err := s.store.fence(ctx, req.SKU, token); err != nil {
+				return Reservation{}, err
+			}
+			return s.readModifyWrite(ctx, req, writeFenced, token)
+		})
+	case guardRedlockFencedNaive:
+		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
+			token, err := s.store.nextFence(ctx)
+			if err != nil {
+				return Reservation{}, err
+			}
+			return s.readModifyWrite(ctx, req, writeNaive, token)
+		})
+	default:
+		err = fmt.Errorf("inventory: unknown guard %q", s.guard)
+	}
+	if errors.Is(err, errReplay) {
+		orig, ok, lerr := s.store.reservation(ctx, req.RequestID)
+		if lerr != nil {
+			return Reservation{}, &ReserveError{Timing: t, Err: lerr}
+		}
+		if !ok {
+			return Reservation{}, &ReserveError{Timing: t, Err: fmt.Errorf("inventory: request %q conflicted but is not in the ledger", req.RequestID)}
+		}
+		return replay(orig, req, t)
+	}
+	if err != nil {
+		return Reservation{}, &ReserveError{Timing: t, Err: err}
+	}
+	r.Timing = t
+	return r, nil
+}
+
+// replay answers a repeated request ID with the original reservation, or
+// ErrRequestIDReused when the ID was used for something else.
+func replay(orig Reservation, req Request, t Timing) (Reservation, error) {
+	if orig.SKU != req.SKU || orig.Quantity != req.Quantity {
+		return Reservation{}, &ReserveError{Timing: t, Err: fmt.Errorf("%w: %q reserved %d of %q",
+			ErrRequestIDReused, req.RequestID, orig.Quantity, orig.SKU)}
+	}
+	orig.Replayed = true
+	orig.Timing = t
+	return orig, nil
+}
+
+// readModifyWrite is the critical section the lock guards protect: read the
+// stock, decide, (pause), write the computed value.
+func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMode, token int64) (Reservation, error) {
+	stock, err := s.store.Stock(ctx, req.SKU)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if stock < req.Quantity {
+		return Reservation{}, fmt.Errorf("%w: sku %q has %d, want %d", ErrOutOfStock, req.SKU, stock, req.Quantity)
+	}
+	s.pause(ctx, req)
+	return s.store.apply(ctx, write{
+		mode: mode, req: req, newStock: stock - req.Quantity, fence: token,
+		guard: s.guard, holder: s.cfg.holder,
+	})
+}
+
+func (s *Service) pause(ctx context.Context, req Request) {
+	if s.cfg.pause != nil {
+		s.cfg.pause(ctx, req)
+	}
+}
+
+// Readiness is what the service depends on, as /readyz reports it.
+type Readiness struct {
+	// Store is nil when the store answered a ping.
+	Store error
+	// Lock is nil when enough lock nodes answered (a quorum for Redlock, the
+	// node for redis-single); always nil for guards without a lock.
+	Lock error
+	// NodesUp and Quorum describe the lock nodes (0 without a lock).
+	NodesUp, Quorum int
+}
+
+// Ready reports whether every dependency answered.
+func (r Readiness) Ready() bool { return r.Store == nil && r.Lock == nil }
+
+// Readiness pings the store and the lock nodes.
+func (s *Service) Readiness(ctx context.Context) Readiness {
+	r := Readiness{Store: s.store.Ping(ctx)}
+	switch {
+	case s.guard.redlock():
+		r.Quorum = s.locker.Quorum()
+		up, err := s.locker.Ping(ctx)
+		r.NodesUp = up
+		if err != nil {
+			r.Lock = fmt.Errorf("inventory: redlock nodes: %w", err)
+		}
+	case s.guard == GuardRedisSingle:
+		r.Quorum = 1
+		if err := s.cfg.single.Ping(ctx).Err(); err != nil {
+			r.Lock = fmt.Errorf("inventory: redis node: %w", err)
+		} else {
+			r.NodesUp = 1
+		}
+	}
+	return r
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,477 @@
+package inventory
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+
+	"github.com/redlocklab/redlocklab/inventory/internal/wire"
+)
+
+//go:embed migrations
+var migrationFS embed.FS
+
+// migrationLockID is the Postgres advisory lock key that serialises
+// migrations of replicas starting at the same time ("redlab" in ASCII).
+const migrationLockID = 0x7265646c6162
+
+// sqlitePragmas make every SQLite connection a good citizen among concurrent
+// writers: WAL so readers never block the writer, a busy timeout so a writer
+// waits for the lock instead of failing, and BEGIN IMMEDIATE so a transaction
+// takes the write lock up front (a deferred one that later upgrades can fail
+// with SQLITE_BUSY without waiting).
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+
+type dialect string
+
+const (
+	dialectSQLite   dialect = "sqlite"
+	dialectPostgres dialect = "postgres"
+)
+
+// Store is the inventory database: stock per SKU, the reservation ledger and
+// the fencing token counter. It is safe for concurrent use, and several
+// Stores (in one process or many) may share one database.
+type Store struct {
+	db      *sql.DB
+	dialect dialect
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// CheckDSN reports whether OpenStore would accept dsn's form, without
+// touching the database: "sqlite:PATH" or "postgres://…" ("postgresql://").
+func CheckDSN(dsn string) error {
+	_, _, err := parseDSN(dsn)
+	return err
+}
+
+func parseDSN(dsn string) (dialect, string, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path, query, _ := strings.Cut(strings.TrimPrefix(dsn, "sqlite:"), "?")
+		if path == "" {
+			return "", "", fmt.Errorf("inventory: store %q: want sqlite:PATH", dsn)
+		}
+		if path == ":memory:" || strings.Contains(path, "mode=memory") {
+			return "", "", fmt.Errorf("inventory: store %q: in-memory SQLite is per connection; use a file", dsn)
+		}
+		source := path + "?" + sqlitePragmas
+		if query != "" {
+			source += "&" + query
+		}
+		return dialectSQLite, source, nil
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		if _, err := url.Parse(dsn); err != nil {
+			return "", "", fmt.Errorf("inventory: store: bad postgres URL: %w", err)
+		}
+		return dialectPostgres, dsn, nil
+	default:
+		return "", "", fmt.Errorf("inventory: store %q: want sqlite:PATH or postgres://…", RedactDSN(dsn))
+	}
+}
+
+// RedactDSN returns dsn with any password replaced, for logs.
+func RedactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
+}
+
+// OpenStore connects to dsn — "sqlite:PATH" (a file, in WAL mode; its
+// directory is created) or "postgres://…" — and applies the migrations,
+// which is idempotent and safe when several replicas start at once.
+func OpenStore(ctx context.Context, dsn string) (*Store, error) {
+	d, source, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	driver := "pgx"
+	if d == dialectSQLite {
+		driver = "sqlite"
+		path, _, _ := strings.Cut(source, "?")
+		if dir := filepath.Dir(path); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("inventory: store directory: %w", err)
+			}
+		}
+	}
+	db, err := sql.Open(driver, source)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: open store: %w", err)
+	}
+	if d == dialectSQLite {
+		// One writer at a time anyway; a few connections let reads overlap.
+		db.SetMaxOpenConns(8)
+		db.SetMaxIdleConns(8)
+	} else {
+		db.SetMaxOpenConns(16)
+		db.SetMaxIdleConns(16)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	s := &Store{db: db, dialect: d}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("inventory: connect to %s store: %w", d, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// migrate applies every embedded migration not yet recorded in
+// schema_migrations, all in one transaction.
+func (s *Store) migrate(ctx context.Context) error {
+	dir := "migrations/" + string(s.dialect)
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return fmt.Errorf("inventory: migrations: %w", err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("inventory: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if s.dialect == dialectPostgres {
+		// CREATE TABLE IF NOT EXISTS is not safe against a concurrent twin
+		// on Postgres; SQLite's BEGIN IMMEDIATE already serialises us.
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLockID)); err != nil {
+			return fmt.Errorf("inventory: migrate: lock: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    TEXT NOT NULL PRIMARY KEY,
+		applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("inventory: migrate: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		version := strings.TrimSuffix(e.Name(), ".sql")
+		var one int
+		err := tx.QueryRowContext(ctx, "SELECT 1 FROM schema_migrations WHERE version = $1", version).Scan(&one)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("inventory: migrate: %w", err)
+		}
+		body, err := fs.ReadFile(migrationFS, dir+"/"+e.Name())
+		if err != nil {
+			return fmt.Errorf("inventory: migrate: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("inventory: migration %s: %w", version, err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+			version, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			return fmt.Errorf("inventory: migration %s: %w", version, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("inventory: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection pool. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("inventory: store ping: %w", err)
+	}
+	return nil
+}
+
+// Seed sets sku's stock for a run: it creates the SKU or overwrites its
+// stock, deletes its ledger rows and zeroes its fenced-rejection count. The
+// row's last fence is kept, because fencing tokens must never go backwards.
+func (s *Store) Seed(ctx context.Context, sku string, stock int64) error {
+	if err := validSKU(sku); err != nil {
+		return err
+	}
+	if fe := wire.CheckStock(stock); fe != nil {
+		return &fieldError{field: fe.Field, msg: fe.Msg}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("inventory: seed %s: %w", sku, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO inventory (sku, stock, last_fence, fenced_rejections, updated_at)
+		VALUES ($1, $2, 0, 0, $3)
+		ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, fenced_rejections = 0, updated_at = excluded.updated_at`,
+		sku, stock, now()); err != nil {
+		return fmt.Errorf("inventory: seed %s: %w", sku, err)
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM reservations WHERE sku = $1", sku); err != nil {
+		return fmt.Errorf("inventory: seed %s: %w", sku, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("inventory: seed %s: %w", sku, err)
+	}
+	return nil
+}
+
+// Stock returns sku's current stock, or ErrNotFound.
+func (s *Store) Stock(ctx context.Context, sku string) (int64, error) {
+	var stock int64
+	err := s.db.QueryRowContext(ctx, "SELECT stock FROM inventory WHERE sku = $1", sku).Scan(&stock)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, sku)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("inventory: read stock of %s: %w", sku, err)
+	}
+	return stock, nil
+}
+
+// Audit is the protected-resource half of the safety checker: for each SKU,
+// does initial − final equal the sum of the ledger?
+type Audit struct {
+	PerSKU map[string]SKUAudit
+	// LostUpdates is Σ|Drift| over the SKUs, in units.
+	LostUpdates int64
+	// Oversell counts SKUs whose stock went below zero.
+	Oversell int64
+	// FencedRejections counts stale writes the store turned away.
+	FencedRejections int64
+}
+
+// SKUAudit is one SKU's line of an Audit.
+type SKUAudit struct {
+	SKU            string
+	Initial, Final int64
+	// Reserved is the sum of the ledger's quantities; Reservations its rows.
+	Reserved, Reservations int64
+	// Drift is initial − final − reserved. Zero when nothing was lost; a
+	// negative drift means units were sold twice (lost updates).
+	Drift            int64
+	FencedRejections int64
+}
+
+// Audit checks skus against their initial stock (as seeded). It fails with
+// ErrNotFound for an unknown SKU and ErrInvalid when initial lacks one.
+func (s *Store) Audit(ctx context.Context, skus []string, initial map[string]int64) (Audit, error) {
+	a := Audit{PerSKU: make(map[string]SKUAudit, len(skus))}
+	for _, sku := range skus {
+		init, ok := initial[sku]
+		if !ok {
+			return Audit{}, fmt.Errorf("%w: audit: no initial stock for %q", ErrInvalid, sku)
+		}
+		// One statement, so stock and ledger come from one snapshot.
+		line := SKUAudit{SKU: sku, Initial: init}
+		err := s.db.QueryRowContext(ctx, `SELECT i.stock, i.fenced_rejections, CAST(COALESCE(SUM(r.quantity), 0) AS BIGINT), COUNT(r.id)
+			FROM inventory i LEFT JOIN reservations r ON r.sku = i.sku
+			WHERE i.sku = $1
+			GROUP BY i.stock, i.fenced_rejections`, sku).
+			Scan(&line.Final, &line.FencedRejections, &line.Reserved, &line.Reservations)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Audit{}, fmt.Errorf("%w: %q", ErrNotFound, sku)
+		}
+		if err != nil {
+			return Audit{}, fmt.Errorf("inventory: audit %s: %w", sku, err)
+		}
+		line.Drift = line.Initial - line.Final - line.Reserved
+		a.PerSKU[sku] = line
+		a.LostUpdates += abs(line.Drift)
+		if line.Final < 0 {
+			a.Oversell++
+		}
+		a.FencedRejections += line.FencedRejections
+	}
+	return a, nil
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// now is the store's timestamp: UTC, microseconds (what Postgres keeps), so
+// a reservation read back equals the one returned at commit.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// nextFence takes the next fencing token. It commits on its own, so the
+// counter only ever goes up, whatever happens to the reservation.
+func (s *Store) nextFence(ctx context.Context) (int64, error) {
+	var t int64
+	if err := s.db.QueryRowContext(ctx, "UPDATE fence_seq SET value = value + 1 WHERE id = 1 RETURNING value").Scan(&t); err != nil {
+		return 0, fmt.Errorf("inventory: next fencing token: %w", err)
+	}
+	return t, nil
+}
+
+// fence marks sku's row with token t before the holder reads it, so that
+// any older holder's pending write will be rejected. A row already fenced by
+// a newer token means this holder is the stale one: ErrFenced, counted.
+func (s *Store) fence(ctx context.Context, sku string, t int64) error {
+	res, err := s.db.ExecContext(ctx, "UPDATE inventory SET last_fence = $2 WHERE sku = $1 AND last_fence < $2", sku, t)
+	if err != nil {
+		return fmt.Errorf("inventory: fence %s: %w", sku, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("inventory: fence %s: %w", sku, err)
+	} else if n == 1 {
+		return nil
+	}
+	if _, err := s.Stock(ctx, sku); err != nil {
+		return err
+	}
+	return s.rejectFenced(ctx, sku, t)
+}
+
+// rejectFenced counts one rejected stale holder and returns ErrFenced.
+func (s *Store) rejectFenced(ctx context.Context, sku string, t int64) error {
+	if _, err := s.db.ExecContext(ctx, "UPDATE inventory SET fenced_rejections = fenced_rejections + 1 WHERE sku = $1", sku); err != nil {
+		return fmt.Errorf("inventory: count fenced rejection of %s: %w", sku, err)
+	}
+	return fmt.Errorf("%w: sku %q, token %d", ErrFenced, sku, t)
+}
+
+// reservation looks a request ID up in the ledger.
+func (s *Store) reservation(ctx context.Context, requestID string) (Reservation, bool, error) {
+	var r Reservation
+	var guard string
+	err := s.db.QueryRowContext(ctx, `SELECT id, request_id, sku, quantity, guard, holder, fence, created_at
+		FROM reservations WHERE request_id = $1`, requestID).
+		Scan(&r.ID, &r.RequestID, &r.SKU, &r.Quantity, &guard, &r.Holder, &r.Fence, &r.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Reservation{}, false, nil
+	}
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("inventory: look up request %q: %w", requestID, err)
+	}
+	r.Guard = Guard(guard)
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r, true, nil
+}
+
+// writeMode is how a reservation's stock change is applied.
+type writeMode int
+
+const (
+	// writeBlind sets stock to the value the holder computed: correct only
+	// if nobody wrote since the holder's read.
+	writeBlind writeMode = iota
+	// writeFenced sets stock only if the row still carries the holder's
+	// token (set by fence before the read).
+	writeFenced
+	// writeNaive checks the token only now: the row's last fence must not
+	// be newer, and takes the holder's token. Loses updates when two holders'
+	// read-modify-writes interleave.
+	writeNaive
+	// writeAtomic decrements in the database: no read, no lock.
+	writeAtomic
+)
+
+// write is one reservation's stock change plus its ledger row.
+type write struct {
+	mode     writeMode
+	req      Request
+	newStock int64 // blind, fenced, naive
+	fence    int64 // fenced, naive
+	guard    Guard
+	holder   string
+}
+
+// errReplay: the ledger already holds this request ID (a concurrent twin
+// committed first); the transaction was rolled back.
+var errReplay = errors.New("inventory: request already reserved")
+
+// apply changes the stock and writes the ledger row in one transaction.
+func (s *Store) apply(ctx context.Context, w write) (Reservation, error) {
+	sku := w.req.SKU
+	ts := now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
+	}
+	defer tx.Rollback()
+
+	var res sql.Result
+	switch w.mode {
+	case writeBlind:
+		res, err = tx.ExecContext(ctx, "UPDATE inventory SET stock = $2, updated_at = $3 WHERE sku = $1",
+			sku, w.newStock, ts)
+	case writeFenced:
+		res, err = tx.ExecContext(ctx, "UPDATE inventory SET stock = $2, updated_at = $3 WHERE sku = $1 AND last_fence = $4",
+			sku, w.newStock, ts, w.fence)
+	case writeNaive:
+		res, err = tx.ExecContext(ctx, "UPDATE inventory SET stock = $2, updated_at = $3, last_fence = $4 WHERE sku = $1 AND last_fence <= $4",
+			sku, w.newStock, ts, w.fence)
+	case writeAtomic:
+		res, err = tx.ExecContext(ctx, "UPDATE inventory SET stock = stock - $2, updated_at = $3 WHERE sku = $1 AND stock >= $2",
+			sku, w.req.Quantity, ts)
+	default:
+		return Reservation{}, fmt.Errorf("inventory: write %s: unknown mode %d", sku, w.mode)
+	}
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
+	}
+	if n == 0 {
+		var stock int64
+		err := tx.QueryRowContext(ctx, "SELECT stock FROM inventory WHERE sku = $1", sku).Scan(&stock)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return Reservation{}, fmt.Errorf("%w: %q", ErrNotFound, sku)
+		case err != nil:
+			return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
+		case w.mode == writeAtomic:
+			return Reservation{}, fmt.Errorf("%w: sku %q has %d, want %d", ErrOutOfStock, sku, stock, w.req.Quantity)
+		}
+		_ = tx.Rollback()
+		return Reservation{}, s.rejectFenced(ctx, sku, w.fence)
+	}
+
+	r := Reservation{
+		RequestID: w.req.RequestID, SKU: sku, Quantity: w.req.Quantity,
+		Guard: w.guard, Holder: w.holder, Fence: w.fence, CreatedAt: ts,
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (request_id, sku, quantity, guard, holder, fence, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (request_id) DO NOTHING
+		RETURNING id`,
+		r.RequestID, r.SKU, r.Quantity, string(r.Guard), r.Holder, r.Fence, r.CreatedAt).Scan(&r.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Reservation{}, errReplay
+	}
+	if err != nil {
+		return Reservation{}, fmt.Errorf("inventory: ledger %s: %w", sku, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Reservation{}, fmt.Errorf("inventory: commit %s: %w", sku, err)
+	}
+	return r, nil
+}
