@@ -8,7 +8,7 @@ export REDLAB_TF := $(TF)
 export CHECKPOINT_DISABLE := 1
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: test-fuzz lab-up lab-down all build test test-go test-infra test-dashboards bench demo tools fmt vet validate-aws clean
+.PHONY: test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean
 
 all: build
 
@@ -16,7 +16,7 @@ build:
 	$(GO) build -o bin/redlab ./cmd/redlab
 
 ## test: everything CI runs (race detector on).
-test: vet test-go test-fuzz test-infra test-dashboards
+test: vet test-go test-fuzz test-infra
 
 vet:
 	$(GO) vet ./...
@@ -46,8 +46,6 @@ validate-aws:
 	cd infra/modules/aws && $(TF) init -backend=false -input=false && $(TF) validate
 	cd infra/envs/aws && $(TF) init -backend=false -input=false && $(TF) validate
 
-test-dashboards:
-	@true
 
 ## bench: the side-by-side Redlock comparison table (five local nodes, 5 rounds, medians).
 bench:
