@@ -1,0 +1,147 @@
+package loadgen
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"os"
+	"strings"
+	"time"
+)
+
+//go:embed report.html.tmpl
+var reportTmplText string
+
+var reportTmpl = template.Must(template.New("report").Parse(reportTmplText))
+
+// htmlData is what report.html.tmpl renders: the tables server-side, the
+// charts in the page's own script from the JSON payload. The page fetches
+// nothing.
+type htmlData struct {
+	Title, Subtitle  string
+	Generated        string
+	Summary          Summary
+	Rows             []htmlRow
+	OutcomeNames     []string
+	NodeOutcomeNames []string
+	LateTotal        int64
+	SafetyChecked    bool
+	ThresholdsFailed int
+	Faults           []faultSpan
+	Sweep            *sweepView
+	JSON             template.JS
+}
+
+type htmlRow struct {
+	Name string
+	P    Percentiles
+}
+
+// faultSpan is a fault phase in seconds from the run start.
+type faultSpan struct {
+	Name string  `json:"name"`
+	From float64 `json:"from"`
+	To   float64 `json:"to"`
+	Open bool    `json:"open"`
+}
+
+// htmlPayload is the chart data, embedded in the page as JSON.
+type htmlPayload struct {
+	Meta     Meta                   `json:"meta"`
+	Summary  Summary                `json:"summary"`
+	Series   *Series                `json:"series,omitempty"`
+	Spectrum map[string][]specPoint `json:"spectrum,omitempty"`
+	Faults   []faultSpan            `json:"faults"`
+	Sweep    *sweepView             `json:"sweep,omitempty"`
+}
+
+func (r *Report) htmlData() *htmlData {
+	s := r.Summary
+	d := &htmlData{
+		Title:            "redlab load report",
+		Subtitle:         r.subtitle(),
+		Generated:        time.Now().UTC().Format(time.RFC3339),
+		Summary:          s,
+		OutcomeNames:     outcomeNames[:],
+		NodeOutcomeNames: nodeOutcomeNames[:],
+		LateTotal:        s.Outcomes[Late.String()] + s.LateStarts,
+		SafetyChecked:    s.Safety.DoubleGrantsChecked || s.Safety.AuditChecked,
+	}
+	d.Rows = []htmlRow{
+		{"e2e (corrected)", s.E2ELatencyMs}, {"e2e (uncorrected)", s.E2EUncorrectedLatencyMs},
+		{"lock acquire", s.AcquireLatencyMs}, {"lock hold", s.HoldLatencyMs}, {"lock release", s.ReleaseLatencyMs},
+	}
+	for _, n := range s.PerNode {
+		d.Rows = append(d.Rows, htmlRow{strings.TrimSpace(fmt.Sprintf("node%d SET %s", n.Node, n.Addr)), n.LatencyMs})
+	}
+	for _, t := range s.Thresholds {
+		if !t.Pass {
+			d.ThresholdsFailed++
+		}
+	}
+	end := r.duration().Seconds()
+	for _, f := range r.Faults {
+		span := faultSpan{Name: f.Name, From: f.Start.Sub(r.Meta.Started).Seconds(), Open: f.End.IsZero()}
+		if !span.Open {
+			span.To = f.End.Sub(r.Meta.Started).Seconds()
+		} else {
+			span.To = end
+		}
+		d.Faults = append(d.Faults, span)
+	}
+	payload := htmlPayload{
+		Meta: r.Meta, Summary: s, Series: &r.Series, Faults: d.Faults,
+		Spectrum: map[string][]specPoint{},
+	}
+	for _, tag := range []string{TagE2E, TagE2EUncorrected, TagAcquire, TagHold} {
+		payload.Spectrum[tag] = spectrum(r.Totals.ByTag(tag), 1e6)
+	}
+	d.JSON = marshalJS(payload)
+	return d
+}
+
+func (r *Report) subtitle() string {
+	m := r.Meta
+	parts := []string{"target " + m.Target}
+	if m.Guard != "" {
+		parts = append(parts, "guard "+m.Guard)
+	}
+	if len(m.Nodes) > 0 {
+		parts = append(parts, fmt.Sprintf("%d lock nodes", len(m.Nodes)))
+	}
+	if m.Replicas > 0 {
+		parts = append(parts, fmt.Sprintf("%d replicas", m.Replicas))
+	}
+	parts = append(parts, "keys "+m.Keys, "profile "+m.Stages)
+	if len(m.Sources) > 0 {
+		parts = append(parts, fmt.Sprintf("merged from %d runs", len(m.Sources)))
+	}
+	parts = append(parts, "started "+m.Started.UTC().Format(time.RFC3339))
+	return strings.Join(parts, " · ")
+}
+
+// marshalJS encodes v for the page's JSON script element. encoding/json
+// escapes <, > and &, so the payload cannot close the element.
+func marshalJS(v any) template.JS {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte("{}")
+	}
+	return template.JS(b)
+}
+
+func writeHTML(path string, d *htmlData) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	err = reportTmpl.Execute(f, d)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("loadgen: write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+package loadgen
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Merge combines the run directories of several load machines (each started
+// with --worker i/M, or simply run side by side) into out, as one run:
+// interval histograms are merged per interval of wall-clock time, counters
+// and safety counts are summed, fault phases concatenated. The merged
+// directory renders and is judged like any other, on the merged histograms;
+// thresholds are recorded in its run.json for `redlab report`.
+func Merge(dirs []string, out string, thresholds []Threshold) error {
+	if len(dirs) == 0 {
+		return errors.New("loadgen: merge needs at least one run directory")
+	}
+	metas := make([]Meta, len(dirs))
+	for i, d := range dirs {
+		m, err := readMeta(d)
+		if err != nil {
+			return err
+		}
+		if m.Started.IsZero() {
+			return fmt.Errorf("loadgen: %s: the run never started", d)
+		}
+		if i > 0 && m.Interval() != metas[0].Interval() {
+			return fmt.Errorf("loadgen: %s collects every %v, %s every %v: cannot merge", d, m.Interval(), dirs[0], metas[0].Interval())
+		}
+		metas[i] = m
+	}
+	meta := mergeMeta(metas, dirs)
+	meta.Thresholds = nil
+	for _, t := range thresholds {
+		meta.Thresholds = append(meta.Thresholds, t.Expr)
+	}
+	w, err := CreateRun(out, meta)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	base := meta.Started
+	interval := meta.Interval()
+
+	if err := mergeHlogs(dirs, w, base, interval, len(meta.Nodes)); err != nil {
+		return err
+	}
+	if err := mergeIntervals(dirs, w, base, interval); err != nil {
+		return err
+	}
+	var safety Safety
+	for _, d := range dirs {
+		s, err := readSafety(d)
+		if err != nil {
+			return err
+		}
+		safety.Add(s)
+	}
+	if err := mergeFaults(dirs, filepath.Join(out, FaultsFile)); err != nil {
+		return err
+	}
+	w.meta = meta
+	return errors.Join(w.Close(), w.writeMeta(), writeJSON(filepath.Join(out, SafetyFile), safety))
+}
+
+func mergeMeta(metas []Meta, dirs []string) Meta {
+	m := metas[0]
+	m.Sources = append([]string(nil), dirs...)
+	m.Planned, m.Scheduled, m.Refused, m.Stopped = 0, 0, 0, false
+	m.Replicas = 0
+	var workers []string
+	for _, x := range metas {
+		if x.Started.Before(m.Started) {
+			m.Started = x.Started
+		}
+		if x.Ended.After(m.Ended) {
+			m.Ended = x.Ended
+		}
+		m.Planned += x.Planned
+		m.Scheduled += x.Scheduled
+		m.Refused += x.Refused
+		m.Stopped = m.Stopped || x.Stopped
+		m.Replicas += x.Replicas
+		if len(x.Nodes) > len(m.Nodes) {
+			m.Nodes = x.Nodes
+		}
+		workers = append(workers, x.Worker)
+	}
+	m.Worker = strings.Join(workers, ",")
+	m.Command = "merge " + strings.Join(dirs, " ")
+	return m
+}
+
+// mergeHlogs streams every log once, interval by interval, holding one
+// merged HistSet at a time.
+func mergeHlogs(dirs []string, w *Writer, base time.Time, interval time.Duration, nodes int) error {
+	readers := make([]*hlogReader, len(dirs))
+	for i, d := range dirs {
+		f, err := os.Open(filepath.Join(d, HlogFile))
+		if err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+		defer f.Close()
+		readers[i] = newHlogReader(bufio.NewReaderSize(f, 1<<16))
+	}
+	baseMs := base.UnixMilli()
+	set := NewHistSet(nodes)
+	iv := &Interval{Hists: set}
+	for idx := 0; ; idx++ {
+		found, more := false, false
+		var endMs int64
+		for _, r := range readers {
+			for {
+				e, err := r.Peek()
+				if err != nil {
+					return err
+				}
+				if e == nil {
+					break
+				}
+				if intervalIndex(e.StartMs, baseMs, interval) > idx {
+					more = true
+					break
+				}
+				r.Next()
+				found = true
+				if e.EndMs > endMs {
+					endMs = e.EndMs
+				}
+				dst := set.ByTag(e.Tag)
+				if dst == nil && isNodeTag(e.Tag) {
+					n, _ := strconv.Atoi(strings.TrimPrefix(e.Tag, "node"))
+					if n < 1024 {
+						set.growNodes(n + 1)
+						dst = set.Nodes[n]
+					}
+				}
+				if dst != nil {
+					mergeHist(dst, e.Hist)
+				}
+			}
+		}
+		if found {
+			iv.Index = idx
+			iv.Start = base.Add(time.Duration(idx) * interval)
+			iv.End = time.UnixMilli(endMs)
+			if err := w.hlogInterval(iv); err != nil {
+				return err
+			}
+			set.Reset()
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// hlogInterval writes only the histograms of an interval (merge writes the
+// counters separately).
+func (w *Writer) hlogInterval(iv *Interval) error {
+	if w.hlog == nil {
+		start := iv.Start.Add(-time.Duration(iv.Index) * w.meta.Interval())
+		var err error
+		if w.hlog, err = createHlog(filepath.Join(w.dir, HlogFile), start, "redlab "+w.meta.Command); err != nil {
+			return err
+		}
+	}
+	return w.hlog.write(iv.Hists, iv.Start, iv.End)
+}
+
+func mergeIntervals(dirs []string, w *Writer, base time.Time, interval time.Duration) error {
+	merged := map[int]*IntervalRecord{}
+	baseMs := base.UnixMilli()
+	for _, d := range dirs {
+		err := readIntervals(d, func(rec IntervalRecord) error {
+			idx := intervalIndex(rec.StartMs, baseMs, interval)
+			m := merged[idx]
+			if m == nil {
+				m = &IntervalRecord{Index: idx, StartMs: baseMs + int64(idx)*interval.Milliseconds(), Outcomes: map[string]int64{}}
+				merged[idx] = m
+			}
+			if rec.EndMs > m.EndMs {
+				m.EndMs = rec.EndMs
+			}
+			m.TargetRate += rec.TargetRate
+			m.Scheduled += rec.Scheduled
+			m.InFlight += rec.InFlight
+			m.LateStarts += rec.LateStarts
+			m.DoubleGrants += rec.DoubleGrants
+			m.Clamped += rec.Clamped
+			for k, v := range rec.Outcomes {
+				m.Outcomes[k] += v
+			}
+			for len(m.NodeOutcomes) < len(rec.NodeOutcomes) {
+				m.NodeOutcomes = append(m.NodeOutcomes, map[string]int64{})
+			}
+			for i, no := range rec.NodeOutcomes {
+				for k, v := range no {
+					m.NodeOutcomes[i][k] += v
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	idxs := make([]int, 0, len(merged))
+	for i := range merged {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	for _, i := range idxs {
+		if err := w.enc.Encode(merged[i]); err != nil {
+			return fmt.Errorf("loadgen: write %s: %w", IntervalsFile, err)
+		}
+	}
+	return w.ivw.Flush()
+}
+
+func mergeFaults(dirs []string, out string) error {
+	seen := map[string]bool{}
+	var lines []string
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, FaultsFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !seen[l] {
+				seen[l] = true
+				lines = append(lines, l)
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package loadgen
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Report is a run directory read back: the totals, the time series and the
+// safety verdict, from which every output is rendered.
+type Report struct {
+	Dir        string
+	Meta       Meta
+	Safety     Safety
+	Totals     *HistSet
+	Series     Series
+	Faults     []Fault
+	Summary    Summary
+	Thresholds []ThresholdResult
+}
+
+// Series is the per-interval view of a run, for the charts.
+type Series struct {
+	T            []float64                        `json:"t"` // interval start, seconds from the run start
+	Dur          []float64                        `json:"dur"`
+	Throughput   []float64                        `json:"throughput"` // operations ended per second
+	TargetRate   []float64                        `json:"target_rate"`
+	InFlight     []int64                          `json:"in_flight"`
+	LateStarts   []int64                          `json:"late_starts"`
+	DoubleGrants []int64                          `json:"double_grants"` // running total
+	Outcomes     map[string][]int64               `json:"outcomes"`
+	Latency      map[string]map[string][]optFloat `json:"latency"` // tag → p50|p90|p99|p999|max → ms
+}
+
+// optFloat is a number that is null in JSON when NaN (no samples).
+type optFloat float64
+
+func (f optFloat) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, float64(f), 'f', -1, 64), nil
+}
+
+func (f *optFloat) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = optFloat(math.NaN())
+		return nil
+	}
+	v, err := strconv.ParseFloat(string(b), 64)
+	*f = optFloat(v)
+	return err
+}
+
+var seriesStats = []struct {
+	name string
+	q    float64 // percentile; 100 = max
+}{{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}, {"max", 100}}
+
+// LoadReport reads a run directory. It fails on a directory without a run.
+func LoadReport(dir string) (*Report, error) {
+	meta, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Dir: dir, Meta: meta, Totals: NewHistSet(len(meta.Nodes))}
+	if r.Safety, err = readSafety(dir); err != nil {
+		return nil, err
+	}
+	base := meta.Started.UnixMilli()
+	interval := meta.Interval()
+	var recs []IntervalRecord
+	err = readIntervals(dir, func(rec IntervalRecord) error {
+		i := intervalIndex(rec.StartMs, base, interval)
+		if i < 0 {
+			return nil
+		}
+		for len(recs) <= i {
+			recs = append(recs, IntervalRecord{Index: -1})
+		}
+		recs[i] = rec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.initSeries(recs)
+	err = readHlogFile(dir, func(e *hlogEntry) error {
+		r.addHist(e, intervalIndex(e.StartMs, base, interval))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Counters live in intervals.jsonl; the totals take them from there.
+	for _, rec := range recs {
+		r.Totals.addRecordCounts(rec)
+	}
+	if r.Faults, err = readFaults(filepath.Join(dir, FaultsFile)); err != nil {
+		return nil, err
+	}
+	r.Summary = buildSummary(r)
+	return r, nil
+}
+
+func (h *HistSet) addRecordCounts(rec IntervalRecord) {
+	if rec.Index < 0 {
+		return
+	}
+	for name, c := range rec.Outcomes {
+		if o, ok := parseOutcome(name); ok {
+			h.Outcomes[o] += c
+		}
+	}
+	h.LateStarts += rec.LateStarts
+	h.Clamped += rec.Clamped
+	h.growNodes(len(rec.NodeOutcomes))
+	for i, m := range rec.NodeOutcomes {
+		for j, name := range nodeOutcomeNames {
+			h.NodeOutcomes[i][j] += m[name]
+		}
+	}
+}
+
+func (r *Report) initSeries(recs []IntervalRecord) {
+	s := &r.Series
+	n := len(recs)
+	s.T, s.Dur, s.Throughput, s.TargetRate = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	s.InFlight, s.LateStarts, s.DoubleGrants = make([]int64, n), make([]int64, n), make([]int64, n)
+	s.Outcomes = map[string][]int64{}
+	for _, name := range outcomeNames {
+		s.Outcomes[name] = make([]int64, n)
+	}
+	s.Latency = map[string]map[string][]optFloat{}
+	base := r.Meta.Started.UnixMilli()
+	iv := r.Meta.Interval().Seconds()
+	var dg int64
+	for i, rec := range recs {
+		s.T[i] = float64(i) * iv
+		if rec.Index < 0 { // a gap: nothing was recorded
+			s.Dur[i] = iv
+			s.DoubleGrants[i] = dg
+			continue
+		}
+		s.T[i] = float64(rec.StartMs-base) / 1000
+		d := float64(rec.EndMs-rec.StartMs) / 1000
+		if d <= 0 {
+			d = iv
+		}
+		s.Dur[i] = d
+		var ended int64
+		for name, c := range rec.Outcomes {
+			if col, ok := s.Outcomes[name]; ok {
+				col[i] = c
+			}
+			if name != Late.String() {
+				ended += c
+			}
+		}
+		s.Throughput[i] = math.Round(float64(ended)/d*100) / 100
+		s.TargetRate[i] = rec.TargetRate
+		s.InFlight[i] = rec.InFlight
+		s.LateStarts[i] = rec.LateStarts
+		dg += rec.DoubleGrants
+		s.DoubleGrants[i] = dg
+	}
+}
+
+func (r *Report) addHist(e *hlogEntry, i int) {
+	dst := r.Totals.ByTag(e.Tag)
+	if dst == nil && strings.HasPrefix(e.Tag, "node") {
+		if n, err := strconv.Atoi(strings.TrimPrefix(e.Tag, "node")); err == nil && n >= 0 && n < 1024 {
+			r.Totals.growNodes(n + 1)
+			dst = r.Totals.Nodes[n]
+		}
+	}
+	if dst == nil {
+		return // a tag this version does not know
+	}
+	mergeHist(dst, e.Hist)
+	if i < 0 || i >= len(r.Series.T) {
+		return
+	}
+	cols := r.Series.Latency[e.Tag]
+	if cols == nil {
+		cols = make(map[string][]optFloat, len(seriesStats))
+		for _, st := range seriesStats {
+			col := make([]optFloat, len(r.Series.T))
+			for j := range col {
+				col[j] = optFloat(math.NaN())
+			}
+			cols[st.name] = col
+		}
+		r.Series.Latency[e.Tag] = cols
+	}
+	if e.Hist.TotalCount() == 0 {
+		return
+	}
+	scale := 1e6
+	if e.Tag == TagAttempts {
+		scale = 1
+	}
+	for _, st := range seriesStats {
+		v := e.Hist.Max()
+		if st.q < 100 {
+			v = e.Hist.ValueAtQuantile(st.q)
+		}
+		cols[st.name][i] = optFloat(math.Round(float64(v)/scale*1000) / 1000)
+	}
+}
+
+func (r *Report) duration() time.Duration {
+	if !r.Meta.Ended.IsZero() && r.Meta.Ended.After(r.Meta.Started) {
+		return r.Meta.Ended.Sub(r.Meta.Started)
+	}
+	s := r.Series
+	if n := len(s.T); n > 0 {
+		return time.Duration((s.T[n-1] + s.Dur[n-1]) * float64(time.Second))
+	}
+	return 0
+}
+
+// plannedRate is the schedule's mean rate: planned operations over the
+// profile's length (the drain after the schedule is not part of it).
+func (r *Report) plannedRate() float64 {
+	if st, err := ParseStages(r.Meta.Stages); err == nil && r.Meta.Planned > 0 {
+		var d time.Duration
+		for _, x := range st {
+			d += x.Duration
+		}
+		if d > 0 {
+			return float64(r.Meta.Planned) / d.Seconds()
+		}
+	}
+	var ops, secs float64
+	for i, rate := range r.Series.TargetRate {
+		ops += rate * r.Series.Dur[i]
+		secs += r.Series.Dur[i]
+	}
+	if secs == 0 {
+		return 0
+	}
+	return ops / secs
+}
+
+// RecordedThresholds parses the thresholds the run was judged by.
+func (r *Report) RecordedThresholds() ([]Threshold, error) {
+	var out []Threshold
+	for _, e := range r.Meta.Thresholds {
+		t, err := ParseThreshold(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Judge evaluates thresholds against the report and records the results in
+// its summary. It returns the failed ones.
+func (r *Report) Judge(ths []Threshold) []ThresholdResult {
+	r.Thresholds = r.Thresholds[:0]
+	var failed []ThresholdResult
+	for _, t := range ths {
+		res := t.Eval(r)
+		r.Thresholds = append(r.Thresholds, res)
+		if !res.Pass {
+			failed = append(failed, res)
+		}
+	}
+	r.Summary.Thresholds = r.Thresholds
+	return failed
+}
+
+// Write renders every output of the run directory: summary.json,
+// summary.txt, one .hgrm spectrum per histogram and report.html.
+func (r *Report) Write() error {
+	if err := writeJSON(filepath.Join(r.Dir, SummaryFile), r.Summary); err != nil {
+		return err
+	}
+	var txt strings.Builder
+	if err := r.WriteText(&txt); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, TextFile), []byte(txt.String()), 0o644); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	for _, t := range r.Totals.Tagged() {
+		scale := 1e6
+		if t.Tag == TagAttempts {
+			scale = 1
+		}
+		if err := writeHgrm(filepath.Join(r.Dir, t.Tag+".hgrm"), t.Hist, scale); err != nil {
+			return err
+		}
+	}
+	return writeHTML(filepath.Join(r.Dir, HTMLFile), r.htmlData())
+}
+
+// Fault is a fault phase shaded in the charts, from faults.jsonl.
+type Fault struct {
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"` // zero: until the end of the run
+}
+
+// readFaults parses faults.jsonl. Each line is either a phase
+//
+//	{"name": "kill node 2", "start": T, "end": T}
+//
+// or one edge of it, {"time": T, "phase": "start"|"end", "name": "…"}, where
+// T is RFC 3339 or milliseconds since the epoch. "fault", "kind" or "action"
+// (with "target" or "node") may stand in for "name". A missing file is no
+// faults.
+func readFaults(path string) ([]Fault, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	defer f.Close()
+	var out []Fault
+	open := map[string]int{} // name → index of a phase awaiting its end
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(text), &raw); err != nil {
+			return nil, fmt.Errorf("loadgen: %s line %d: %w", FaultsFile, line, err)
+		}
+		name := faultName(raw)
+		phase, _ := raw["phase"].(string)
+		if phase == "" {
+			phase, _ = raw["event"].(string)
+		}
+		at, hasAt := faultTime(raw, "time", "at", "ts")
+		switch strings.ToLower(phase) {
+		case "start", "begin", "inject", "injected":
+			if !hasAt {
+				return nil, fmt.Errorf("loadgen: %s line %d: a %q event needs a time", FaultsFile, line, phase)
+			}
+			open[name] = len(out)
+			out = append(out, Fault{Name: name, Start: at})
+			continue
+		case "end", "stop", "heal", "healed", "recover", "recovered":
+			if !hasAt {
+				return nil, fmt.Errorf("loadgen: %s line %d: a %q event needs a time", FaultsFile, line, phase)
+			}
+			if i, ok := open[name]; ok {
+				out[i].End = at
+				delete(open, name)
+			}
+			continue
+		}
+		start, ok := faultTime(raw, "start", "started", "from")
+		if !ok {
+			start, ok = at, hasAt
+		}
+		if !ok {
+			return nil, fmt.Errorf("loadgen: %s line %d: no start time", FaultsFile, line)
+		}
+		end, _ := faultTime(raw, "end", "ended", "to", "healed")
+		out = append(out, Fault{Name: name, Start: start, End: end})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("loadgen: %s: %w", FaultsFile, err)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out, nil
+}
+
+func faultName(raw map[string]any) string {
+	var parts []string
+	for _, k := range []string{"name", "fault", "kind", "action", "type"} {
+		if v, ok := raw[k].(string); ok && v != "" {
+			parts = append(parts, v)
+			break
+		}
+	}
+	for _, k := range []string{"target", "node"} {
+		switch v := raw[k].(type) {
+		case string:
+			if v != "" {
+				parts = append(parts, v)
+			}
+		case float64:
+			parts = append(parts, fmt.Sprintf("node%d", int(v)))
+		}
+	}
+	if len(parts) == 0 {
+		return "fault"
+	}
+	return strings.Join(parts, " ")
+}
+
+func faultTime(raw map[string]any, keys ...string) (time.Time, bool) {
+	for _, k := range keys {
+		switch v := raw[k].(type) {
+		case string:
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				return t, true
+			}
+		case float64:
+			if v > 1e11 { // milliseconds since the epoch
+				return time.UnixMilli(int64(v)), true
+			}
+			return time.Unix(0, int64(v*1e9)), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// spectrum is the percentile distribution of h for the log-axis chart.
+func spectrum(h *hdr.Histogram, scale float64) []specPoint {
+	if h == nil || h.TotalCount() == 0 {
+		return nil
+	}
+	var out []specPoint
+	for _, b := range h.CumulativeDistributionWithTicks(5) {
+		if b.Quantile >= 100 {
+			out = append(out, specPoint{P: 100, V: math.Round(float64(b.ValueAt)/scale*1000) / 1000})
+			break
+		}
+		out = append(out, specPoint{P: b.Quantile, V: math.Round(float64(b.ValueAt)/scale*1000) / 1000})
+	}
+	return out
+}
+
+type specPoint struct {
+	P float64 `json:"p"` // percentile, 0–100
+	V float64 `json:"v"` // ms
+}

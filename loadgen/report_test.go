@@ -1,0 +1,386 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// lockTarget imitates a Redlock-guarded service: lock timings on every
+// reservation and per-node SET results into the recorder, some contention.
+type lockTarget struct {
+	rec   *Recorder
+	nodes int
+}
+
+func (t *lockTarget) Do(_ context.Context, op Op) Result {
+	r := rand.New(rand.NewPCG(op.Seq, 7))
+	acq := time.Duration(200+r.IntN(3000)) * time.Microsecond
+	res := Result{Outcome: Reserved, Lock: true, Acquire: acq, Hold: 300 * time.Microsecond, Release: 150 * time.Microsecond, Attempts: 1 + r.IntN(2)}
+	if op.Seq%17 == 0 {
+		res = Result{Outcome: Contended, Lock: true, Acquire: 5 * time.Millisecond, Attempts: 3}
+	}
+	nr := make([]NodeResult, t.nodes)
+	for i := range nr {
+		nr[i] = NodeResult{Node: i, Outcome: NodeGranted, Latency: time.Duration(100+50*i+r.IntN(200)) * time.Microsecond}
+	}
+	nr[t.nodes-1].Outcome = NodeAbandoned
+	t.rec.RecordNodes(nr)
+	return res
+}
+
+func (t *lockTarget) Close() error { return nil }
+
+type runOpts struct {
+	rate     float64
+	d        time.Duration
+	shard    Shard
+	lock     bool
+	ths      []string
+	interval time.Duration
+}
+
+func executeRun(t *testing.T, dir string, o runOpts) (*Report, []ThresholdResult) {
+	t.Helper()
+	if o.interval == 0 {
+		o.interval = 100 * time.Millisecond
+	}
+	sched, err := ConstantSchedule(o.rate, o.d, o.shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, _ := ParseKeys("zipf:100:0.99")
+	kg, err := ks.Generator(o.shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := 0
+	var target Target = NoopTarget{}
+	rec := NewRecorder(0, 0)
+	meta := Meta{Target: "noop", Stages: FormatStages([]Stage{{o.d, o.rate}}), Keys: ks.String(), Worker: o.shard.String()}
+	if o.lock {
+		nodes = 3
+		rec = NewRecorder(nodes, 0)
+		target = &lockTarget{rec: rec, nodes: nodes}
+		meta.Target, meta.Guard = "inventory", "redlock"
+		meta.Nodes = []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
+	}
+	var ths []Threshold
+	for _, s := range o.ths {
+		th, err := ParseThreshold(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ths = append(ths, th)
+	}
+	r, failed, err := Execute(context.Background(), RunSpec{
+		Out: dir, Meta: meta, Thresholds: ths,
+		Engine: Config{Schedule: sched, Target: target, Keys: kg, Seed: 42, Interval: o.interval, Recorder: rec},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, failed
+}
+
+func TestExecuteWritesEveryOutput(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r, failed := executeRun(t, dir, runOpts{rate: 1000, d: 400 * time.Millisecond, lock: true,
+		ths: []string{"requests==400", "acquire.p99<1s", "safety.lost_updates==0", "outcomes.error==0"}})
+	if len(failed) != 1 || failed[0].Expr != "safety.lost_updates==0" || failed[0].Got != "not checked" {
+		t.Errorf("failed thresholds = %+v, want only the unchecked safety one", failed)
+	}
+	for _, f := range []string{MetaFile, IntervalsFile, HlogFile, SafetyFile, SummaryFile, TextFile, HTMLFile,
+		"e2e.hgrm", "e2e_uncorrected.hgrm", "acquire.hgrm", "hold.hgrm", "release.hgrm", "attempts.hgrm", "node0.hgrm", "node2.hgrm"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v (size %v)", f, err, fi)
+		}
+	}
+	// summary.json carries every field the issue names.
+	var sum map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"requests", "duration_s", "throughput_per_s", "outcomes", "acquire_latency_ms", "e2e_latency_ms", "attempts", "per_node", "safety"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary.json lacks %q", k)
+		}
+	}
+	for _, k := range []string{"acquire_latency_ms", "e2e_latency_ms"} {
+		m, _ := sum[k].(map[string]any)
+		for _, q := range []string{"p50", "p90", "p99", "p999", "max"} {
+			if _, ok := m[q]; !ok {
+				t.Errorf("summary.json %s lacks %q", k, q)
+			}
+		}
+	}
+	if m, _ := sum["attempts"].(map[string]any); m["mean"] == nil || m["p99"] == nil {
+		t.Errorf("summary.json attempts = %v, want mean and p99", m)
+	}
+	nodes, _ := sum["per_node"].([]any)
+	if len(nodes) != 3 {
+		t.Fatalf("per_node has %d nodes, want 3", len(nodes))
+	}
+	n0, _ := nodes[0].(map[string]any)
+	if lat, _ := n0["latency_ms"].(map[string]any); lat["p99"] == nil || n0["outcomes"] == nil {
+		t.Errorf("per_node[0] = %v, want latency percentiles and outcomes", n0)
+	}
+	sf, _ := sum["safety"].(map[string]any)
+	for _, k := range []string{"double_grants", "lost_updates", "oversell", "fenced_rejections"} {
+		if _, ok := sf[k]; !ok {
+			t.Errorf("summary.json safety lacks %q", k)
+		}
+	}
+	// The figures add up.
+	s := r.Summary
+	if s.Requests != 400 || s.Outcomes["reserved"]+s.Outcomes["contended"] != 400 || s.Outcomes["contended"] != 24 {
+		t.Errorf("requests %d outcomes %v, want 400 with 24 contended", s.Requests, s.Outcomes)
+	}
+	if s.AcquireLatencyMs.Count != 400 || s.E2ELatencyMs.Count != 400 || s.Attempts.Count != 400 {
+		t.Errorf("counts: acquire %d e2e %d attempts %d, want 400", s.AcquireLatencyMs.Count, s.E2ELatencyMs.Count, s.Attempts.Count)
+	}
+	if s.PerNode[2].Outcomes["abandoned"] != 400 || s.PerNode[2].LatencyMs.Count != 0 || s.PerNode[0].LatencyMs.Count != 400 {
+		t.Errorf("node outcomes %v / counts %d %d", s.PerNode[2].Outcomes, s.PerNode[2].LatencyMs.Count, s.PerNode[0].LatencyMs.Count)
+	}
+	if s.AcquireLatencyMs.P50 <= 0 || s.AcquireLatencyMs.P99 < s.AcquireLatencyMs.P50 || s.AcquireLatencyMs.Max > 5.1 {
+		t.Errorf("acquire percentiles %+v", s.AcquireLatencyMs)
+	}
+	txt, _ := os.ReadFile(filepath.Join(dir, TextFile))
+	for _, want := range []string{"lock acquire", "p99.9", "node0 SET 127.0.0.1:7001", "threshold safety.lost_updates==0: FAIL"} {
+		if !strings.Contains(string(txt), want) {
+			t.Errorf("summary.txt lacks %q:\n%s", want, txt)
+		}
+	}
+	hgrm, _ := os.ReadFile(filepath.Join(dir, "acquire.hgrm"))
+	if !strings.Contains(string(hgrm), "Value\tPercentile\tTotalCount\t1/(1-Percentile)") || !strings.Contains(string(hgrm), "Total count    =          400") {
+		t.Errorf("acquire.hgrm is not a percentile spectrum:\n%.400s", hgrm)
+	}
+	// Re-rendering from the directory gives the same summary, judged by the
+	// same thresholds.
+	r2, err := LoadReport(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ths, err := r2.RecordedThresholds(); err != nil || len(ths) != 4 || ths[0].Expr != "requests==400" {
+		t.Errorf("recorded thresholds = %v, %v", ths, err)
+	}
+	if r2.Summary.Requests != s.Requests || r2.Summary.AcquireLatencyMs != s.AcquireLatencyMs || r2.Summary.E2ELatencyMs != s.E2ELatencyMs {
+		t.Errorf("reloaded summary differs: got %+v, want %+v", r2.Summary.AcquireLatencyMs, s.AcquireLatencyMs)
+	}
+	if _, err := CreateRun(dir, Meta{}); err == nil {
+		t.Error("CreateRun over an existing run: got nil error")
+	}
+}
+
+func TestHlogRoundTripsThroughTheLibraryReader(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, HlogFile)
+	start := time.UnixMilli(1_700_000_000_123)
+	w, err := createHlog(path, start, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*hdr.Histogram{}
+	set := NewHistSet(2)
+	for i := 0; i < 3; i++ {
+		for j := 0; j < 100*(i+1); j++ {
+			set.recordLatency(set.E2E, time.Duration(j)*time.Millisecond)
+			set.recordLatency(set.Acquire, time.Duration(j)*time.Microsecond)
+			set.recordLatency(set.Nodes[1], time.Duration(j+i)*time.Microsecond)
+			_ = set.Attempts.RecordValue(int64(1 + j%4))
+		}
+		for _, tg := range set.Tagged() {
+			if want[tg.Tag] == nil {
+				want[tg.Tag] = newLatencyHist()
+			}
+			want[tg.Tag].Merge(tg.Hist)
+		}
+		ivStart := start.Add(time.Duration(i) * time.Second)
+		if err := w.write(set, ivStart, ivStart.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		set.Reset()
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd := hdr.NewHistogramLogReader(f)
+	got := map[string]*hdr.Histogram{}
+	n := 0
+	for {
+		h, err := rd.NextIntervalHistogram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == nil {
+			break
+		}
+		idx := n / len(set.Tagged())
+		if ws := start.Add(time.Duration(idx) * time.Second).UnixMilli(); h.StartTimeMs() < ws-1 || h.StartTimeMs() > ws+1 {
+			t.Errorf("entry %d (%s) starts at %d, want %d ± 1ms", n, h.Tag(), h.StartTimeMs(), ws)
+		}
+		if got[h.Tag()] == nil {
+			got[h.Tag()] = newLatencyHist()
+		}
+		got[h.Tag()].Merge(h)
+		n++
+	}
+	if n != 3*len(set.Tagged()) {
+		t.Errorf("read %d interval histograms, want %d", n, 3*len(set.Tagged()))
+	}
+	for tag, wh := range want {
+		gh := got[tag]
+		if gh == nil || !gh.Equals(wh) {
+			t.Errorf("tag %s: round trip differs (got %v, want count %d)", tag, gh, wh.TotalCount())
+		}
+	}
+	if got[TagE2E].TotalCount() != 600 || got["node1"].TotalCount() != 600 {
+		t.Errorf("e2e count %d node1 %d, want 600", got[TagE2E].TotalCount(), got["node1"].TotalCount())
+	}
+}
+
+func TestMergeRunsFromTwoWorkers(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	ra, _ := executeRun(t, a, runOpts{rate: 1000, d: 300 * time.Millisecond, shard: Shard{0, 2}, lock: true})
+	rb, _ := executeRun(t, b, runOpts{rate: 1000, d: 300 * time.Millisecond, shard: Shard{1, 2}, lock: true})
+	if ra.Summary.Requests != 150 || rb.Summary.Requests != 150 {
+		t.Fatalf("workers ran %d and %d, want 150 each", ra.Summary.Requests, rb.Summary.Requests)
+	}
+	// A fault file in one of them carries over.
+	os.WriteFile(filepath.Join(a, FaultsFile), []byte(`{"name":"kill node1","start":"`+ra.Meta.Started.Add(100*time.Millisecond).Format(time.RFC3339Nano)+`","end":"`+ra.Meta.Started.Add(200*time.Millisecond).Format(time.RFC3339Nano)+`"}`+"\n"), 0o644)
+	out := filepath.Join(root, "merged")
+	if err := Merge([]string{a, b}, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary
+	if s.Requests != 300 || s.AcquireLatencyMs.Count != 300 || s.E2ELatencyMs.Count != 300 {
+		t.Errorf("merged: %d requests, %d acquire, %d e2e samples; want 300", s.Requests, s.AcquireLatencyMs.Count, s.E2ELatencyMs.Count)
+	}
+	if s.PerNode[0].LatencyMs.Count != 300 || s.Outcomes["contended"] != ra.Summary.Outcomes["contended"]+rb.Summary.Outcomes["contended"] {
+		t.Errorf("merged per-node count %d, contended %d", s.PerNode[0].LatencyMs.Count, s.Outcomes["contended"])
+	}
+	want := hdr.New(latencyLowest, latencyHighest, sigFigs)
+	want.Merge(ra.Totals.Acquire)
+	want.Merge(rb.Totals.Acquire)
+	if !r.Totals.Acquire.Equals(want) {
+		t.Errorf("merged acquire histogram differs from the sum of the two")
+	}
+	if len(r.Faults) != 1 || r.Faults[0].Name != "kill node1" || len(r.Meta.Sources) != 2 {
+		t.Errorf("faults %v sources %v", r.Faults, r.Meta.Sources)
+	}
+	if failed := r.Judge([]Threshold{mustThreshold(t, "requests==300"), mustThreshold(t, "acquire.p99<1ms")}); len(failed) != 1 || failed[0].Expr != "acquire.p99<1ms" {
+		t.Errorf("judged merged run: failed %+v, want only acquire.p99<1ms", failed)
+	}
+	if err := r.Write(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustThreshold(t *testing.T, s string) Threshold {
+	t.Helper()
+	th, err := ParseThreshold(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return th
+}
+
+func TestReadFaults(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FaultsFile)
+	lines := strings.Join([]string{
+		`{"name":"partition","start":"2025-01-01T00:00:05Z","end":"2025-01-01T00:00:08Z"}`,
+		`{"time":1735689601000,"phase":"inject","fault":"kill","node":2}`,
+		`# a comment`,
+		`{"time":"2025-01-01T00:00:03Z","phase":"heal","fault":"kill","node":2}`,
+		`{"kind":"clock-jump","target":"node0","at":"2025-01-01T00:00:09Z"}`,
+	}, "\n")
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFaults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := []struct {
+		name       string
+		start, end int // seconds from base; -1 = open
+	}{{"kill node2", 1, 3}, {"partition", 5, 8}, {"clock-jump node0", 9, -1}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d faults %+v, want %d", len(got), got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.name || !g.Start.Equal(base.Add(time.Duration(w.start)*time.Second)) ||
+			(w.end < 0) != g.End.IsZero() || (w.end >= 0 && !g.End.Equal(base.Add(time.Duration(w.end)*time.Second))) {
+			t.Errorf("fault %d = %+v, want %+v", i, g, w)
+		}
+	}
+	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readFaults(path); err == nil {
+		t.Error("malformed faults.jsonl: got nil error")
+	}
+	if f, err := readFaults(filepath.Join(dir, "none")); err != nil || f != nil {
+		t.Errorf("missing faults.jsonl: got %v, %v; want none", f, err)
+	}
+}
+
+func TestSweepFindsTheKnee(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sweep")
+	var logBuf bytes.Buffer
+	sw, err := RunSweep(context.Background(), SweepSpec{
+		Out: out, Rates: []float64{500, 1000, 2000, 4000},
+		// Stands in for a latency SLO: at 200 ms per step, more than 250
+		// operations means the rate was above 1250/s.
+		SLO: []Threshold{mustThreshold(t, "requests<=250")},
+		Step: func(ctx context.Context, rate float64, dir string) (*Report, error) {
+			r, _ := executeRun(t, dir, runOpts{rate: rate, d: 200 * time.Millisecond, lock: true})
+			return r, nil
+		},
+		Log: &logBuf,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw.Knee != 1000 || len(sw.Steps) != 3 || sw.Steps[2].Pass || !sw.Steps[1].Pass {
+		t.Errorf("knee %v after %d steps (%+v), want 1000 after 3 (stops at the first miss)", sw.Knee, len(sw.Steps), sw.Steps)
+	}
+	txt, _ := os.ReadFile(filepath.Join(out, TextFile))
+	if !strings.Contains(string(txt), "knee: 1000/s") || !strings.Contains(logBuf.String(), "2000/s achieved") {
+		t.Errorf("sweep text:\n%s\nlog:\n%s", txt, logBuf.String())
+	}
+	if !IsSweep(out) {
+		t.Error("IsSweep = false")
+	}
+	if err := RenderSweep(out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, sw.Steps[0].Dir, HTMLFile)); err != nil {
+		t.Error(err)
+	}
+}

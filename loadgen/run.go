@@ -1,0 +1,348 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the engine.
+const (
+	DefaultMaxInFlight   = 1000
+	DefaultLateTolerance = 10 * time.Millisecond
+	DefaultInterval      = time.Second
+)
+
+// Config is everything the engine needs.
+type Config struct {
+	Schedule *Schedule
+	Target   Target
+	Keys     *KeyGen
+	Quantity QuantitySpec
+	// Seed makes the key and quantity sequence reproducible.
+	Seed uint64
+	// MaxInFlight bounds concurrent operations (and worker goroutines).
+	MaxInFlight int
+	// LateTolerance is how far past its intended start an operation may be
+	// sent before it counts as late; an operation that finds no free slot
+	// within it is not sent at all (outcome "late").
+	LateTolerance time.Duration
+	// Interval is the collection period of histograms and counters.
+	Interval time.Duration
+	Clock    Clock
+	Recorder *Recorder
+	// Sinks receive every interval, in order, on the collector goroutine.
+	Sinks []IntervalSink
+	// DoubleGrants, when set, is sampled into every interval.
+	DoubleGrants func() int64
+	// OnStart, when set, is called with the run's start time before the
+	// first operation is scheduled.
+	OnStart func(start time.Time)
+}
+
+// IntervalSink consumes one collected interval. iv.Hists is reused after the
+// call returns.
+type IntervalSink func(iv *Interval) error
+
+// Interval is what the collector gathered over one period.
+type Interval struct {
+	Index      int
+	Start, End time.Time
+	// Hists holds the operations that ended in the interval (and the late
+	// ones refused in it), with their counters.
+	Hists *HistSet
+	// Scheduled counts operations whose turn came in the interval.
+	Scheduled int64
+	// InFlight is the number of operations outstanding at the end.
+	InFlight int64
+	// TargetRate is this shard's scheduled rate in the interval (ops/s).
+	TargetRate float64
+	// DoubleGrants is the running total so far.
+	DoubleGrants int64
+	// Final marks the last interval of the run.
+	Final bool
+}
+
+// Info describes a finished run.
+type Info struct {
+	Start, End time.Time
+	// Planned is the number of operations in the schedule; Scheduled those
+	// whose turn came before the run ended (less than Planned when stopped).
+	Planned, Scheduled uint64
+	Refused            int64
+	Stopped            bool // stopped early (first interrupt)
+	Intervals          int
+}
+
+// Engine runs one open-loop load.
+type Engine struct {
+	cfg      Config
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	inFlight  atomic.Int64 // sent and not yet ended, queued included
+	idleMu    sync.Mutex
+	idle      []*worker // free workers, most recently freed last
+	scheduled atomic.Int64
+	refused   atomic.Int64
+	waiting   atomic.Bool   // the pacer waits for a slot
+	freed     chan struct{} // a slot freed while the pacer waited
+}
+
+// NewEngine validates cfg and fills in defaults.
+func NewEngine(cfg Config) (*Engine, error) {
+	if cfg.Schedule == nil || cfg.Target == nil || cfg.Keys == nil {
+		return nil, errors.New("loadgen: engine needs a schedule, a target and keys")
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.LateTolerance <= 0 {
+		cfg.LateTolerance = DefaultLateTolerance
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = NewRecorder(0, 0)
+	}
+	if cfg.Quantity.Min < 1 {
+		cfg.Quantity = QuantitySpec{Min: 1, Max: 1}
+	}
+	return &Engine{cfg: cfg, stop: make(chan struct{}), freed: make(chan struct{}, 1)}, nil
+}
+
+// Stop ends the schedule early; Run then drains the operations in flight and
+// returns normally. Safe to call more than once and from any goroutine.
+func (e *Engine) Stop() { e.stopOnce.Do(func() { close(e.stop) }) }
+
+// InFlight is the number of operations outstanding now.
+func (e *Engine) InFlight() int64 { return e.inFlight.Load() }
+
+// Run executes the schedule from now. It returns once every operation sent
+// has ended and the last interval has been delivered to the sinks. Cancelling
+// ctx abandons the schedule and cancels the operations in flight.
+func (e *Engine) Run(ctx context.Context) (Info, error) {
+	cfg := e.cfg
+	clk := cfg.Clock
+	start := clk.Now()
+	if cfg.OnStart != nil {
+		cfg.OnStart(start)
+	}
+	info := Info{Start: start, Planned: cfg.Schedule.Len()}
+
+	type collected struct {
+		intervals int
+		err       error
+	}
+	collectorDone := make(chan collected, 1)
+	stopCollector := make(chan struct{})
+	var endTime atomic.Pointer[time.Time]
+	go func() {
+		n, err := e.collect(start, stopCollector, &endTime)
+		collectorDone <- collected{n, err}
+	}()
+
+	var wg sync.WaitGroup
+	var workers []*worker
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	var slotTimer Timer
+	const pacerShard = 0
+
+	// waitSlot blocks until an in-flight slot frees, for at most the
+	// lateness tolerance of the operation due at intended.
+	waitSlot := func(intended time.Time) (ok, quit bool) {
+		for e.inFlight.Load() >= int64(cfg.MaxInFlight) {
+			wait := intended.Add(cfg.LateTolerance).Sub(clk.Now())
+			if wait <= 0 {
+				// Already past the tolerance (the pacer itself was held
+				// up): let runnable workers finish before refusing, so a
+				// stall of the generator is not taken for a slow target.
+				runtime.Gosched()
+				return e.inFlight.Load() < int64(cfg.MaxInFlight), false
+			}
+			e.waiting.Store(true)
+			if e.inFlight.Load() < int64(cfg.MaxInFlight) {
+				e.waiting.Store(false)
+				return true, false
+			}
+			if slotTimer == nil {
+				slotTimer = clk.NewTimer(wait)
+			} else {
+				slotTimer.Reset(wait)
+			}
+			select {
+			case <-e.freed:
+				slotTimer.Stop()
+			case <-slotTimer.C():
+			case <-ctx.Done():
+				quit = true
+			case <-e.stop:
+				quit = true
+			}
+			e.waiting.Store(false)
+			if quit {
+				slotTimer.Stop()
+				return false, true
+			}
+		}
+		return true, false
+	}
+
+	emit := func(k uint64, intended time.Time) bool {
+		op := Op{Seq: k, Intended: intended}
+		op.Key = cfg.Keys.Name(cfg.Keys.Next(rng))
+		op.Quantity = cfg.Quantity.Next(rng)
+		ok, quit := waitSlot(intended)
+		if quit {
+			return false
+		}
+		e.scheduled.Add(1)
+		if !ok {
+			e.refused.Add(1)
+			cfg.Recorder.RecordLate(pacerShard)
+			return true
+		}
+		e.inFlight.Add(1)
+		// The worker freed last is the one whose stack is still in cache.
+		e.idleMu.Lock()
+		var w *worker
+		if n := len(e.idle); n > 0 {
+			w, e.idle = e.idle[n-1], e.idle[:n-1]
+		}
+		e.idleMu.Unlock()
+		if w != nil {
+			w.ops <- op // never blocks: an idle worker's buffer is empty
+			return true
+		}
+		w = &worker{id: len(workers), ops: make(chan Op, 1)}
+		workers = append(workers, w)
+		wg.Add(1)
+		go e.work(ctx, w, op, &wg)
+		return true
+	}
+	cfg.Schedule.Pace(ctx, clk, start, e.stop, emit)
+	select {
+	case <-e.stop:
+		info.Stopped = true
+	default:
+	}
+	for _, w := range workers {
+		close(w.ops)
+	}
+	wg.Wait()
+	end := clk.Now()
+	endTime.Store(&end)
+	close(stopCollector)
+	c := <-collectorDone
+	err := c.err
+	info.End, info.Intervals = end, c.intervals
+	info.Scheduled = uint64(e.scheduled.Load())
+	info.Refused = e.refused.Load()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return info, err
+}
+
+// worker runs operations one at a time; it records into the recorder shard
+// of its id.
+type worker struct {
+	id  int
+	ops chan Op
+}
+
+func (e *Engine) work(ctx context.Context, w *worker, op Op, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		e.do(ctx, w.id, op)
+		e.idleMu.Lock()
+		e.idle = append(e.idle, w)
+		e.idleMu.Unlock()
+		var ok bool
+		if op, ok = <-w.ops; !ok {
+			return
+		}
+	}
+}
+
+func (e *Engine) do(ctx context.Context, shard int, op Op) {
+	clk := e.cfg.Clock
+	started := clk.Now()
+	res := e.cfg.Target.Do(ctx, op)
+	ended := clk.Now()
+	e.inFlight.Add(-1)
+	if e.waiting.Load() {
+		select {
+		case e.freed <- struct{}{}:
+		default:
+		}
+	}
+	e.cfg.Recorder.Record(shard, Sample{
+		Outcome:        res.Outcome,
+		E2E:            ended.Sub(op.Intended),
+		E2EUncorrected: ended.Sub(started),
+		LateStart:      started.Sub(op.Intended) > e.cfg.LateTolerance,
+		Lock:           res.Lock,
+		Acquire:        res.Acquire,
+		Hold:           res.Hold,
+		Release:        res.Release,
+		Attempts:       res.Attempts,
+	})
+}
+
+// collect delivers one Interval per period until stopped, then a final one
+// covering the rest of the run.
+func (e *Engine) collect(start time.Time, stop <-chan struct{}, end *atomic.Pointer[time.Time]) (int, error) {
+	cfg := e.cfg
+	clk := cfg.Clock
+	iv := &Interval{Hists: NewHistSet(cfg.Recorder.Nodes())}
+	timer := clk.NewTimer(cfg.Interval)
+	defer timer.Stop()
+	var firstErr error
+	var lastScheduled int64
+	for i := 0; ; i++ {
+		ivStart := start.Add(time.Duration(i) * cfg.Interval)
+		ivEnd := ivStart.Add(cfg.Interval)
+		final := false
+		select {
+		case <-timer.C():
+		case <-stop:
+			final = true
+		}
+		if final {
+			ivEnd = *end.Load()
+		}
+		cfg.Recorder.Collect(iv.Hists)
+		sched := e.scheduled.Load()
+		iv.Index, iv.Start, iv.End, iv.Final = i, ivStart, ivEnd, final
+		iv.Scheduled, lastScheduled = sched-lastScheduled, sched
+		iv.InFlight = e.inFlight.Load()
+		mid := ivStart.Add(ivEnd.Sub(ivStart) / 2).Sub(start)
+		iv.TargetRate = cfg.Schedule.ShardRateAt(mid)
+		if cfg.DoubleGrants != nil {
+			iv.DoubleGrants = cfg.DoubleGrants()
+		}
+		for _, sink := range cfg.Sinks {
+			if err := sink(iv); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		iv.Hists.Reset()
+		if final {
+			return i + 1, firstErr
+		}
+		if wait := start.Add(time.Duration(i+2) * cfg.Interval).Sub(clk.Now()); wait > 0 {
+			timer.Reset(wait)
+		} else {
+			timer.Reset(time.Nanosecond)
+		}
+	}
+}

@@ -1,0 +1,261 @@
+package loadgen
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Files of a run directory. run.json, intervals.jsonl, latency.hlog and
+// safety.json are the raw record written during the run; everything else is
+// rendered from them (and faults.jsonl, written by the fault injector, when
+// present), so `redlab report DIR` and `redlab merge` rebuild it exactly.
+const (
+	MetaFile      = "run.json"
+	IntervalsFile = "intervals.jsonl"
+	SafetyFile    = "safety.json"
+	FaultsFile    = "faults.jsonl"
+	SummaryFile   = "summary.json"
+	TextFile      = "summary.txt"
+	HTMLFile      = "report.html"
+	SweepFile     = "sweep.json"
+)
+
+// Meta describes a run: how it was configured and how it went.
+type Meta struct {
+	Version     int      `json:"version"`
+	Command     string   `json:"command,omitempty"`
+	Target      string   `json:"target"` // inventory, http, noop
+	Guard       string   `json:"guard,omitempty"`
+	Nodes       []string `json:"nodes,omitempty"`
+	URLs        []string `json:"urls,omitempty"`
+	Replicas    int      `json:"replicas,omitempty"`
+	Stages      string   `json:"stages"` // the profile, as --stages would take it
+	Keys        string   `json:"keys"`
+	Quantity    string   `json:"quantity"`
+	Stock       int64    `json:"stock,omitempty"`
+	Store       string   `json:"store,omitempty"` // DSN without credentials
+	LockTTLMs   float64  `json:"lock_ttl_ms,omitempty"`
+	MaxInFlight int      `json:"max_in_flight"`
+	LateTolMs   float64  `json:"late_tolerance_ms"`
+	IntervalMs  int64    `json:"interval_ms"`
+	Worker      string   `json:"worker"` // i/M
+	Seed        uint64   `json:"seed"`
+	// Thresholds are judged again when the report is re-rendered without
+	// thresholds of its own.
+	Thresholds []string `json:"thresholds,omitempty"`
+
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended"`
+	Planned   uint64    `json:"planned"`
+	Scheduled uint64    `json:"scheduled"`
+	Refused   int64     `json:"refused"`
+	Stopped   bool      `json:"stopped,omitempty"`
+	// Sources lists the run directories a merged run was made from.
+	Sources []string `json:"sources,omitempty"`
+}
+
+// Interval returns the collection period.
+func (m *Meta) Interval() time.Duration {
+	if m.IntervalMs <= 0 {
+		return DefaultInterval
+	}
+	return time.Duration(m.IntervalMs) * time.Millisecond
+}
+
+// IntervalRecord is one line of intervals.jsonl: the counters of an
+// interval (its histograms are in latency.hlog under the same start time).
+type IntervalRecord struct {
+	Index        int                `json:"i"`
+	StartMs      int64              `json:"start_ms"`
+	EndMs        int64              `json:"end_ms"`
+	TargetRate   float64            `json:"target_rate"`
+	Scheduled    int64              `json:"scheduled"`
+	InFlight     int64              `json:"in_flight"`
+	Outcomes     map[string]int64   `json:"outcomes"`
+	LateStarts   int64              `json:"late_starts"`
+	DoubleGrants int64              `json:"double_grants"` // found in this interval
+	Clamped      int64              `json:"clamped,omitempty"`
+	NodeOutcomes []map[string]int64 `json:"node_outcomes,omitempty"`
+}
+
+func newIntervalRecord(iv *Interval, prevDoubleGrants int64) IntervalRecord {
+	h := iv.Hists
+	rec := IntervalRecord{
+		Index: iv.Index, StartMs: iv.Start.UnixMilli(), EndMs: iv.End.UnixMilli(),
+		TargetRate: iv.TargetRate, Scheduled: iv.Scheduled, InFlight: iv.InFlight,
+		Outcomes: make(map[string]int64, numOutcomes), LateStarts: h.LateStarts,
+		DoubleGrants: iv.DoubleGrants - prevDoubleGrants, Clamped: h.Clamped,
+	}
+	for i, c := range h.Outcomes {
+		rec.Outcomes[outcomeNames[i]] = c
+	}
+	for _, no := range h.NodeOutcomes {
+		m := make(map[string]int64, numNodeOutcomes)
+		for j, c := range no {
+			m[nodeOutcomeNames[j]] = c
+		}
+		rec.NodeOutcomes = append(rec.NodeOutcomes, m)
+	}
+	return rec
+}
+
+// Writer records a run into its directory as it happens: run.json first,
+// then every interval to latency.hlog and intervals.jsonl (flushed each
+// time), and at the end the final run.json and safety.json.
+type Writer struct {
+	dir    string
+	meta   Meta
+	hlog   *hlogWriter
+	ivf    *os.File
+	ivw    *bufio.Writer
+	enc    *json.Encoder
+	prevDG int64
+}
+
+// CreateRun makes dir (which must not hold a run already) and starts its
+// record. The interval log is opened with the first interval, when the start
+// time is known.
+func CreateRun(dir string, meta Meta) (*Writer, error) {
+	if _, err := os.Stat(filepath.Join(dir, MetaFile)); err == nil {
+		return nil, fmt.Errorf("loadgen: %s already holds a run; choose a new --out", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	meta.Version = 1
+	w := &Writer{dir: dir, meta: meta}
+	if err := w.writeMeta(); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, IntervalsFile))
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	w.ivf, w.ivw = f, bufio.NewWriter(f)
+	w.enc = json.NewEncoder(w.ivw)
+	return w, nil
+}
+
+// Dir is the run directory.
+func (w *Writer) Dir() string { return w.dir }
+
+// Interval is an IntervalSink.
+func (w *Writer) Interval(iv *Interval) error {
+	if w.hlog == nil {
+		start := iv.Start.Add(-time.Duration(iv.Index) * w.meta.Interval())
+		w.meta.Started = start
+		if err := w.writeMeta(); err != nil {
+			return err
+		}
+		var err error
+		if w.hlog, err = createHlog(filepath.Join(w.dir, HlogFile), start, "redlab load "+w.meta.Command); err != nil {
+			return err
+		}
+	}
+	if err := w.hlog.write(iv.Hists, iv.Start, iv.End); err != nil {
+		return err
+	}
+	rec := newIntervalRecord(iv, w.prevDG)
+	w.prevDG = iv.DoubleGrants
+	if err := w.enc.Encode(rec); err != nil {
+		return fmt.Errorf("loadgen: write %s: %w", IntervalsFile, err)
+	}
+	if err := w.ivw.Flush(); err != nil {
+		return fmt.Errorf("loadgen: write %s: %w", IntervalsFile, err)
+	}
+	return nil
+}
+
+// Finish writes the final run.json and safety.json and closes the files.
+func (w *Writer) Finish(info Info, safety Safety) error {
+	w.meta.Started, w.meta.Ended = info.Start, info.End
+	w.meta.Planned, w.meta.Scheduled, w.meta.Refused, w.meta.Stopped = info.Planned, info.Scheduled, info.Refused, info.Stopped
+	return errors.Join(w.Close(), w.writeMeta(), writeJSON(filepath.Join(w.dir, SafetyFile), safety))
+}
+
+// Close closes the files without finishing the record (an aborted run).
+func (w *Writer) Close() error {
+	var errs []error
+	errs = append(errs, w.hlog.close())
+	if w.ivf != nil {
+		errs = append(errs, w.ivw.Flush(), w.ivf.Close())
+		w.ivf = nil
+	}
+	return errors.Join(errs...)
+}
+
+func (w *Writer) writeMeta() error { return writeJSON(filepath.Join(w.dir, MetaFile), w.meta) }
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("loadgen: encode %s: %w", filepath.Base(path), err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("loadgen: %s: %w", path, err)
+	}
+	return nil
+}
+
+// readMeta loads run.json.
+func readMeta(dir string) (Meta, error) {
+	var m Meta
+	if err := readJSON(filepath.Join(dir, MetaFile), &m); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return m, fmt.Errorf("loadgen: %s is not a run directory (no %s)", dir, MetaFile)
+		}
+		return m, err
+	}
+	return m, nil
+}
+
+// readSafety loads safety.json; a run that never finished has none.
+func readSafety(dir string) (Safety, error) {
+	var s Safety
+	err := readJSON(filepath.Join(dir, SafetyFile), &s)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	return s, err
+}
+
+// readIntervals calls fn for every record of intervals.jsonl.
+func readIntervals(dir string, fn func(IntervalRecord) error) error {
+	f, err := os.Open(filepath.Join(dir, IntervalsFile))
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for dec.More() {
+		var rec IntervalRecord
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("loadgen: %s: %w", IntervalsFile, err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Summary is summary.json: the figures of a whole run.
+type Summary struct {
+	Requests         int64            `json:"requests"` // operations whose turn came, late ones included
+	DurationS        float64          `json:"duration_s"`
+	ThroughputPerS   float64          `json:"throughput_per_s"` // operations sent and ended per second
+	Outcomes         map[string]int64 `json:"outcomes"`
+	AcquireLatencyMs Percentiles      `json:"acquire_latency_ms"`
+	E2ELatencyMs     Percentiles      `json:"e2e_latency_ms"` // from the intended start
+	Attempts         AttemptStats     `json:"attempts"`
+	PerNode          []NodeSummary    `json:"per_node"`
+	Safety           Safety           `json:"safety"`
+
+	// Beyond the required fields: the rest of the picture.
+	E2EUncorrectedLatencyMs Percentiles       `json:"e2e_uncorrected_latency_ms"` // from the actual start
+	HoldLatencyMs           Percentiles       `json:"hold_latency_ms"`
+	ReleaseLatencyMs        Percentiles       `json:"release_latency_ms"`
+	LateStarts              int64             `json:"late_starts"` // sent, but later than the tolerance
+	TargetRatePerS          float64           `json:"target_rate_per_s"`
+	Clamped                 int64             `json:"clamped,omitempty"`
+	Guard                   string            `json:"guard,omitempty"`
+	Target                  string            `json:"target"`
+	Keys                    string            `json:"keys"`
+	Stages                  string            `json:"stages"`
+	Started                 time.Time         `json:"started"`
+	Stopped                 bool              `json:"stopped,omitempty"`
+	Thresholds              []ThresholdResult `json:"thresholds,omitempty"`
+}
+
+// Percentiles of a latency histogram, in milliseconds.
+type Percentiles struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// AttemptStats summarises lock acquire attempts per reservation.
+type AttemptStats struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P99   int64   `json:"p99"`
+	Max   int64   `json:"max"`
+}
+
+// NodeSummary is one lock node's SET latency and outcomes.
+type NodeSummary struct {
+	Node      int              `json:"node"`
+	Addr      string           `json:"addr,omitempty"`
+	LatencyMs Percentiles      `json:"latency_ms"`
+	Outcomes  map[string]int64 `json:"outcomes"`
+}
+
+func ms(ns int64) float64 { return math.Round(float64(ns)/1e3) / 1e3 }
+
+func percentilesOf(h *hdr.Histogram) Percentiles {
+	if h == nil || h.TotalCount() == 0 {
+		return Percentiles{}
+	}
+	return Percentiles{
+		Count: h.TotalCount(),
+		P50:   ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)),
+		P99: ms(h.ValueAtQuantile(99)), P999: ms(h.ValueAtQuantile(99.9)),
+		Max: ms(h.Max()), Mean: ms(int64(h.Mean())),
+	}
+}
+
+func buildSummary(r *Report) Summary {
+	t := r.Totals
+	s := Summary{
+		Outcomes:                make(map[string]int64, numOutcomes),
+		AcquireLatencyMs:        percentilesOf(t.Acquire),
+		E2ELatencyMs:            percentilesOf(t.E2E),
+		E2EUncorrectedLatencyMs: percentilesOf(t.E2EUncorrected),
+		HoldLatencyMs:           percentilesOf(t.Hold),
+		ReleaseLatencyMs:        percentilesOf(t.Release),
+		Safety:                  r.Safety,
+		LateStarts:              t.LateStarts,
+		Clamped:                 t.Clamped,
+		Guard:                   r.Meta.Guard,
+		Target:                  r.Meta.Target,
+		Keys:                    r.Meta.Keys,
+		Stages:                  r.Meta.Stages,
+		Started:                 r.Meta.Started,
+		Stopped:                 r.Meta.Stopped,
+		PerNode:                 []NodeSummary{},
+	}
+	for i, c := range t.Outcomes {
+		s.Outcomes[outcomeNames[i]] = c
+		s.Requests += c
+	}
+	s.DurationS = r.duration().Seconds()
+	if s.DurationS > 0 {
+		s.ThroughputPerS = math.Round(float64(s.Requests-t.Outcomes[Late])/s.DurationS*100) / 100
+		if sched := r.plannedRate(); sched > 0 {
+			s.TargetRatePerS = math.Round(sched*100) / 100
+		}
+	}
+	if n := t.Attempts.TotalCount(); n > 0 {
+		s.Attempts = AttemptStats{Count: n, Mean: math.Round(t.Attempts.Mean()*1000) / 1000,
+			P99: t.Attempts.ValueAtQuantile(99), Max: t.Attempts.Max()}
+	}
+	for i, h := range t.Nodes {
+		ns := NodeSummary{Node: i, LatencyMs: percentilesOf(h), Outcomes: make(map[string]int64, numNodeOutcomes)}
+		if i < len(r.Meta.Nodes) {
+			ns.Addr = r.Meta.Nodes[i]
+		}
+		for j, c := range t.NodeOutcomes[i] {
+			ns.Outcomes[nodeOutcomeNames[j]] = c
+		}
+		s.PerNode = append(s.PerNode, ns)
+	}
+	s.Thresholds = r.Thresholds
+	return s
+}
+
+// WriteText prints the human summary with the percentile table.
+func (r *Report) WriteText(w io.Writer) error {
+	s := r.Summary
+	var b strings.Builder
+	m := r.Meta
+	fmt.Fprintf(&b, "redlab load: target %s", m.Target)
+	if m.Guard != "" {
+		fmt.Fprintf(&b, ", guard %s", m.Guard)
+	}
+	if m.Replicas > 0 {
+		fmt.Fprintf(&b, ", %d replicas", m.Replicas)
+	}
+	fmt.Fprintf(&b, ", keys %s, profile %s", m.Keys, m.Stages)
+	if m.Worker != "" && m.Worker != "0/1" {
+		fmt.Fprintf(&b, ", worker %s", m.Worker)
+	}
+	if len(m.Sources) > 0 {
+		fmt.Fprintf(&b, ", merged from %d runs", len(m.Sources))
+	}
+	b.WriteString("\n")
+	stopped := ""
+	if s.Stopped {
+		stopped = " (stopped early)"
+	}
+	fmt.Fprintf(&b, "requests %d in %.1fs%s: %.1f/s sent and ended (target %.1f/s); late: %d never sent, %d sent late\n",
+		s.Requests, s.DurationS, stopped, s.ThroughputPerS, s.TargetRatePerS, s.Outcomes[Late.String()], s.LateStarts)
+	b.WriteString("outcomes:")
+	for _, name := range outcomeNames {
+		fmt.Fprintf(&b, " %s %d", name, s.Outcomes[name])
+	}
+	b.WriteString("\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "latency (ms)\tcount\tp50\tp90\tp99\tp99.9\tmax\t")
+	row := func(name string, p Percentiles) {
+		if p.Count == 0 {
+			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t\n", name)
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", name, p.Count, p.P50, p.P90, p.P99, p.P999, p.Max)
+	}
+	row("e2e (corrected)", s.E2ELatencyMs)
+	row("e2e (uncorrected)", s.E2EUncorrectedLatencyMs)
+	row("lock acquire", s.AcquireLatencyMs)
+	row("lock hold", s.HoldLatencyMs)
+	row("lock release", s.ReleaseLatencyMs)
+	for _, n := range s.PerNode {
+		name := fmt.Sprintf("node%d SET", n.Node)
+		if n.Addr != "" {
+			name += " " + n.Addr
+		}
+		row(name, n.LatencyMs)
+	}
+	tw.Flush()
+	if s.Attempts.Count > 0 {
+		fmt.Fprintf(&b, "attempts per acquire: mean %.3f, p99 %d, max %d\n", s.Attempts.Mean, s.Attempts.P99, s.Attempts.Max)
+	}
+	for _, n := range s.PerNode {
+		fmt.Fprintf(&b, "node%d outcomes:", n.Node)
+		for _, name := range nodeOutcomeNames {
+			fmt.Fprintf(&b, " %s %d", name, n.Outcomes[name])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	sf := s.Safety
+	if sf.DoubleGrantsChecked || sf.AuditChecked {
+		dg, lu := "not checked", "not checked"
+		if sf.DoubleGrantsChecked {
+			dg = fmt.Sprint(sf.DoubleGrants)
+		}
+		if sf.AuditChecked {
+			lu = fmt.Sprint(sf.LostUpdates)
+		}
+		fmt.Fprintf(&b, "safety: double grants %s, lost updates %s, oversell %d, fenced rejections %d\n", dg, lu, sf.Oversell, sf.FencedRejections)
+	} else {
+		b.WriteString("safety: not checked (this target reports no holds and has no store to audit)\n")
+	}
+	for _, t := range s.Thresholds {
+		mark := "pass"
+		if !t.Pass {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "threshold %s: %s (got %s)\n", t.Expr, mark, t.Got)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,310 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// SweepSpec runs the same load at rising rates to find the knee: the highest
+// rate whose step met the SLO.
+type SweepSpec struct {
+	Out   string
+	Rates []float64
+	// SLO thresholds every step must pass. A step also fails when more than
+	// MaxLateRatio of its operations could not be sent (default 1%): a rate
+	// the generator or target could not sustain is no capacity.
+	SLO          []Threshold
+	MaxLateRatio float64
+	// KeepGoing runs every rate; by default the sweep stops at the first
+	// step that missed the SLO.
+	KeepGoing bool
+	// Step runs one step at rate into dir (a fresh directory).
+	Step func(ctx context.Context, rate float64, dir string) (*Report, error)
+	// Log, when set, gets a line per step.
+	Log io.Writer
+}
+
+// Sweep is sweep.json.
+type Sweep struct {
+	SLO          []string    `json:"slo"`
+	MaxLateRatio float64     `json:"max_late_ratio"`
+	Knee         float64     `json:"knee"` // 0: no step met the SLO
+	Steps        []SweepStep `json:"steps"`
+	Started      time.Time   `json:"started"`
+	Stopped      bool        `json:"stopped,omitempty"`
+}
+
+// SweepStep is one rate of a sweep.
+type SweepStep struct {
+	Rate         float64 `json:"rate"`
+	Dir          string  `json:"dir"` // relative to the sweep directory
+	Pass         bool    `json:"pass"`
+	Why          string  `json:"why,omitempty"`
+	Achieved     float64 `json:"achieved_per_s"`
+	AcquireP99Ms float64 `json:"acquire_p99_ms"`
+	E2EP99Ms     float64 `json:"e2e_p99_ms"`
+	Late         int64   `json:"late"`
+	Errors       int64   `json:"errors"`
+	DoubleGrants int64   `json:"double_grants"`
+
+	summary Summary
+}
+
+// ParseRates parses "500,1000,2000".
+func ParseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		r, err := ParseRate(p)
+		if err != nil {
+			return nil, err
+		}
+		if r <= 0 {
+			return nil, fmt.Errorf("loadgen: sweep rate %q must be > 0", p)
+		}
+		if len(out) > 0 && r <= out[len(out)-1] {
+			return nil, fmt.Errorf("loadgen: sweep rates must rise: %q after %v", p, out[len(out)-1])
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("loadgen: no rates in %q", s)
+	}
+	return out, nil
+}
+
+// RunSweep runs the steps in order and writes sweep.json and the sweep
+// report. ctx ending (or stop closing) ends the sweep after the current
+// step; what ran is still reported.
+func RunSweep(ctx context.Context, spec SweepSpec, stop <-chan struct{}) (*Sweep, error) {
+	if len(spec.Rates) == 0 || spec.Step == nil {
+		return nil, errors.New("loadgen: sweep needs rates and a step")
+	}
+	if spec.MaxLateRatio <= 0 {
+		spec.MaxLateRatio = 0.01
+	}
+	if _, err := os.Stat(filepath.Join(spec.Out, SweepFile)); err == nil {
+		return nil, fmt.Errorf("loadgen: %s already holds a sweep; choose a new --out", spec.Out)
+	}
+	if err := os.MkdirAll(spec.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	sw := &Sweep{MaxLateRatio: spec.MaxLateRatio, Started: time.Now()}
+	for _, t := range spec.SLO {
+		sw.SLO = append(sw.SLO, t.Expr)
+	}
+	for i, rate := range spec.Rates {
+		select {
+		case <-stop:
+			sw.Stopped = true
+		default:
+		}
+		if sw.Stopped || ctx.Err() != nil {
+			break
+		}
+		rel := fmt.Sprintf("step-%02d-%s", i+1, strconv.FormatFloat(rate, 'f', -1, 64))
+		r, err := spec.Step(ctx, rate, filepath.Join(spec.Out, rel))
+		if err != nil {
+			if errors.Is(err, ErrAborted) {
+				sw.Stopped = true
+				break
+			}
+			return sw, fmt.Errorf("loadgen: sweep step at %v/s: %w", rate, err)
+		}
+		st := judgeStep(r, rate, rel, spec.SLO, spec.MaxLateRatio)
+		if r.Meta.Stopped {
+			sw.Stopped = true
+		}
+		sw.Steps = append(sw.Steps, st)
+		if spec.Log != nil {
+			verdict := "met the SLO"
+			if !st.Pass {
+				verdict = "missed: " + st.Why
+			}
+			fmt.Fprintf(spec.Log, "sweep: %v/s achieved %.1f/s, acquire p99 %.3fms: %s\n", rate, st.Achieved, st.AcquireP99Ms, verdict)
+		}
+		if !st.Pass && !spec.KeepGoing {
+			break
+		}
+	}
+	sw.Knee = knee(sw.Steps)
+	if err := writeJSON(filepath.Join(spec.Out, SweepFile), sw); err != nil {
+		return sw, err
+	}
+	return sw, RenderSweep(spec.Out)
+}
+
+func judgeStep(r *Report, rate float64, rel string, slo []Threshold, maxLate float64) SweepStep {
+	s := r.Summary
+	st := SweepStep{
+		Rate: rate, Dir: rel, Achieved: s.ThroughputPerS,
+		AcquireP99Ms: s.AcquireLatencyMs.P99, E2EP99Ms: s.E2ELatencyMs.P99,
+		Late: s.Outcomes[Late.String()], Errors: s.Outcomes[Error.String()],
+		DoubleGrants: s.Safety.DoubleGrants, summary: s,
+	}
+	var why []string
+	for _, t := range slo {
+		if res := t.Eval(r); !res.Pass {
+			why = append(why, fmt.Sprintf("%s (got %s)", t.Expr, res.Got))
+		}
+	}
+	if s.Requests > 0 && float64(st.Late)/float64(s.Requests) > maxLate {
+		why = append(why, fmt.Sprintf("%d of %d operations could not be sent on time", st.Late, s.Requests))
+	}
+	if s.Requests == 0 {
+		why = append(why, "no operations")
+	}
+	st.Pass, st.Why = len(why) == 0, strings.Join(why, "; ")
+	return st
+}
+
+// knee is the highest rate that met the SLO, 0 when none did.
+func knee(steps []SweepStep) float64 {
+	k := 0.0
+	for _, s := range steps {
+		if s.Pass && s.Rate > k {
+			k = s.Rate
+		}
+	}
+	return k
+}
+
+// RenderSweep re-renders a sweep directory: every step's reports, then the
+// sweep page (report.html with the knee chart) and summary.txt.
+func RenderSweep(dir string) error {
+	var sw Sweep
+	if err := readJSON(filepath.Join(dir, SweepFile), &sw); err != nil {
+		return err
+	}
+	var slo []Threshold
+	for _, e := range sw.SLO {
+		t, err := ParseThreshold(e)
+		if err != nil {
+			return err
+		}
+		slo = append(slo, t)
+	}
+	for i, st := range sw.Steps {
+		r, err := LoadReport(filepath.Join(dir, st.Dir))
+		if err != nil {
+			return err
+		}
+		r.Judge(slo)
+		if err := r.Write(); err != nil {
+			return err
+		}
+		sw.Steps[i] = judgeStep(r, st.Rate, st.Dir, slo, sw.MaxLateRatio)
+	}
+	sw.Knee = knee(sw.Steps)
+	if err := writeJSON(filepath.Join(dir, SweepFile), sw); err != nil {
+		return err
+	}
+	var txt strings.Builder
+	if err := sw.WriteText(&txt); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, TextFile), []byte(txt.String()), 0o644); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return writeHTML(filepath.Join(dir, HTMLFile), sw.htmlData())
+}
+
+// IsSweep reports whether dir holds a sweep rather than a single run.
+func IsSweep(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, SweepFile))
+	return err == nil
+}
+
+// WriteText prints the sweep table and the knee.
+func (sw *Sweep) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sweep: SLO %s (and at most %.1f%% of operations late)\n", strings.Join(sw.SLO, " && "), sw.MaxLateRatio*100)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rate/s\tachieved/s\tacquire p99 ms\te2e p99 ms\tlate\terrors\tdouble grants\tverdict\t")
+	for _, s := range sw.Steps {
+		verdict := "met"
+		if !s.Pass {
+			verdict = "missed"
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\t%d\t%d\t%d\t%s\t\n", strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Achieved, s.AcquireP99Ms, s.E2EP99Ms, s.Late, s.Errors, s.DoubleGrants, verdict)
+	}
+	tw.Flush()
+	for _, s := range sw.Steps {
+		if !s.Pass {
+			fmt.Fprintf(&b, "%s/s missed: %s\n", strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Why)
+		}
+	}
+	if sw.Knee > 0 {
+		fmt.Fprintf(&b, "knee: %s/s (the highest rate that met the SLO)\n", strconv.FormatFloat(sw.Knee, 'f', -1, 64))
+	} else {
+		b.WriteString("knee: none (no rate met the SLO)\n")
+	}
+	if sw.Stopped {
+		b.WriteString("(the sweep was stopped early)\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// sweepView is the sweep page's data.
+type sweepView struct {
+	SLOText  string          `json:"slo_text"`
+	SLOMs    optFloat        `json:"slo_ms"`
+	Knee     float64         `json:"knee"`
+	HasKnee  bool            `json:"-"`
+	KneeText string          `json:"-"`
+	Steps    []sweepStepView `json:"steps"`
+}
+
+type sweepStepView struct {
+	Rate       float64  `json:"rate"`
+	Achieved   float64  `json:"achieved"`
+	AcquireP99 optFloat `json:"acquire_p99_ms"`
+	E2EP99     optFloat `json:"e2e_p99_ms"`
+	Pass       bool     `json:"pass"`
+	Why        string   `json:"why"`
+	Dir        string   `json:"dir"`
+	Summary    Summary  `json:"-"`
+}
+
+func (sw *Sweep) htmlData() *htmlData {
+	v := &sweepView{SLOText: strings.Join(sw.SLO, " && "), SLOMs: optFloat(math.NaN()), Knee: sw.Knee,
+		HasKnee: sw.Knee > 0, KneeText: strconv.FormatFloat(sw.Knee, 'f', -1, 64)}
+	// The chart draws the SLO line when there is one acquire.p99-style bound.
+	for _, e := range sw.SLO {
+		if t, err := ParseThreshold(e); err == nil && t.kind == kindLatency && strings.HasPrefix(t.Metric, TagAcquire+".") {
+			v.SLOMs = optFloat(t.Value / 1e6)
+			break
+		}
+	}
+	for _, s := range sw.Steps {
+		sv := sweepStepView{Rate: s.Rate, Achieved: s.Achieved, Pass: s.Pass, Why: s.Why, Dir: s.Dir, Summary: s.summary,
+			AcquireP99: optFloat(math.NaN()), E2EP99: optFloat(math.NaN())}
+		if s.summary.AcquireLatencyMs.Count > 0 {
+			sv.AcquireP99 = optFloat(s.AcquireP99Ms)
+		}
+		if s.summary.E2ELatencyMs.Count > 0 {
+			sv.E2EP99 = optFloat(s.E2EP99Ms)
+		}
+		v.Steps = append(v.Steps, sv)
+	}
+	d := &htmlData{
+		Title:     "redlab sweep report",
+		Subtitle:  fmt.Sprintf("%d steps · SLO %s · started %s", len(sw.Steps), v.SLOText, sw.Started.UTC().Format(time.RFC3339)),
+		Generated: time.Now().UTC().Format(time.RFC3339),
+		Sweep:     v,
+	}
+	d.JSON = marshalJS(htmlPayload{Sweep: v, Faults: []faultSpan{}})
+	return d
+}

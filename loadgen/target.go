@@ -1,0 +1,569 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/redlock"
+)
+
+// Op is one scheduled reservation.
+type Op struct {
+	Seq      uint64    // this shard's operation number, from 0
+	Key      string    // the SKU
+	Quantity int64     // units to reserve
+	Intended time.Time // when the schedule wanted it sent
+}
+
+// Result is what a target reports about one operation. The lock timings are
+// meaningful only when Lock is set (guards that take no lock leave it false).
+type Result struct {
+	Outcome  Outcome
+	Lock     bool
+	Acquire  time.Duration
+	Hold     time.Duration
+	Release  time.Duration
+	Attempts int
+}
+
+// Target is where operations go: in-process inventory replicas, remote
+// inventory instances over HTTP, or nothing at all (the no-op target that
+// measures the generator itself). Do is called from many goroutines and must
+// honour ctx.
+type Target interface {
+	Do(ctx context.Context, op Op) Result
+	Close() error
+}
+
+// Preparer is implemented by targets that seed stock before a run.
+type Preparer interface {
+	Prepare(ctx context.Context, skus []string, stock int64) error
+}
+
+// SafetyChecker is implemented by targets that can judge safety: live double
+// grants during the run and the full verdict after it.
+type SafetyChecker interface {
+	// DoubleGrants is the number of overlapping holds seen so far.
+	DoubleGrants() int64
+	// Safety audits the protected resource once the run has drained.
+	Safety(ctx context.Context) (Safety, error)
+}
+
+// NoopTarget answers every operation at once with Reserved. It is the
+// baseline for measuring the generator's own cost.
+type NoopTarget struct{}
+
+// Do returns Reserved without doing anything.
+func (NoopTarget) Do(context.Context, Op) Result { return Result{Outcome: Reserved} }
+
+// Close does nothing.
+func (NoopTarget) Close() error { return nil }
+
+var _ Target = NoopTarget{}
+
+// InventoryConfig configures in-process replicas of the inventory service.
+type InventoryConfig struct {
+	// Nodes are the lock nodes (host:port); redis-single uses the first.
+	Nodes []string
+	Guard inventory.Guard
+	// Replicas is the number of services, each with its own Redlock client,
+	// node connection pools and store handle (default 1).
+	Replicas int
+	// StoreDSN is "sqlite:PATH" or a postgres:// URL.
+	StoreDSN       string
+	LockTTL        time.Duration // 0: the service default
+	AcquireTimeout time.Duration // 0: the service default
+	NodeTimeout    time.Duration // 0: the redlock default
+	// PoolSize is each node client's pool size (0: go-redis default).
+	PoolSize int
+	// Recorder receives every acquire attempt's per-node results.
+	Recorder *Recorder
+	// PauseHook, when set, runs inside every critical section (a fault hook).
+	PauseHook inventory.PauseHook
+	// RunID prefixes request IDs so that runs never collide in the ledger.
+	RunID string
+}
+
+// InventoryTarget is Replicas in-process inventory services sharing one
+// store, reserving round-robin. It checks safety: holds are fed to a
+// HoldChecker on one clock, and the store is audited after the run.
+type InventoryTarget struct {
+	cfg      InventoryConfig
+	stores   []*inventory.Store
+	services []*inventory.Service
+	lockers  []*redlock.Client
+	clients  []*redis.Client
+	checker  atomic.Pointer[HoldChecker]
+	skus     []string
+	initial  map[string]int64
+	locks    bool
+}
+
+var (
+	_ Target        = (*InventoryTarget)(nil)
+	_ Preparer      = (*InventoryTarget)(nil)
+	_ SafetyChecker = (*InventoryTarget)(nil)
+)
+
+// NewInventoryTarget opens the store and builds the replicas.
+func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTarget, error) {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.RunID == "" {
+		cfg.RunID = fmt.Sprintf("load-%d", time.Now().UnixNano())
+	}
+	needsLock := cfg.Guard == inventory.GuardRedlock || cfg.Guard == inventory.GuardRedlockFenced || cfg.Guard == inventory.GuardRedisSingle
+	if needsLock && len(cfg.Nodes) == 0 {
+		return nil, fmt.Errorf("loadgen: guard %s needs lock nodes", cfg.Guard)
+	}
+	t := &InventoryTarget{cfg: cfg, locks: needsLock}
+	t.checker.Store(NewHoldChecker(time.Now()))
+	var nodeOpts []redlock.NodeOption
+	if cfg.NodeTimeout > 0 {
+		nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
+	}
+	if cfg.PoolSize > 0 {
+		nodeOpts = append(nodeOpts, redlock.WithPoolSize(cfg.PoolSize))
+	}
+	for i := 0; i < cfg.Replicas; i++ {
+		store, err := inventory.OpenStore(ctx, cfg.StoreDSN)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: open store: %w", err)
+		}
+		t.stores = append(t.stores, store)
+		opts := []inventory.ServiceOption{
+			inventory.WithHolder(fmt.Sprintf("replica-%d", i)),
+			inventory.WithHoldObserver(t.observeHold),
+		}
+		if cfg.LockTTL > 0 {
+			opts = append(opts, inventory.WithLockTTL(cfg.LockTTL))
+		}
+		if cfg.AcquireTimeout > 0 {
+			opts = append(opts, inventory.WithAcquireTimeout(cfg.AcquireTimeout))
+		}
+		if cfg.PauseHook != nil {
+			opts = append(opts, inventory.WithPauseHook(cfg.PauseHook))
+		}
+		var locker *redlock.Client
+		switch cfg.Guard {
+		case inventory.GuardRedlock, inventory.GuardRedlockFenced:
+			nodes := redlock.NewNodes(cfg.Nodes, nodeOpts...)
+			t.clients = append(t.clients, nodes...)
+			var ropts []redlock.Option
+			if cfg.Recorder != nil {
+				ropts = append(ropts, redlock.WithObserver(nodeObserver{cfg.Recorder}))
+			}
+			if locker, err = redlock.New(nodes, ropts...); err != nil {
+				t.Close()
+				return nil, fmt.Errorf("loadgen: %w", err)
+			}
+			t.lockers = append(t.lockers, locker)
+		case inventory.GuardRedisSingle:
+			node := redlock.NewNodes(cfg.Nodes[:1], nodeOpts...)[0]
+			t.clients = append(t.clients, node)
+			opts = append(opts, inventory.WithSingleNode(node))
+		}
+		svc, err := inventory.NewService(store, cfg.Guard, locker, opts...)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+		t.services = append(t.services, svc)
+	}
+	return t, nil
+}
+
+// nodeObserver turns the redlock client's acquire events into per-node
+// SET latency and outcome counts.
+type nodeObserver struct{ rec *Recorder }
+
+func (o nodeObserver) Observe(e redlock.Event) {
+	if e.Op != redlock.OpAcquire {
+		return
+	}
+	var buf [16]NodeResult
+	nr := buf[:0]
+	for _, n := range e.Nodes {
+		if n.Outcome < redlock.Granted || n.Outcome > redlock.Abandoned {
+			continue
+		}
+		nr = append(nr, NodeResult{Node: n.Node, Outcome: NodeOutcome(n.Outcome - redlock.Granted), Latency: n.Latency})
+	}
+	o.rec.RecordNodes(nr)
+}
+
+func (t *InventoryTarget) observeHold(h inventory.Hold) {
+	t.checker.Load().Observe(Hold{Key: h.Key, Holder: h.Holder, Token: h.Token, Granted: h.Granted, Released: h.Released})
+}
+
+// Begin starts a fresh double-grant check for a run starting at start.
+func (t *InventoryTarget) Begin(start time.Time) { t.checker.Store(NewHoldChecker(start)) }
+
+// Prepare seeds every SKU with stock (and clears its ledger).
+func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
+	t.skus, t.initial = skus, make(map[string]int64, len(skus))
+	for _, sku := range skus {
+		if err := t.stores[0].Seed(ctx, sku, stock); err != nil {
+			return err
+		}
+		t.initial[sku] = stock
+	}
+	return nil
+}
+
+// warmConns is how many connections per node and replica are opened before
+// the run.
+const warmConns = 4
+
+// warm opens connections to every lock node before the clock starts, with a
+// patience the measured requests do not get: a cold pool hit by the first
+// burst of requests dials every node at once under the 50ms node timeout,
+// and on a busy machine those dials time out, the acquires retry, and the
+// retries dial again. Nodes that stay unreachable are left to the run to
+// report.
+func (t *InventoryTarget) warm(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, c := range t.clients {
+		for i := 0; i < warmConns; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+					if c.Ping(ctx).Err() == nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// Do reserves through the next replica.
+func (t *InventoryTarget) Do(ctx context.Context, op Op) Result {
+	svc := t.services[op.Seq%uint64(len(t.services))]
+	res, err := svc.Reserve(ctx, inventory.Request{
+		SKU: op.Key, Quantity: op.Quantity, RequestID: t.cfg.RunID + "-" + strconv.FormatUint(op.Seq, 10),
+	})
+	timing := res.Timing
+	var re *inventory.ReserveError
+	if errors.As(err, &re) {
+		timing = re.Timing
+	}
+	return Result{
+		Outcome: classify(err), Lock: t.locks,
+		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts,
+	}
+}
+
+func classify(err error) Outcome {
+	switch {
+	case err == nil:
+		return Reserved
+	case errors.Is(err, inventory.ErrOutOfStock):
+		return OutOfStock
+	case errors.Is(err, inventory.ErrContended):
+		return Contended
+	case errors.Is(err, inventory.ErrUnavailable):
+		return Unavailable
+	case errors.Is(err, inventory.ErrFenced):
+		return Fenced
+	}
+	return Error
+}
+
+// DoubleGrants is the number of overlapping holds seen in this run.
+func (t *InventoryTarget) DoubleGrants() int64 { return t.checker.Load().DoubleGrants() }
+
+// Safety audits the store and reports the double grants.
+func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
+	s := Safety{DoubleGrantsChecked: t.locks}
+	c := t.checker.Load()
+	c.Flush()
+	s.DoubleGrants, s.Examples = c.DoubleGrants(), c.Examples()
+	if len(t.skus) == 0 {
+		return s, nil
+	}
+	a, err := t.stores[0].Audit(ctx, t.skus, t.initial)
+	if err != nil {
+		return s, err
+	}
+	s.AuditChecked = true
+	s.LostUpdates, s.Oversell, s.FencedRejections = a.LostUpdates, a.Oversell, a.FencedRejections
+	return s, nil
+}
+
+// Close waits for the lock clients' background releases and closes every
+// connection.
+func (t *InventoryTarget) Close() error {
+	var errs []error
+	for _, l := range t.lockers {
+		errs = append(errs, l.Close())
+	}
+	for _, c := range t.clients {
+		errs = append(errs, c.Close())
+	}
+	for _, s := range t.stores {
+		errs = append(errs, s.Close())
+	}
+	t.lockers, t.clients, t.stores = nil, nil, nil
+	return errors.Join(errs...)
+}
+
+// HTTPConfig configures remote inventory instances.
+type HTTPConfig struct {
+	// URLs are the instances' base URLs; operations go round-robin.
+	URLs []string
+	// Timeout bounds one request (default 30s).
+	Timeout time.Duration
+	// MaxConns is the connection pool per instance (default 1000).
+	MaxConns int
+	// StoreDSN, when set, is the instances' shared store: stock is seeded
+	// and audited there directly. Without it stock is seeded through
+	// PUT /v1/stock/{sku} and the store is not audited.
+	StoreDSN string
+}
+
+// HTTPTarget sends reservations to remote inventory instances and reads the
+// lock figures from their Server-Timing header.
+type HTTPTarget struct {
+	cfg     HTTPConfig
+	client  *http.Client
+	urls    []string
+	guard   string
+	locks   bool
+	store   *inventory.Store
+	skus    []string
+	initial map[string]int64
+	runID   string
+}
+
+var (
+	_ Target        = (*HTTPTarget)(nil)
+	_ Preparer      = (*HTTPTarget)(nil)
+	_ SafetyChecker = (*HTTPTarget)(nil)
+)
+
+// NewHTTPTarget checks that every instance is ready (GET /readyz) and that
+// they all run the same guard.
+func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("loadgen: no target URLs")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 1000
+	}
+	tr := &http.Transport{
+		MaxIdleConns: cfg.MaxConns * len(cfg.URLs), MaxIdleConnsPerHost: cfg.MaxConns,
+		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+	}
+	t := &HTTPTarget{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: fmt.Sprintf("load-%d", time.Now().UnixNano())}
+	for _, u := range cfg.URLs {
+		u = strings.TrimRight(u, "/")
+		t.urls = append(t.urls, u)
+		guard, err := t.ready(ctx, u)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		if t.guard != "" && guard != t.guard {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: %s runs guard %s, %s runs %s: one run, one guard", t.urls[0], t.guard, u, guard)
+		}
+		t.guard = guard
+	}
+	g := inventory.Guard(t.guard)
+	t.locks = g == inventory.GuardRedlock || g == inventory.GuardRedlockFenced || g == inventory.GuardRedisSingle
+	if cfg.StoreDSN != "" {
+		s, err := inventory.OpenStore(ctx, cfg.StoreDSN)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: open store: %w", err)
+		}
+		t.store = s
+	}
+	return t, nil
+}
+
+// Guard is the guard the remote instances run.
+func (t *HTTPTarget) Guard() string { return t.guard }
+
+func (t *HTTPTarget) ready(ctx context.Context, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	if err != nil {
+		return "", fmt.Errorf("loadgen: target %s: %w", base, err)
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("loadgen: target %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Guard  string `json:"guard"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body); err != nil {
+		return "", fmt.Errorf("loadgen: target %s/readyz: %w", base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("loadgen: target %s is not ready: %s", base, body.Status)
+	}
+	return body.Guard, nil
+}
+
+// Prepare seeds stock in the shared store, or through the first instance.
+func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
+	t.skus, t.initial = skus, make(map[string]int64, len(skus))
+	for _, sku := range skus {
+		t.initial[sku] = stock
+		if t.store != nil {
+			if err := t.store.Seed(ctx, sku, stock); err != nil {
+				return err
+			}
+			continue
+		}
+		body := fmt.Sprintf(`{"stock":%d}`, stock)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, t.urls[0]+"/v1/stock/"+sku, strings.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("loadgen: seed %s: %w", sku, err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := t.client.Do(req)
+		if err != nil {
+			return fmt.Errorf("loadgen: seed %s: %w", sku, err)
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("loadgen: seed %s: %s answered %s", sku, t.urls[0], resp.Status)
+		}
+	}
+	return nil
+}
+
+// Do posts one reservation.
+func (t *HTTPTarget) Do(ctx context.Context, op Op) Result {
+	base := t.urls[op.Seq%uint64(len(t.urls))]
+	body := `{"sku":"` + op.Key + `","quantity":` + strconv.FormatInt(op.Quantity, 10) +
+		`,"request_id":"` + t.runID + "-" + strconv.FormatUint(op.Seq, 10) + `"}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/reservations", strings.NewReader(body))
+	if err != nil {
+		return Result{Outcome: Error}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return Result{Outcome: Error}
+	}
+	defer resp.Body.Close()
+	res := parseServerTiming(resp.Header.Get("Server-Timing"))
+	res.Lock = t.locks
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
+		res.Outcome = Reserved
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	case resp.StatusCode == http.StatusConflict:
+		res.Outcome = OutOfStock
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	default:
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		switch e.Error.Code {
+		case "contended":
+			res.Outcome = Contended
+		case "unavailable":
+			res.Outcome = Unavailable
+		case "fenced":
+			res.Outcome = Fenced
+		case "out_of_stock":
+			res.Outcome = OutOfStock
+		default:
+			res.Outcome = Error
+		}
+	}
+	return res
+}
+
+// parseServerTiming reads `acquire;dur=1.2, hold;dur=0.4, release;dur=0.3,
+// attempts;desc="2"` (durations in ms).
+func parseServerTiming(h string) Result {
+	var r Result
+	for _, metric := range strings.Split(h, ",") {
+		parts := strings.Split(strings.TrimSpace(metric), ";")
+		name := strings.TrimSpace(parts[0])
+		for _, p := range parts[1:] {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			v = strings.Trim(v, `"`)
+			switch {
+			case k == "dur":
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil || f < 0 {
+					continue
+				}
+				d := time.Duration(f * float64(time.Millisecond))
+				switch name {
+				case "acquire":
+					r.Acquire = d
+				case "hold":
+					r.Hold = d
+				case "release":
+					r.Release = d
+				}
+			case k == "desc" && name == "attempts":
+				if n, err := strconv.Atoi(v); err == nil {
+					r.Attempts = n
+				}
+			}
+		}
+	}
+	return r
+}
+
+// DoubleGrants is always 0: holds happen in the remote processes, on their
+// clocks, and are not reported.
+func (t *HTTPTarget) DoubleGrants() int64 { return 0 }
+
+// Safety audits the shared store when there is one.
+func (t *HTTPTarget) Safety(ctx context.Context) (Safety, error) {
+	if t.store == nil || len(t.skus) == 0 {
+		return Safety{}, nil
+	}
+	a, err := t.store.Audit(ctx, t.skus, t.initial)
+	if err != nil {
+		return Safety{}, err
+	}
+	return Safety{AuditChecked: true, LostUpdates: a.LostUpdates, Oversell: a.Oversell, FencedRejections: a.FencedRejections}, nil
+}
+
+// Close closes idle connections and the store.
+func (t *HTTPTarget) Close() error {
+	t.client.CloseIdleConnections()
+	if t.store != nil {
+		err := t.store.Close()
+		t.store = nil
+		return err
+	}
+	return nil
+}

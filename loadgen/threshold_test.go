@@ -1,0 +1,108 @@
+package loadgen
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		metric string
+		op     string
+		value  float64
+		err    string
+	}{
+		{"acquire.p99<20ms", "acquire.p99", "<", float64(20 * time.Millisecond), ""},
+		{"e2e.p999<=1s", "e2e.p999", "<=", float64(time.Second), ""},
+		{" e2e_uncorrected.max < 250us ", "e2e_uncorrected.max", "<", float64(250 * time.Microsecond), ""},
+		{"node2.p50>=1ms", "node2.p50", ">=", float64(time.Millisecond), ""},
+		{"hold.p99.99<5ms", "hold.p99.99", "<", float64(5 * time.Millisecond), ""},
+		{"release.mean<1ms", "release.mean", "<", float64(time.Millisecond), ""},
+		{"safety.lost_updates==0", "safety.lost_updates", "==", 0, ""},
+		{"safety.double_grants!=0", "safety.double_grants", "!=", 0, ""},
+		{"outcomes.error<10", "outcomes.error", "<", 10, ""},
+		{"outcomes.late<1%", "outcomes.late", "<", 0.01, ""},
+		{"throughput>=500", "throughput", ">=", 500, ""},
+		{"attempts.p99<=3", "attempts.p99", "<=", 3, ""},
+		{"late_starts<0.5%", "late_starts", "<", 0.005, ""},
+		{"acquire.p99<20", "", "", 0, "give a unit"},
+		{"acquire.p42x<1ms", "", "", 0, "unknown statistic"},
+		{"acquire.p0<1ms", "", "", 0, "unknown statistic"},
+		{"safety.lost<1", "", "", 0, "unknown safety metric"},
+		{"outcomes.timeout<1", "", "", 0, "unknown outcome"},
+		{"latency<1ms", "", "", 0, "unknown metric"},
+		{"throughput>=5%", "", "", 0, "% value applies"},
+		{"throughput>=fast", "", "", 0, "not a number"},
+		{"acquire.p99 = 20ms", "", "", 0, "want METRIC OP VALUE"},
+		{"", "", "", 0, "want METRIC OP VALUE"},
+	} {
+		got, err := ParseThreshold(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseThreshold(%q) error = %v, want one mentioning %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseThreshold(%q): %v", tc.in, err)
+			continue
+		}
+		if got.Metric != tc.metric || got.Op != tc.op || got.Value != tc.value {
+			t.Errorf("ParseThreshold(%q) = %s %s %v, want %s %s %v", tc.in, got.Metric, got.Op, got.Value, tc.metric, tc.op, tc.value)
+		}
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	for in, want := range map[string]float64{"p50": 50, "p9": 9, "p90": 90, "p99": 99, "p999": 99.9, "p9999": 99.99, "p99.5": 99.5, "max": 100, "p100": 100, "min": -1, "mean": -2} {
+		if got, err := parseStat(in); err != nil || got != want {
+			t.Errorf("parseStat(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}
+
+func TestThresholdEval(t *testing.T) {
+	r := &Report{Totals: NewHistSet(1)}
+	for i := 1; i <= 100; i++ {
+		r.Totals.recordLatency(r.Totals.Acquire, time.Duration(i)*time.Millisecond)
+		_ = r.Totals.Attempts.RecordValue(int64(1 + i%2))
+	}
+	r.Summary = Summary{
+		Requests: 200, ThroughputPerS: 480.5, LateStarts: 3,
+		Outcomes: map[string]int64{"reserved": 180, "error": 4, "late": 16},
+		Safety:   Safety{LostUpdates: 2, AuditChecked: true},
+	}
+	for _, tc := range []struct {
+		expr string
+		pass bool
+		got  string
+	}{
+		{"acquire.p50<=51ms", true, "50.004ms"},
+		{"acquire.p99<99ms", false, "99.025ms"},
+		{"acquire.max<=101ms", true, "100.008ms"},
+		{"acquire.min>0s", true, "1ms"},
+		{"e2e.p99<1s", false, "no e2e samples"},
+		{"node0.p99<1s", false, "no node0 samples"},
+		{"attempts.max<=2", true, "2"},
+		{"outcomes.error<5", true, "4"},
+		{"outcomes.late<5%", false, "8.000%"},
+		{"outcomes.late<=8%", true, "8.000%"},
+		{"late_starts<2", false, "3"},
+		{"throughput>=500", false, "480.5"},
+		{"requests==200", true, "200"},
+		{"safety.lost_updates==0", false, "2"},
+		{"safety.oversell==0", true, "0"},
+		{"safety.double_grants==0", false, "not checked"},
+	} {
+		res := mustThreshold(t, tc.expr).Eval(r)
+		if res.Pass != tc.pass || res.Got != tc.got {
+			t.Errorf("%s: got pass=%v (%s), want pass=%v (%s)", tc.expr, res.Pass, res.Got, tc.pass, tc.got)
+		}
+	}
+	failed := r.Judge([]Threshold{mustThreshold(t, "requests==200"), mustThreshold(t, "outcomes.error==0")})
+	if len(failed) != 1 || failed[0].Expr != "outcomes.error==0" || len(r.Summary.Thresholds) != 2 {
+		t.Errorf("Judge: failed %+v, summary thresholds %+v", failed, r.Summary.Thresholds)
+	}
+}
