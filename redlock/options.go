@@ -37,10 +37,40 @@ func RandomBackoff(lo, hi time.Duration) Backoff {
 	}
 }
 
-// DefaultBackoff waits 25–75 ms, at random, before every retry.
-func DefaultBackoff(n int) (time.Duration, bool) {
-	return 25*time.Millisecond + rand.N(50*time.Millisecond+1), true
+// ExponentialBackoff doubles the wait with every retry, from base up to max,
+// and draws it at random from the upper half of that step ("equal jitter"):
+// retry n waits in [d/2, d] with d = min(max, base·2^(n-1)). It never stops.
+// The growth is what keeps an overloaded deployment from a retry storm: when
+// nodes time out, fixed short retries multiply the load that made them slow.
+func ExponentialBackoff(base, max time.Duration) Backoff {
+	if base <= 0 {
+		base = time.Millisecond
+	}
+	if max < base {
+		max = base
+	}
+	return func(n int) (time.Duration, bool) {
+		d := max
+		if n < 1 {
+			n = 1
+		}
+		if n <= 32 {
+			if step := base << (n - 1); step > 0 && step < max {
+				d = step
+			}
+		}
+		half := d / 2
+		return half + rand.N(d-half+1), true
+	}
 }
+
+// DefaultBackoff is ExponentialBackoff(10ms, 400ms): retries 1, 2, 3, 4 wait
+// 5–10, 10–20, 20–40, 40–80 ms, and so on up to 200–400 ms.
+func DefaultBackoff(n int) (time.Duration, bool) {
+	return defaultBackoff(n)
+}
+
+var defaultBackoff = ExponentialBackoff(10*time.Millisecond, 400*time.Millisecond)
 
 // Option configures a Client in New.
 type Option func(*config)
@@ -68,7 +98,7 @@ func WithObserver(o Observer) Option {
 }
 
 // WithBackoff sets the wait between Acquire attempts (default DefaultBackoff,
-// 25–75 ms at random).
+// exponential from 10 ms to 400 ms with jitter).
 func WithBackoff(b Backoff) Option {
 	return func(c *config) {
 		if b != nil {

@@ -715,7 +715,6 @@ func TestRandomBackoff(t *testing.T) {
 		b      redlock.Backoff
 		lo, hi time.Duration
 	}{
-		{"default", redlock.DefaultBackoff, 25 * time.Millisecond, 75 * time.Millisecond},
 		{"range", redlock.RandomBackoff(time.Millisecond, 3*time.Millisecond), time.Millisecond, 3 * time.Millisecond},
 		{"swapped", redlock.RandomBackoff(3*time.Millisecond, time.Millisecond), time.Millisecond, 3 * time.Millisecond},
 		{"fixed", redlock.RandomBackoff(time.Millisecond, time.Millisecond), time.Millisecond, time.Millisecond},
@@ -725,6 +724,32 @@ func TestRandomBackoff(t *testing.T) {
 				wait, ok := tc.b(n)
 				if !ok || wait < tc.lo || wait > tc.hi {
 					t.Fatalf("retry %d: got %v, %v; want [%v, %v], true", n, wait, ok, tc.lo, tc.hi)
+				}
+			}
+		})
+	}
+}
+
+func TestExponentialBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		b      redlock.Backoff
+		n      int
+		lo, hi time.Duration
+	}{
+		{"default first retry", redlock.DefaultBackoff, 1, 5 * time.Millisecond, 10 * time.Millisecond},
+		{"default second retry", redlock.DefaultBackoff, 2, 10 * time.Millisecond, 20 * time.Millisecond},
+		{"default fourth retry", redlock.DefaultBackoff, 4, 40 * time.Millisecond, 80 * time.Millisecond},
+		{"default capped", redlock.DefaultBackoff, 10, 200 * time.Millisecond, 400 * time.Millisecond},
+		{"no overflow far out", redlock.DefaultBackoff, 1000, 200 * time.Millisecond, 400 * time.Millisecond},
+		{"cap below base", redlock.ExponentialBackoff(8*time.Millisecond, time.Millisecond), 3, 4 * time.Millisecond, 8 * time.Millisecond},
+		{"zero base", redlock.ExponentialBackoff(0, 4*time.Millisecond), 2, time.Millisecond, 2 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < 200; i++ {
+				wait, ok := tc.b(tc.n)
+				if !ok || wait < tc.lo || wait > tc.hi {
+					t.Fatalf("retry %d: got %v, %v; want [%v, %v], true", tc.n, wait, ok, tc.lo, tc.hi)
 				}
 			}
 		})
