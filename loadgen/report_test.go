@@ -307,6 +307,38 @@ func mustThreshold(t *testing.T, s string) Threshold {
 	return th
 }
 
+// The lab's fault injector (infra/lab) writes one start and one end event per
+// fault, shaped like these lines; the report must pair them.
+func TestReadFaultsLabFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FaultsFile)
+	lines := strings.Join([]string{
+		`{"id":"n2-kill-1-1","node":2,"fault":"kill","event":"start","time":"2026-11-30T10:00:05Z"}`,
+		`{"id":"n3-pause-2-2","node":3,"fault":"pause","event":"start","time":"2026-11-30T10:00:06Z","params":{"for":"2s"}}`,
+		`{"id":"n3-pause-2-2","node":3,"fault":"pause","event":"end","time":"2026-11-30T10:00:08Z","params":{"for":"2s"}}`,
+		`{"id":"n2-kill-1-1","node":2,"fault":"kill","event":"end","time":"2026-11-30T10:00:12Z"}`,
+	}, "\n")
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFaults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	want := []Fault{
+		{Name: "kill node2", Start: base.Add(5 * time.Second), End: base.Add(12 * time.Second)},
+		{Name: "pause node3", Start: base.Add(6 * time.Second), End: base.Add(8 * time.Second)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d faults %+v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if !got[i].Start.Equal(want[i].Start) || !got[i].End.Equal(want[i].End) || !strings.Contains(got[i].Name, strings.Fields(want[i].Name)[0]) {
+			t.Errorf("fault %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
 func TestReadFaults(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FaultsFile)
