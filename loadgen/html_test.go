@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // dumpDOM loads a page in headless Chromium, lets its scripts run, and
 // returns the resulting DOM.
 func dumpDOM(t *testing.T, page string) string {
 	t.Helper()
-	bin := redistest.Require(t, "chromium")
+	bin := testenv.Require(t, "chromium")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

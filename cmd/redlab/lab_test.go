@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 func runLabArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -90,52 +90,25 @@ func buildRedlab(t *testing.T) string {
 	return bin
 }
 
-// requireTofu skips (or, with CI=true, fails) when no tofu/terraform exists.
-func requireTofu(t *testing.T) {
+// requireLab ends the test by testenv.Missing (a failure under CI=true, a
+// loud skip otherwise) when tofu/terraform or redis-server is missing.
+func requireLab(t *testing.T) {
 	t.Helper()
 	wd, _ := os.Getwd()
 	if _, err := lab.FindTerraform(filepath.Dir(filepath.Dir(wd))); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("tofu or terraform is required (CI=true): %v", err)
-		}
-		t.Skipf("SKIPPING: %v", err)
+		testenv.Missing(t, err.Error())
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server is required (CI=true): %v", err)
-		}
-		t.Skip("SKIPPING: redis-server is not on PATH")
-	}
-}
-
-func freeBase(t *testing.T, n int) int {
-	t.Helper()
-next:
-	for range 50 {
-		base := 20000 + rand.IntN(40000)
-		for _, off := range []int{0, 100, 200} {
-			for i := 1; i <= n; i++ {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off+i))
-				if err != nil {
-					continue next
-				}
-				l.Close()
-			}
-		}
-		return base
-	}
-	t.Fatal("no free base port")
-	return 0
+	testenv.Require(t, "redis-server")
 }
 
 // TestLabCLI drives a real lab through the redlab binary, as a user would.
 func TestLabCLI(t *testing.T) {
-	requireTofu(t)
+	requireLab(t)
 	bin := buildRedlab(t)
 	wd, _ := os.Getwd()
 	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
 	dir := filepath.Join(t.TempDir(), "state")
-	base := freeBase(t, 3)
+	base := redistest.FreeBasePort(t, 3, 0, 100, 200) // the lab's three port ranges
 	redlab := func(args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(bin, append(args, "--state-dir", dir)...)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/inventory"
@@ -390,17 +389,7 @@ func parseLoad(e *env, args []string) (*loadOptions, error) {
 
 func runLoad(ctx context.Context, e *env, args []string) int {
 	o, err := parseLoad(e, args)
-	if errors.Is(err, pflag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab load: %v\n", err)
-		return exitUsage
-	}
-	// Per-node failures are counted in the report; go-redis' own log line
-	// for every failed dial would bury the status line.
-	redis.SetLogger(quietRedis{})
-	return interruptible(ctx, e, "load", func(ctx context.Context, stop <-chan struct{}) int {
+	return startLoad(ctx, e, "load", err, func(ctx context.Context, stop <-chan struct{}) int {
 		return o.run(ctx, e, stop)
 	})
 }
@@ -410,44 +399,19 @@ func (o *loadOptions) run(ctx context.Context, e *env, stop <-chan struct{}) int
 		fmt.Fprintf(e.stderr, "redlab load: %v\n", err)
 		return exitFailure
 	}
-	if err := checkOut(o.out); err != nil {
-		return fail(err)
-	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fail(err)
-	}
-	shard := loadgen.Shard(o.worker)
-	sched, err := loadgen.NewSchedule(o.profile, shard)
+	sched, err := loadgen.NewSchedule(o.profile, loadgen.Shard(o.worker))
 	if err != nil {
 		return fail(err)
 	}
-	keys, err := loadgen.KeySpec(o.keys).Generator(shard)
+	rig, err := o.setUp(ctx, e)
 	if err != nil {
 		return fail(err)
 	}
-	rec := loadgen.NewRecorder(len(o.addrs), 0)
-	target, err := o.newTarget(ctx, o.out, rec)
-	if err != nil {
-		return fail(err)
+	defer rig.close()
+	if _, ok := rig.target.(loadgen.Preparer); ok && rig.status != nil {
+		fmt.Fprintf(e.stderr, "seeding %d SKUs with %d units each\n", rig.keys.Len(), o.stock)
 	}
-	defer target.Close()
-	metrics, stopMetrics, err := o.serveMetrics(ctx, e)
-	if err != nil {
-		return fail(err)
-	}
-	defer stopMetrics()
-	status, tty := o.status(e.stderr)
-	if _, ok := target.(loadgen.Preparer); ok && status != nil {
-		fmt.Fprintf(e.stderr, "seeding %d SKUs with %d units each\n", keys.Len(), o.stock)
-	}
-	r, failed, err := loadgen.Execute(ctx, loadgen.RunSpec{
-		Out: o.out, Meta: o.meta(o.profile, append([]string{"load"}, o.args...), target), Stock: o.stock,
-		Engine: loadgen.Config{
-			Schedule: sched, Target: target, Keys: keys, Quantity: loadgen.QuantitySpec(o.quantity), Seed: o.seed,
-			MaxInFlight: o.maxInFlight, LateTolerance: o.lateTolerance, Interval: o.interval, Recorder: rec,
-		},
-		Status: status, StatusTTY: tty, Metrics: metrics, Thresholds: o.thresholds, Stop: stop,
-	})
+	r, failed, err := loadgen.Execute(ctx, o.runSpec(rig, o.out, o.profile, sched, append([]string{"load"}, o.args...), o.thresholds, stop))
 	if err != nil {
 		return fail(err)
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/loadgen"
@@ -94,15 +92,7 @@ func parseSweep(e *env, args []string) (*sweepOptions, error) {
 
 func runSweep(ctx context.Context, e *env, args []string) int {
 	o, err := parseSweep(e, args)
-	if errors.Is(err, pflag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab sweep: %v\n", err)
-		return exitUsage
-	}
-	redis.SetLogger(quietRedis{})
-	return interruptible(ctx, e, "sweep", func(ctx context.Context, stop <-chan struct{}) int {
+	return startLoad(ctx, e, "sweep", err, func(ctx context.Context, stop <-chan struct{}) int {
 		return o.run(ctx, e, stop)
 	})
 }
@@ -112,45 +102,20 @@ func (o *sweepOptions) run(ctx context.Context, e *env, stop <-chan struct{}) in
 		fmt.Fprintf(e.stderr, "redlab sweep: %v\n", err)
 		return exitFailure
 	}
-	if err := checkOut(o.out); err != nil {
-		return fail(err)
-	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fail(err)
-	}
-	shard := loadgen.Shard(o.worker)
-	keys, err := loadgen.KeySpec(o.keys).Generator(shard)
-	if err != nil {
-		return fail(err)
-	}
 	// One target for every step: each step re-seeds the stock and starts a
 	// fresh double-grant check, so steps are audited separately.
-	rec := loadgen.NewRecorder(len(o.addrs), 0)
-	target, err := o.newTarget(ctx, o.out, rec)
+	rig, err := o.setUp(ctx, e)
 	if err != nil {
 		return fail(err)
 	}
-	defer target.Close()
-	metrics, stopMetrics, err := o.serveMetrics(ctx, e)
-	if err != nil {
-		return fail(err)
-	}
-	defer stopMetrics()
-	status, tty := o.status(e.stderr)
+	defer rig.close()
 	step := func(ctx context.Context, rate float64, dir string) (*loadgen.Report, error) {
 		profile := []loadgen.Stage{{Duration: o.step, Rate: rate}}
-		sched, err := loadgen.NewSchedule(profile, shard)
+		sched, err := loadgen.NewSchedule(profile, rig.shard)
 		if err != nil {
 			return nil, err
 		}
-		r, _, err := loadgen.Execute(ctx, loadgen.RunSpec{
-			Out: dir, Meta: o.meta(profile, append([]string{"sweep"}, o.args...), target), Stock: o.stock,
-			Engine: loadgen.Config{
-				Schedule: sched, Target: target, Keys: keys, Quantity: loadgen.QuantitySpec(o.quantity), Seed: o.seed,
-				MaxInFlight: o.maxInFlight, LateTolerance: o.lateTolerance, Interval: o.interval, Recorder: rec,
-			},
-			Status: status, StatusTTY: tty, Metrics: metrics, Thresholds: o.slo, Stop: stop,
-		})
+		r, _, err := loadgen.Execute(ctx, o.runSpec(rig, dir, profile, sched, append([]string{"sweep"}, o.args...), o.slo, stop))
 		return r, err
 	}
 	sw, err := loadgen.RunSweep(ctx, loadgen.SweepSpec{

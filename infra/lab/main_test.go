@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // The redlab binary the provisioners exec (the test binary cannot stand in
@@ -52,22 +54,14 @@ func buildRedlab() (string, error) {
 }
 
 // requireLab returns what a real lab needs: the redlab binary and a tofu or
-// terraform binary. Without tofu/terraform the test fails under CI=true and
-// is skipped, loudly, otherwise.
+// terraform binary. Without redis-server or tofu/terraform the test ends by
+// testenv.Missing: a failure under CI=true, a loud skip otherwise.
 func requireLab(t *testing.T) (redlab, terraform string) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server is required (CI=true): %v", err)
-		}
-		t.Skip("SKIPPING: redis-server is not on PATH; install it (see .ci/run) to run the lab tests")
-	}
+	testenv.Require(t, "redis-server")
 	tf, err := FindTerraform(repoRoot(t))
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("tofu or terraform is required (CI=true): %v", err)
-		}
-		t.Skipf("SKIPPING: %v", err)
+		testenv.Missing(t, err.Error())
 	}
 	bin, err := buildRedlab()
 	if err != nil {
@@ -85,32 +79,17 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(filepath.Dir(wd)) // infra/lab -> repo
 }
 
+// labPortOffsets are a lab's three port ranges relative to its base port.
+var labPortOffsets = []int{0, redisPortOffset, controlPortOffset}
+
 // freeBasePort returns a base port whose three ranges for n nodes are free
 // right now.
 func freeBasePort(t *testing.T, n int) int {
 	t.Helper()
-	for range 50 {
-		base := 20000 + rand.IntN(40000)
-		if portsFree(base, n) {
-			return base
-		}
-	}
-	t.Fatal("no free base port")
-	return 0
+	return redistest.FreeBasePort(t, n, labPortOffsets...)
 }
 
-func portsFree(base, n int) bool {
-	for _, off := range []int{0, redisPortOffset, controlPortOffset} {
-		for i := 1; i <= n; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off+i))
-			if err != nil {
-				return false
-			}
-			l.Close()
-		}
-	}
-	return true
-}
+func portsFree(base, n int) bool { return redistest.PortsFree(base, n, labPortOffsets...) }
 
 // client returns a go-redis client with short timeouts and no retries.
 func client(t *testing.T, addr string, timeout time.Duration) *redis.Client {

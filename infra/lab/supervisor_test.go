@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // testGuard behaves like the rendered restart guard, reduced to its rule:
@@ -61,7 +62,7 @@ func prepareTestNode(t *testing.T) NodeSpec {
 
 func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
 	t.Helper()
-	bin := redistest.Require(t, "redis-server")
+	bin := testenv.Require(t, "redis-server")
 	dir := t.TempDir()
 	spec := NodeSpec{
 		ID: 1, StateDir: dir,

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 const (
@@ -44,7 +45,7 @@ type redisProfile struct {
 // and reads the rules back through CONFIG GET, as the monitor user when the
 // ACL is on.
 func TestRedisConfRealServer(t *testing.T) {
-	bin := redistest.Require(t, "redis-server")
+	bin := testenv.Require(t, "redis-server")
 	root := t.TempDir()
 	durable := map[string]string{
 		"appendonly":                "yes",

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // tfBinary returns the tofu or terraform binary the tests drive: $REDLAB_TF
@@ -22,28 +24,19 @@ func tfBinary(tb testing.TB) string {
 		if path, err := exec.LookPath(p); err == nil {
 			return path
 		}
-		missing(tb, fmt.Sprintf("REDLAB_TF=%s is not an executable (run `make tools` to build OpenTofu into bin/)", p))
+		testenv.Missing(tb, fmt.Sprintf("REDLAB_TF=%s is not an executable (run `make tools` to build OpenTofu into bin/)", p))
 	}
 	for _, name := range []string{"tofu", "terraform"} {
 		if path, err := exec.LookPath(name); err == nil {
 			return path
 		}
 	}
-	missing(tb, "neither tofu nor terraform is on PATH (run `make tools` and set REDLAB_TF=bin/tofu)")
+	testenv.Missing(tb, "neither tofu nor terraform is on PATH (run `make tools` and set REDLAB_TF=bin/tofu)")
 	return ""
 }
 
-// missing fails the test under CI=true and skips it, loudly, otherwise.
-func missing(tb testing.TB, why string) {
-	tb.Helper()
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s (CI=true, so this is a failure)", why)
-	}
-	tb.Skipf("SKIPPING: %s", why)
-}
-
-// requireProgram returns the path of a program the check needs, with the same
-// CI rule as tfBinary.
+// requireProgram returns the path of a program the check needs (also looked
+// for in the sbin directories), or ends the test by testenv.Missing.
 func requireProgram(tb testing.TB, name string) string {
 	tb.Helper()
 	path, err := exec.LookPath(name)
@@ -53,7 +46,7 @@ func requireProgram(tb testing.TB, name string) string {
 				return p
 			}
 		}
-		missing(tb, fmt.Sprintf("%s is not on PATH; install it (see .ci/run) to run this check", name))
+		testenv.Missing(tb, fmt.Sprintf("%s is not on PATH; install it (see .ci/run) to run this check", name))
 	}
 	return path
 }

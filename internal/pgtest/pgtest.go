@@ -3,8 +3,8 @@
 // cluster and exports it). The schema is dropped when the test ends, so
 // tests can run in parallel against one database without seeing each other.
 //
-// When the variable is unset the test fails under CI=true and is skipped,
-// loudly, otherwise: a broken CI setup can never pass silently.
+// When the variable is unset the test ends by the rule of testenv.Missing:
+// it fails under CI=true and is skipped, loudly, otherwise.
 package pgtest
 
 import (
@@ -20,23 +20,22 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // EnvDSN names the variable holding the test server's URL.
 const EnvDSN = "REDLAB_TEST_POSTGRES"
 
-// Require returns the server URL from EnvDSN. When it is unset the test
-// fails under CI=true and is skipped otherwise.
+// Require returns the server URL from EnvDSN, or ends the test by
+// testenv.Missing when it is unset.
 func Require(tb testing.TB) string {
 	tb.Helper()
 	dsn := os.Getenv(EnvDSN)
 	if dsn != "" {
 		return dsn
 	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s is not set (CI=true, so this is a failure): .ci/run starts PostgreSQL and exports it", EnvDSN)
-	}
-	tb.Skipf("SKIPPING: %s is not set; start PostgreSQL and export e.g. %s=postgres://redlab:redlab@127.0.0.1:5432/redlab?sslmode=disable (see .ci/run)", EnvDSN, EnvDSN)
+	testenv.Missing(tb, fmt.Sprintf("%s is not set; start PostgreSQL and export e.g. %s=postgres://redlab:redlab@127.0.0.1:5432/redlab?sslmode=disable (.ci/run does both)", EnvDSN, EnvDSN))
 	return ""
 }
 

@@ -3,13 +3,14 @@
 // free loopback port. Nodes can be stopped cleanly, killed, paused and
 // restarted; everything is cleaned up when the test ends.
 //
-// Outside CI a missing redis-server skips the test with a loud message; with
-// CI=true it fails the test, so a broken install can never pass silently.
+// A missing redis-server ends the test by the rule of testenv.Missing: a
+// failure under CI=true, a loud skip otherwise.
 package redistest
 
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -21,22 +22,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// Require returns the path of the named binary. When it is missing the test
-// fails under CI=true and is skipped, loudly, otherwise.
-func Require(tb testing.TB, name string) string {
-	tb.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s is required but not on PATH (CI=true, so this is a failure): %v", name, err)
-	}
-	tb.Skipf("SKIPPING: %s is not on PATH; install it (see .ci/run) to run this test", name)
-	return ""
-}
+	"github.com/redlocklab/redlocklab/internal/testenv"
+)
 
 // Options tune the nodes a Cluster starts.
 type Options struct {
@@ -80,7 +68,7 @@ type Node struct {
 // Start launches n nodes and registers their cleanup on tb.
 func Start(tb testing.TB, n int, opts Options) *Cluster {
 	tb.Helper()
-	bin := Require(tb, "redis-server")
+	bin := testenv.Require(tb, "redis-server")
 	c := &Cluster{}
 	for i := 0; i < n; i++ {
 		node := StartNode(tb, bin, opts)
@@ -89,15 +77,35 @@ func Start(tb testing.TB, n int, opts Options) *Cluster {
 	return c
 }
 
-// StartNode launches one node with the given redis-server binary.
+// StartNode launches one node with the given redis-server binary in a
+// temporary directory and kills it at cleanup.
 func StartNode(tb testing.TB, bin string, opts Options) *Node {
 	tb.Helper()
+	node, err := Launch(bin, tb.TempDir(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	node.tb = tb
+	tb.Cleanup(func() { node.Kill() })
+	return node
+}
+
+// Launch starts one node with the given redis-server binary in dir (created
+// if needed) on a free loopback port and waits until it answers. It needs no
+// testing.TB, for a TestMain; the caller must Kill the node. Client and
+// Restart need a node from Start or StartNode.
+func Launch(bin, dir string, opts Options) (*Node, error) {
 	fsync := opts.AppendFsync
 	if fsync == "" {
 		fsync = "always"
 	}
-	dir := tb.TempDir()
-	port := FreePort(tb)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	conf := filepath.Join(dir, "redis.conf")
 	lines := []string{
 		"bind 127.0.0.1",
@@ -113,14 +121,14 @@ func StartNode(tb testing.TB, bin string, opts Options) *Node {
 	}
 	lines = append(lines, opts.Extra...)
 	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		tb.Fatalf("redistest: write config: %v", err)
+		return nil, fmt.Errorf("redistest: write config: %w", err)
 	}
-	node := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: dir, Conf: conf, bin: bin, tb: tb}
+	node := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: dir, Conf: conf, bin: bin}
 	if err := node.start(); err != nil {
-		tb.Fatal(err)
+		node.Kill() // one that started but never answered
+		return nil, err
 	}
-	tb.Cleanup(func() { node.Kill() })
-	return node
+	return node, nil
 }
 
 func (n *Node) start() error {
@@ -259,10 +267,48 @@ func (n *Node) Restart() {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return port
+}
+
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("redistest: free port: %v", err)
+		return 0, fmt.Errorf("redistest: free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeBasePort returns a base port such that base+offset+i is free on
+// loopback right now for every offset and every i in 1..n: room for n nodes
+// laid out like the lab's (node i on base+i, base+100+i and base+200+i).
+func FreeBasePort(tb testing.TB, n int, offsets ...int) int {
+	tb.Helper()
+	for range 50 {
+		base := 20000 + rand.IntN(40000)
+		if PortsFree(base, n, offsets...) {
+			return base
+		}
+	}
+	tb.Fatal("redistest: no free base port")
+	return 0
+}
+
+// PortsFree reports whether base+offset+i is free on loopback right now for
+// every offset and every i in 1..n.
+func PortsFree(base, n int, offsets ...int) bool {
+	for _, off := range offsets {
+		for i := 1; i <= n; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off+i))
+			if err != nil {
+				return false
+			}
+			l.Close()
+		}
+	}
+	return true
 }
