@@ -146,14 +146,17 @@ func TestDownLeavesForeignDirectoriesAlone(t *testing.T) {
 
 func TestCheckPorts(t *testing.T) {
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A base whose ports are all free, then node 2's control port taken: a
+	// port picked by the kernel could put the lab's other ports in the
+	// ephemeral range where parallel tests' connections come and go.
+	base := freeBasePort(t, 3)
+	taken := base + controlPortOffset + 2
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", taken))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
-	// Node 2's control endpoint would be on the taken port.
-	cfg := Config{StateDir: dir, Count: 3, BasePort: taken - controlPortOffset - 2}
+	cfg := Config{StateDir: dir, Count: 3, BasePort: base}
 	err = checkPorts(cfg)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node 2's control endpoint port %d is in use", taken)) {
 		t.Errorf("got %v, want node 2's control endpoint port %d reported", err, taken)
