@@ -183,7 +183,7 @@ func TestSweepAndMergeCommands(t *testing.T) {
 	dir := t.TempDir()
 	sweepDir := filepath.Join(dir, "sweep")
 	code, stdout, stderr := runCmd(t, nil, "sweep", "--target", "noop", "--rates", "100,300,900", "--step-duration", "500ms",
-		"--slo", "requests<=100", "--out", sweepDir)
+		"--slo", "requests<=100", "--max-late", "100", "--out", sweepDir) // lateness on a busy machine must not move the knee
 	if code != exitOK {
 		t.Fatalf("sweep: exit %d, stderr %s", code, stderr)
 	}
