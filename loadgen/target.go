@@ -184,6 +184,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 		}
 		t.services = append(t.services, svc)
 	}
+	t.warm(ctx)
 	return t, nil
 }
 

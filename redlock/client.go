@@ -139,10 +139,18 @@ func WithAuth(user, pass string) NodeOption {
 	return func(o *redis.Options) { o.Username, o.Password = user, pass }
 }
 
+// DefaultMinIdleConns is how many idle connections per node client NewNodes
+// keeps open. go-redis dials them in the background, so a burst after a quiet
+// spell, or after timeouts cost connections, finds connections ready instead
+// of dialling on the request path, where a dial (through a proxy, on a busy
+// machine) easily outlasts the node timeout.
+const DefaultMinIdleConns = 4
+
 // NewNodes returns one go-redis client per address, tuned for Redlock: short
 // dial/read/write timeouts that honour the context, one dial attempt, and
 // go-redis's own command retries off (a retry would spend the validity
-// budget; the attempt loop is the retry). The caller closes them.
+// budget; the attempt loop is the retry), with DefaultMinIdleConns idle
+// connections kept open. The caller closes them.
 func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 	out := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
@@ -152,6 +160,7 @@ func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 			ReadTimeout:           DefaultNodeTimeout,
 			WriteTimeout:          DefaultNodeTimeout,
 			PoolTimeout:           DefaultNodeTimeout,
+			MinIdleConns:          DefaultMinIdleConns,
 			MaxRetries:            -1,
 			DialerRetries:         1,
 			ContextTimeoutEnabled: true,

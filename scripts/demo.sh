@@ -8,19 +8,23 @@
 # supervised redis-server behind toxiproxy) when a tofu/terraform binary is
 # available; otherwise five plain redis-server processes on free ports.
 #
-# Knobs: DEMO_RATE (50), DEMO_DURATION (30s), DEMO_KEYS (zipf:1000:0.99),
+# Knobs: DEMO_RATE (100), DEMO_DURATION (30s), DEMO_KEYS (zipf:1000:0.99),
 # DEMO_NODE_TIMEOUT (the redlock default, 50ms), DEMO_OUT (runs/demo-TIMESTAMP),
 # DEMO_NODES=redis to skip the lab.
 #
-# 50/s is a rate the lab sustains even on a small, busy VM, where every SET
-# is fsynced (appendfsync always) and every reservation commits with an fsync;
+# 100/s is what the lab sustains with margin on a 2-core VM: measured there,
+# every reservation costs about 14 ms of CPU in all (load generator with its
+# SQLite store 5.5, Toxiproxy 5, redis-server 3.5; fsync itself is ~0.3 ms),
+# so 100/s keeps ~1.4 of 2 cores busy with acquire p99 ~5-10 ms, 150/s is the
+# knee, and 200/s or 300/s saturate the CPU and collapse (~99% unavailable:
+# every attempt times out at the 50 ms node timeout and retries).
 # `redlab sweep` finds a given machine's knee. Past the knee the open-loop
 # load shows what overload does to a lock, and does not recover on its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
-RATE=${DEMO_RATE:-50}
+RATE=${DEMO_RATE:-100}
 DURATION=${DEMO_DURATION:-30s}
 KEYS=${DEMO_KEYS:-zipf:1000:0.99}
 OUT=${DEMO_OUT:-runs/demo-$(date +%Y%m%d-%H%M%S)}
