@@ -85,7 +85,7 @@ func TestRedlockSafeWithoutFaults(t *testing.T) {
 		t.Errorf("safety = %+v: want no violations", s.Safety)
 	}
 	if s.Outcomes["reserved"] == 0 || s.AcquireLatencyMs.Count != s.Requests || s.PerNode[1].Outcomes["granted"] == 0 {
-		t.Errorf("summary: %d reserved, %d acquire samples of %d, node1 %v", s.Outcomes["reserved"], s.AcquireLatencyMs.Count, s.Requests, s.PerNode[1].Outcomes)
+		t.Errorf("summary: %d reserved, %d acquire samples of %d, node2 %v", s.Outcomes["reserved"], s.AcquireLatencyMs.Count, s.Requests, s.PerNode[1].Outcomes)
 	}
 }
 

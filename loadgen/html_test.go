@@ -98,7 +98,7 @@ func TestReportRendersInChromium(t *testing.T) {
 	if n := strings.Count(dom, `class="fault"`); n < 5 {
 		t.Errorf("fault phase shaded on %d charts, want 5", n)
 	}
-	for _, want := range []string{"kill node1", "acquire.p99&lt;1s", "FAIL", "node0 SET 127.0.0.1:7001"} {
+	for _, want := range []string{"kill node1", "acquire.p99&lt;1s", "FAIL", "node1 SET 127.0.0.1:7001"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %q", want)
 		}

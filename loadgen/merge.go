@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -135,9 +134,8 @@ func mergeHlogs(dirs []string, w *Writer, base time.Time, interval time.Duration
 					endMs = e.EndMs
 				}
 				dst := set.ByTag(e.Tag)
-				if dst == nil && isNodeTag(e.Tag) {
-					n, _ := strconv.Atoi(strings.TrimPrefix(e.Tag, "node"))
-					if n < 1024 {
+				if dst == nil {
+					if n, ok := nodeIndex(e.Tag); ok {
 						set.growNodes(n + 1)
 						dst = set.Nodes[n]
 					}

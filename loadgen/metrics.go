@@ -17,8 +17,8 @@ import (
 // Metrics are the generator's own Prometheus metrics, on a registry of their
 // own (so a process embedding the generator never mixes them with its
 // service metrics). They are updated by the collector once per interval,
-// never on the hot path. Labels are bounded: outcome, node index, histogram,
-// percentile.
+// never on the hot path. Labels are bounded: outcome, node number (from 1),
+// histogram, percentile.
 type Metrics struct {
 	reg          *prometheus.Registry
 	ops          *prometheus.CounterVec
@@ -67,7 +67,7 @@ func NewMetrics() *Metrics {
 		}),
 		nodeSets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "redlab_load_node_sets_total",
-			Help: "Lock SET requests by node index and outcome (granted, taken, error, timeout, abandoned).",
+			Help: "Lock SET requests by node number (from 1) and outcome (granted, taken, error, timeout, abandoned).",
 		}, []string{"node", "outcome"}),
 	}
 	m.reg.MustRegister(m.ops, m.lateStarts, m.inFlight, m.targetRate, m.latency, m.doubleGrants, m.nodeSets,
@@ -107,7 +107,7 @@ func (m *Metrics) Interval(iv *Interval) error {
 	for i, no := range h.NodeOutcomes {
 		for j, c := range no {
 			if c > 0 {
-				m.nodeSets.WithLabelValues(strconv.Itoa(i), nodeOutcomeNames[j]).Add(float64(c))
+				m.nodeSets.WithLabelValues(strconv.Itoa(nodeNumber(i)), nodeOutcomeNames[j]).Add(float64(c))
 			}
 		}
 	}

@@ -34,7 +34,7 @@ func TestMetrics(t *testing.T) {
 		{"late starts", testutil.ToFloat64(m.lateStarts), 2},
 		{"in flight", testutil.ToFloat64(m.inFlight), 3},
 		{"double grants (a running total in, a counter out)", testutil.ToFloat64(m.doubleGrants), 2},
-		{"node timeouts", testutil.ToFloat64(m.nodeSets.WithLabelValues("1", "timeout")), 8},
+		{"node timeouts (Nodes[1] is node 2)", testutil.ToFloat64(m.nodeSets.WithLabelValues("2", "timeout")), 8},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)

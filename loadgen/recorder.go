@@ -3,6 +3,8 @@ package loadgen
 import (
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +87,7 @@ func (o NodeOutcome) String() string {
 }
 
 // Histogram tags, in the .hlog and in file names. Per-node SET latency is
-// tagged node0, node1, …
+// tagged node1, node2, … (see NodeTag).
 const (
 	TagE2E            = "e2e"
 	TagE2EUncorrected = "e2e_uncorrected"
@@ -95,8 +97,37 @@ const (
 	TagAttempts       = "attempts"
 )
 
-// NodeTag is the tag of node i's SET latency histogram.
-func NodeTag(i int) string { return fmt.Sprintf("node%d", i) }
+// Lock nodes are numbered from 1 wherever a user sees them, as in every
+// redlab command: the .hlog tags and .hgrm files (node1, node2, …),
+// summary.json per_node, the text and HTML reports, the node<N> threshold
+// metrics and the Prometheus node label. Slices, NodeResult.Node and
+// redlock.NodeResult.Node are 0-based indexes. nodeNumber and nodeIndex are
+// the only conversions between the two.
+
+// maxNodes bounds the node tags read back from a log.
+const maxNodes = 1024
+
+// nodeNumber is the user-facing number of the node at 0-based index i.
+func nodeNumber(i int) int { return i + 1 }
+
+// NodeTag is the tag of the SET latency histogram of the node at 0-based
+// index i: node1 for the first node.
+func NodeTag(i int) string { return "node" + strconv.Itoa(nodeNumber(i)) }
+
+// nodeIndex is NodeTag's inverse: the 0-based index of tag nodeN (N from 1,
+// in canonical decimal form, at most maxNodes); ok is false for anything
+// else, node0 included.
+func nodeIndex(tag string) (i int, ok bool) {
+	digits, found := strings.CutPrefix(tag, "node")
+	if !found {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 1 || n > maxNodes || strconv.Itoa(n) != digits {
+		return 0, false
+	}
+	return n - 1, true
+}
 
 // HistSet is every histogram and counter of one interval (or of a whole run).
 // It is not safe for concurrent use; the Recorder guards its shards.

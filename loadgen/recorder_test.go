@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -119,5 +121,33 @@ func TestHistSetMergeGrowsNodes(t *testing.T) {
 	a.Merge(b)
 	if len(a.Nodes) != 3 || a.Nodes[2].TotalCount() != 1 || a.NodeOutcomes[2][NodeTimeout] != 4 {
 		t.Errorf("got %d nodes, node2 count %d timeouts %d; want 3, 1, 4", len(a.Nodes), a.Nodes[2].TotalCount(), a.NodeOutcomes[2][NodeTimeout])
+	}
+}
+
+func TestNodeTagsNumberFromOne(t *testing.T) {
+	for i := range 12 {
+		tag := NodeTag(i)
+		if want := "node" + strconv.Itoa(i+1); tag != want {
+			t.Errorf("NodeTag(%d) = %q, want %q", i, tag, want)
+		}
+		if got, ok := nodeIndex(tag); !ok || got != i {
+			t.Errorf("nodeIndex(%q) = %d, %v; want %d", tag, got, ok, i)
+		}
+	}
+	for _, tag := range []string{"node0", "node", "node-1", "node+1", "node01", "node1025", "e2e", "nodes1"} {
+		if i, ok := nodeIndex(tag); ok {
+			t.Errorf("nodeIndex(%q) = %d, want not a node tag", tag, i)
+		}
+	}
+	h := NewHistSet(2)
+	var tags []string
+	for _, tg := range h.Tagged() {
+		tags = append(tags, tg.Tag)
+	}
+	if !slices.Contains(tags, "node1") || !slices.Contains(tags, "node2") || slices.Contains(tags, "node0") {
+		t.Errorf("tags %v, want node1 and node2", tags)
+	}
+	if h.ByTag("node1") != h.Nodes[0] {
+		t.Error(`ByTag("node1") is not the first node's histogram`)
 	}
 }

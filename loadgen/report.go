@@ -179,8 +179,8 @@ func (r *Report) initSeries(recs []IntervalRecord) {
 
 func (r *Report) addHist(e *hlogEntry, i int) {
 	dst := r.Totals.ByTag(e.Tag)
-	if dst == nil && strings.HasPrefix(e.Tag, "node") {
-		if n, err := strconv.Atoi(strings.TrimPrefix(e.Tag, "node")); err == nil && n >= 0 && n < 1024 {
+	if dst == nil {
+		if n, ok := nodeIndex(e.Tag); ok {
 			r.Totals.growNodes(n + 1)
 			dst = r.Totals.Nodes[n]
 		}

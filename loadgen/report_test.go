@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,15 +96,21 @@ func executeRun(t *testing.T, dir string, o runOpts) (*Report, []ThresholdResult
 func TestExecuteWritesEveryOutput(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	r, failed := executeRun(t, dir, runOpts{rate: 1000, d: 400 * time.Millisecond, lock: true,
-		ths: []string{"requests==400", "acquire.p99<1s", "safety.lost_updates==0", "outcomes.error==0"}})
-	if len(failed) != 1 || failed[0].Expr != "safety.lost_updates==0" || failed[0].Got != "not checked" {
-		t.Errorf("failed thresholds = %+v, want only the unchecked safety one", failed)
+		ths: []string{"requests==400", "acquire.p99<1s", "safety.lost_updates==0", "outcomes.error==0", "node1.p99<1s", "node3.p99<1s"}})
+	// node1 is the first lock node (its SETs granted); node3, the last, only
+	// ever had its SET abandoned, so it has no latency samples.
+	if len(failed) != 2 || failed[0].Expr != "safety.lost_updates==0" || failed[0].Got != "not checked" ||
+		failed[1].Expr != "node3.p99<1s" || failed[1].Got != "no node3 samples" {
+		t.Errorf("failed thresholds = %+v, want the unchecked safety one and node3's (no samples)", failed)
 	}
 	for _, f := range []string{MetaFile, IntervalsFile, HlogFile, SafetyFile, SummaryFile, TextFile, HTMLFile,
-		"e2e.hgrm", "e2e_uncorrected.hgrm", "acquire.hgrm", "hold.hgrm", "release.hgrm", "attempts.hgrm", "node0.hgrm", "node2.hgrm"} {
+		"e2e.hgrm", "e2e_uncorrected.hgrm", "acquire.hgrm", "hold.hgrm", "release.hgrm", "attempts.hgrm", "node1.hgrm", "node3.hgrm"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v (size %v)", f, err, fi)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node0.hgrm")); err == nil {
+		t.Error("node0.hgrm written: nodes are numbered from 1")
 	}
 	// summary.json carries every field the issue names.
 	var sum map[string]any
@@ -134,8 +142,11 @@ func TestExecuteWritesEveryOutput(t *testing.T) {
 		t.Fatalf("per_node has %d nodes, want 3", len(nodes))
 	}
 	n0, _ := nodes[0].(map[string]any)
-	if lat, _ := n0["latency_ms"].(map[string]any); lat["p99"] == nil || n0["outcomes"] == nil {
-		t.Errorf("per_node[0] = %v, want latency percentiles and outcomes", n0)
+	if lat, _ := n0["latency_ms"].(map[string]any); lat["p99"] == nil || n0["outcomes"] == nil || n0["node"] != 1.0 {
+		t.Errorf("per_node[0] = %v, want node 1 with latency percentiles and outcomes", n0)
+	}
+	if n2, _ := nodes[2].(map[string]any); n2["node"] != 3.0 {
+		t.Errorf("per_node[2].node = %v, want 3", n2["node"])
 	}
 	sf, _ := sum["safety"].(map[string]any)
 	for _, k := range []string{"double_grants", "lost_updates", "oversell", "fenced_rejections"} {
@@ -158,7 +169,7 @@ func TestExecuteWritesEveryOutput(t *testing.T) {
 		t.Errorf("acquire percentiles %+v", s.AcquireLatencyMs)
 	}
 	txt, _ := os.ReadFile(filepath.Join(dir, TextFile))
-	for _, want := range []string{"lock acquire", "p99.9", "node0 SET 127.0.0.1:7001", "threshold safety.lost_updates==0: FAIL"} {
+	for _, want := range []string{"lock acquire", "p99.9", "node1 SET 127.0.0.1:7001", "node3 SET 127.0.0.1:7003", "node1 outcomes: granted 400", "node3 outcomes: granted 0 taken 0 error 0 timeout 0 abandoned 400", "threshold safety.lost_updates==0: FAIL"} {
 		if !strings.Contains(string(txt), want) {
 			t.Errorf("summary.txt lacks %q:\n%s", want, txt)
 		}
@@ -173,8 +184,16 @@ func TestExecuteWritesEveryOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ths, err := r2.RecordedThresholds(); err != nil || len(ths) != 4 || ths[0].Expr != "requests==400" {
+	ths, err := r2.RecordedThresholds()
+	if err != nil || len(ths) != 6 || ths[0].Expr != "requests==400" {
 		t.Errorf("recorded thresholds = %v, %v", ths, err)
+	}
+	// The node histograms read back from latency.hlog under the same numbers.
+	if f2 := r2.Judge(ths); len(f2) != 2 || f2[1].Expr != "node3.p99<1s" || f2[1].Got != "no node3 samples" {
+		t.Errorf("re-judged failures = %+v, want the same two", f2)
+	}
+	if r2.Totals.Nodes[0].TotalCount() != 400 || len(r2.Totals.Nodes) != 3 {
+		t.Errorf("reloaded node histograms: %d nodes, first %d samples; want 3, 400", len(r2.Totals.Nodes), r2.Totals.Nodes[0].TotalCount())
 	}
 	if r2.Summary.Requests != s.Requests || r2.Summary.AcquireLatencyMs != s.AcquireLatencyMs || r2.Summary.E2ELatencyMs != s.E2ELatencyMs {
 		t.Errorf("reloaded summary differs: got %+v, want %+v", r2.Summary.AcquireLatencyMs, s.AcquireLatencyMs)
@@ -251,8 +270,8 @@ func TestHlogRoundTripsThroughTheLibraryReader(t *testing.T) {
 			t.Errorf("tag %s: round trip differs (got %v, want count %d)", tag, gh, wh.TotalCount())
 		}
 	}
-	if got[TagE2E].TotalCount() != 600 || got["node1"].TotalCount() != 600 {
-		t.Errorf("e2e count %d node1 %d, want 600", got[TagE2E].TotalCount(), got["node1"].TotalCount())
+	if got[TagE2E].TotalCount() != 600 || got["node2"].TotalCount() != 600 || got["node0"] != nil {
+		t.Errorf("e2e count %d node2 (Nodes[1]) %d, want 600; tags %v", got[TagE2E].TotalCount(), got["node2"].TotalCount(), slices.Sorted(maps.Keys(got)))
 	}
 }
 
@@ -347,7 +366,7 @@ func TestReadFaults(t *testing.T) {
 		`{"time":1735689601000,"phase":"inject","fault":"kill","node":2}`,
 		`# a comment`,
 		`{"time":"2025-01-01T00:00:03Z","phase":"heal","fault":"kill","node":2}`,
-		`{"kind":"clock-jump","target":"node0","at":"2025-01-01T00:00:09Z"}`,
+		`{"kind":"clock-jump","target":"node1","at":"2025-01-01T00:00:09Z"}`,
 	}, "\n")
 	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
@@ -360,7 +379,7 @@ func TestReadFaults(t *testing.T) {
 	want := []struct {
 		name       string
 		start, end int // seconds from base; -1 = open
-	}{{"kill node2", 1, 3}, {"partition", 5, 8}, {"clock-jump node0", 9, -1}}
+	}{{"kill node2", 1, 3}, {"partition", 5, 8}, {"clock-jump node1", 9, -1}}
 	if len(got) != len(want) {
 		t.Fatalf("got %d faults %+v, want %d", len(got), got, len(want))
 	}

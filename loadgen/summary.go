@@ -60,7 +60,7 @@ type AttemptStats struct {
 
 // NodeSummary is one lock node's SET latency and outcomes.
 type NodeSummary struct {
-	Node      int              `json:"node"`
+	Node      int              `json:"node"` // number from 1, in --nodes order; its histogram is tagged "node<Node>"
 	Addr      string           `json:"addr,omitempty"`
 	LatencyMs Percentiles      `json:"latency_ms"`
 	Outcomes  map[string]int64 `json:"outcomes"`
@@ -116,7 +116,7 @@ func buildSummary(r *Report) Summary {
 			P99: t.Attempts.ValueAtQuantile(99), Max: t.Attempts.Max()}
 	}
 	for i, h := range t.Nodes {
-		ns := NodeSummary{Node: i, LatencyMs: percentilesOf(h), Outcomes: make(map[string]int64, numNodeOutcomes)}
+		ns := NodeSummary{Node: nodeNumber(i), LatencyMs: percentilesOf(h), Outcomes: make(map[string]int64, numNodeOutcomes)}
 		if i < len(r.Meta.Nodes) {
 			ns.Addr = r.Meta.Nodes[i]
 		}

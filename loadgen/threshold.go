@@ -14,8 +14,9 @@ import (
 // Threshold is a pass/fail condition on a run, like k6's:
 //
 //	acquire.p99<20ms        latency: e2e, e2e_uncorrected, acquire, hold,
-//	e2e.p999<=1s            release, node<i>; stat pNN (p50, p99, p999 = 99.9,
-//	node0.max<50ms          p99.99…), min, max, mean; the value needs a unit
+//	e2e.p999<=1s            release, node<N> (N from 1); stat pNN (p50, p99,
+//	node1.max<50ms          p999 = 99.9, p99.99…), min, max, mean; the value
+//	                        needs a unit
 //	attempts.mean<1.5       attempts: pNN, min, max, mean (a count)
 //	safety.lost_updates==0  safety: double_grants, lost_updates, oversell,
 //	                        fenced_rejections
@@ -83,6 +84,8 @@ func ParseThreshold(s string) (Threshold, error) {
 			return bad("unknown outcome %q (%s)", stat, strings.Join(outcomeNames[:], ", "))
 		}
 	case t.Metric == "throughput" || t.Metric == "requests" || t.Metric == "late_starts":
+	case strings.HasPrefix(head, "node"):
+		return bad("unknown metric %q: lock nodes are node1, node2, … (numbered from 1)", head)
 	default:
 		return bad("unknown metric %q", t.Metric)
 	}
@@ -106,8 +109,8 @@ func ParseThreshold(s string) (Threshold, error) {
 }
 
 func isNodeTag(s string) bool {
-	n, err := strconv.Atoi(strings.TrimPrefix(s, "node"))
-	return strings.HasPrefix(s, "node") && err == nil && n >= 0
+	_, ok := nodeIndex(s)
+	return ok
 }
 
 // parseStat reads p50, p999 (99.9), p99.99, min, max, mean; it returns the

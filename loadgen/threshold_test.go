@@ -18,6 +18,10 @@ func TestParseThreshold(t *testing.T) {
 		{"e2e.p999<=1s", "e2e.p999", "<=", float64(time.Second), ""},
 		{" e2e_uncorrected.max < 250us ", "e2e_uncorrected.max", "<", float64(250 * time.Microsecond), ""},
 		{"node2.p50>=1ms", "node2.p50", ">=", float64(time.Millisecond), ""},
+		{"node1.p99<5ms", "node1.p99", "<", float64(5 * time.Millisecond), ""},
+		{"node0.p99<5ms", "", "", 0, "numbered from 1"},
+		{"node01.p99<5ms", "", "", 0, "numbered from 1"},
+		{"node.p99<5ms", "", "", 0, "numbered from 1"},
 		{"hold.p99.99<5ms", "hold.p99.99", "<", float64(5 * time.Millisecond), ""},
 		{"release.mean<1ms", "release.mean", "<", float64(time.Millisecond), ""},
 		{"safety.lost_updates==0", "safety.lost_updates", "==", 0, ""},
@@ -64,7 +68,8 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestThresholdEval(t *testing.T) {
-	r := &Report{Totals: NewHistSet(1)}
+	r := &Report{Totals: NewHistSet(2)}
+	r.Totals.recordLatency(r.Totals.Nodes[0], time.Millisecond)
 	for i := 1; i <= 100; i++ {
 		r.Totals.recordLatency(r.Totals.Acquire, time.Duration(i)*time.Millisecond)
 		_ = r.Totals.Attempts.RecordValue(int64(1 + i%2))
@@ -84,7 +89,9 @@ func TestThresholdEval(t *testing.T) {
 		{"acquire.max<=101ms", true, "100.008ms"},
 		{"acquire.min>0s", true, "1ms"},
 		{"e2e.p99<1s", false, "no e2e samples"},
-		{"node0.p99<1s", false, "no node0 samples"},
+		{"node1.max>=1ms", true, "1ms"}, // node1 is the first node, Nodes[0]
+		{"node2.p99<1s", false, "no node2 samples"},
+		{"node3.p99<1s", false, "no node3 samples"},
 		{"attempts.max<=2", true, "2"},
 		{"outcomes.error<5", true, "4"},
 		{"outcomes.late<5%", false, "8.000%"},

@@ -69,6 +69,7 @@ func TestLoadUsageErrors(t *testing.T) {
 		{"bad keys", []string{"--target", "noop", "--rate", "10", "--duration", "1s", "--keys", "zipf:10:1"}, "singular"},
 		{"bad quantity", []string{"--target", "noop", "--rate", "10", "--duration", "1s", "--quantity", "uniform:3:1"}, "quantity"},
 		{"bad threshold", []string{"--target", "noop", "--rate", "10", "--duration", "1s", "--threshold", "acquire.p99<20"}, "give a unit"},
+		{"node0 threshold", []string{"--target", "noop", "--rate", "10", "--duration", "1s", "--threshold", "node0.p99<5ms"}, "numbered from 1"},
 		{"bad worker", []string{"--target", "noop", "--rate", "10", "--duration", "1s", "--worker", "3/3"}, "0 <= i < M"},
 		{"bad target", []string{"--target", "ftp://x", "--rate", "10", "--duration", "1s"}, "want noop or http"},
 		{"guard with target", []string{"--target", "noop", "--guard", "none", "--rate", "10", "--duration", "1s"}, "--guard applies"},
@@ -237,7 +238,8 @@ func TestLoadAgainstRealNodes(t *testing.T) {
 		// test about safety and plumbing, not speed.
 		"--node-timeout", "1s", "--acquire-timeout", "20s", "--lock-ttl", "30s",
 		"--threshold", "safety.double_grants==0", "--threshold", "safety.lost_updates==0", "--threshold", "safety.oversell==0",
-		"--threshold", "acquire.p50>0s", "--threshold", "outcomes.error==0", "--threshold", "requests==100")
+		"--threshold", "acquire.p50>0s", "--threshold", "outcomes.error==0", "--threshold", "requests==100",
+		"--threshold", "node1.p50>0s")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -245,8 +247,12 @@ func TestLoadAgainstRealNodes(t *testing.T) {
 	if s.Outcomes["reserved"] == 0 || s.AcquireLatencyMs.Count == 0 || s.Attempts.Count == 0 {
 		t.Errorf("summary %+v: want reservations with lock timings", s)
 	}
-	if len(s.PerNode) != 3 || s.PerNode[0].LatencyMs.Count == 0 || s.PerNode[0].Addr != c.Nodes[0].Addr {
-		t.Errorf("per_node = %+v, want three nodes with SET latencies", s.PerNode)
+	if len(s.PerNode) != 3 || s.PerNode[0].LatencyMs.Count == 0 || s.PerNode[0].Addr != c.Nodes[0].Addr ||
+		s.PerNode[0].Node != 1 || s.PerNode[2].Node != 3 {
+		t.Errorf("per_node = %+v, want three nodes, numbered 1 to 3, with SET latencies", s.PerNode)
+	}
+	if want := "node1 SET " + c.Nodes[0].Addr; !strings.Contains(stdout, want) || strings.Contains(stdout, "node0") {
+		t.Errorf("text summary lacks %q (or names a node0):\n%s", want, stdout)
 	}
 	if !s.Safety.DoubleGrantsChecked || !s.Safety.AuditChecked {
 		t.Errorf("safety = %+v, want both checks done", s.Safety)
@@ -254,7 +260,7 @@ func TestLoadAgainstRealNodes(t *testing.T) {
 	if !strings.Contains(stderr, "rate") || !strings.Contains(stderr, "acquire p50") {
 		t.Errorf("--progress printed no status line:\n%s", stderr)
 	}
-	for _, f := range []string{loadgen.HTMLFile, loadgen.HlogFile, "acquire.hgrm", "node2.hgrm", "inventory.db"} {
+	for _, f := range []string{loadgen.HTMLFile, loadgen.HlogFile, "acquire.hgrm", "node1.hgrm", "node3.hgrm", "inventory.db"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
