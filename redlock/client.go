@@ -119,15 +119,31 @@ func (c *Client) Ping(ctx context.Context) (up int, err error) {
 type NodeOption func(*redis.Options)
 
 // WithNodeTimeout sets the dial, read and write timeout of each node client
-// (default DefaultNodeTimeout, 50 ms). Keep it a small fraction of the TTL:
-// one attempt can take this long when a node is silent.
+// (default DefaultNodeTimeout, 50 ms), and the wait for a free pooled
+// connection to half of it (see poolTimeout). Keep it a small fraction of the
+// TTL: one attempt can take this long when a node is silent.
 func WithNodeTimeout(d time.Duration) NodeOption {
 	return func(o *redis.Options) {
 		if d > 0 {
-			o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = d, d, d, d
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = d, d, d
+			o.PoolTimeout = poolTimeout(d)
 		}
 	}
 }
+
+// poolTimeout is how long a request waits for a free connection of a node
+// client whose requests are bounded by timeout d: half of d. Every request
+// runs under a context deadline of about d (ContextTimeoutEnabled), and that
+// deadline also bounds the wait for a connection. With the wait allowed the
+// whole of d, a slow node whose pool is exhausted (its late SETs and releases
+// pile up behind each other) hands out connections with almost no budget
+// left: the request is written, its deadline passes before the reply, and
+// go-redis must close the connection, so the next request dials a new one
+// (through the same slow link, again on a nearly spent budget). Capping the
+// wait at d/2 sheds the excess before anything is sent instead, and every
+// request that gets a connection keeps at least d/2 for the dial and the
+// round trip.
+func poolTimeout(d time.Duration) time.Duration { return d / 2 }
 
 // WithPoolSize sets the connection pool size of each node client.
 func WithPoolSize(n int) NodeOption {
@@ -147,10 +163,11 @@ func WithAuth(user, pass string) NodeOption {
 const DefaultMinIdleConns = 4
 
 // NewNodes returns one go-redis client per address, tuned for Redlock: short
-// dial/read/write timeouts that honour the context, one dial attempt, and
-// go-redis's own command retries off (a retry would spend the validity
-// budget; the attempt loop is the retry), with DefaultMinIdleConns idle
-// connections kept open. The caller closes them.
+// dial/read/write timeouts that honour the context, a wait for a pooled
+// connection of half the node timeout, one dial attempt, and go-redis's own
+// command retries off (a retry would spend the validity budget; the attempt
+// loop is the retry), with DefaultMinIdleConns idle connections kept open.
+// The caller closes them.
 func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 	out := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
@@ -159,7 +176,7 @@ func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 			DialTimeout:           DefaultNodeTimeout,
 			ReadTimeout:           DefaultNodeTimeout,
 			WriteTimeout:          DefaultNodeTimeout,
-			PoolTimeout:           DefaultNodeTimeout,
+			PoolTimeout:           poolTimeout(DefaultNodeTimeout),
 			MinIdleConns:          DefaultMinIdleConns,
 			MaxRetries:            -1,
 			DialerRetries:         1,
