@@ -61,9 +61,10 @@ func everyNth(n int64, d time.Duration) inventory.PauseHook {
 
 func TestNoLockLosesUpdates(t *testing.T) {
 	// Read-modify-write without a lock, two replicas, one SKU, a short pause
-	// between read and write: concurrent writers overwrite each other.
+	// between read and write, longer than the 10 ms between arrivals, so that
+	// every operation overlaps the next: concurrent writers overwrite each other.
 	r := runInventory(t, InventoryConfig{Guard: inventory.GuardNone, Replicas: 2,
-		PauseHook: everyNth(1, 5*time.Millisecond)}, 100, 400*time.Millisecond, "uniform:1")
+		PauseHook: everyNth(1, 30*time.Millisecond)}, 100, 400*time.Millisecond, "uniform:1")
 	s := r.Summary
 	if !s.Safety.AuditChecked || s.Safety.LostUpdates == 0 {
 		t.Errorf("safety = %+v: want the audit to find lost updates", s.Safety)

@@ -86,6 +86,10 @@ type InventoryConfig struct {
 	LockTTL        time.Duration // 0: the service default
 	AcquireTimeout time.Duration // 0: the service default
 	NodeTimeout    time.Duration // 0: the redlock default
+	// LockConcurrency bounds the concurrent acquire attempts of each
+	// replica's Redlock client (redlock.WithMaxConcurrentAttempts); 0:
+	// unlimited.
+	LockConcurrency int
 	// PoolSize is each node client's pool size (0: go-redis default).
 	PoolSize int
 	// Recorder receives every acquire attempt's per-node results.
@@ -166,6 +170,9 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 			var ropts []redlock.Option
 			if cfg.Recorder != nil {
 				ropts = append(ropts, redlock.WithObserver(nodeObserver{cfg.Recorder}))
+			}
+			if cfg.LockConcurrency > 0 {
+				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.LockConcurrency))
 			}
 			if locker, err = redlock.New(nodes, ropts...); err != nil {
 				t.Close()

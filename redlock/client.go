@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,9 +23,17 @@ type Client struct {
 	cfg     config
 	timeout time.Duration // per-attempt request timeout
 
-	// mu guards closed and orders wg.Add before wg.Wait.
+	// slots is the admission semaphore of acquire attempts (nil: unlimited,
+	// see WithMaxConcurrentAttempts); an attempt holds a slot from admission
+	// until its round is decided. waiting counts callers blocked on it.
+	slots   chan struct{}
+	waiting atomic.Int32
+
+	// mu guards closed and orders wg.Add before wg.Wait; done is closed with
+	// closed set, to wake callers waiting for a slot.
 	mu     sync.RWMutex
 	closed bool
+	done   chan struct{}
 	wg     sync.WaitGroup
 }
 
@@ -41,6 +50,7 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 		addrs:  make([]string, len(nodes)),
 		quorum: len(nodes)/2 + 1,
 		cfg:    defaultConfig(),
+		done:   make(chan struct{}),
 	}
 	for i, n := range nodes {
 		if n == nil {
@@ -50,6 +60,9 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(&c.cfg)
+	}
+	if c.cfg.maxConcurrent > 0 {
+		c.slots = make(chan struct{}, c.cfg.maxConcurrent)
 	}
 	c.timeout = c.cfg.timeout
 	if c.timeout == 0 {
@@ -71,10 +84,15 @@ func (c *Client) Size() int { return len(c.nodes) }
 
 // Close waits for the background work of earlier operations (releasing keys
 // of failed attempts, releasing on slow nodes) and makes later operations
-// fail with ErrClosed. It is idempotent and does not close the node clients.
+// fail with ErrClosed; callers still waiting for an attempt slot (see
+// WithMaxConcurrentAttempts) return ErrClosed at once. It is idempotent and
+// does not close the node clients.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	c.closed = true
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
 	c.mu.Unlock()
 	c.wg.Wait()
 	return nil
@@ -89,6 +107,38 @@ func (c *Client) enter(n int) bool {
 	}
 	c.wg.Add(n)
 	return true
+}
+
+// admit waits for an attempt slot when WithMaxConcurrentAttempts bounds
+// them. It returns ctx's error when the context ends first, or ErrClosed when
+// the Client is closed while waiting. An admitted caller must call leave once
+// its round is decided.
+func (c *Client) admit(ctx context.Context) error {
+	if c.slots == nil {
+		return nil
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
+}
+
+// leave frees the slot taken by admit.
+func (c *Client) leave() {
+	if c.slots != nil {
+		<-c.slots
+	}
 }
 
 // Ping sends PING to every node in parallel and returns how many answered

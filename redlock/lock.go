@@ -111,6 +111,15 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if err := ctx.Err(); err != nil {
 			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
+		if err := c.admit(ctx); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, err
+			}
+			if last.Op == 0 { // refused before the first attempt
+				last = Event{Op: OpAcquire, Key: key, Quorum: c.quorum, Start: start}
+			}
+			return nil, newAttemptError(n-1, last, sentinel, err)
+		}
 		l, ev, err := c.attempt(ctx, key, ttl, n)
 		if err == nil {
 			l.attempts, l.acquireTime = n, time.Since(start)
@@ -151,6 +160,12 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	start := time.Now()
+	if err := c.admit(ctx); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		return nil, newAttemptError(0, Event{Op: OpAcquire, Key: key, Quorum: c.quorum, Start: start}, err)
+	}
 	l, ev, err := c.attempt(ctx, key, ttl, 1)
 	if err != nil {
 		if ev.Op == 0 {
@@ -164,8 +179,18 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 
 // attempt is one Redlock round. On failure it returns the attempt's Event
 // and its reason (a sentinel or the context's error); an Event with Op 0
-// means the round never started (closed client, token failure).
+// means the round never started (closed client, token failure). The caller
+// has been admitted (Client.admit); attempt frees the slot once the round is
+// decided, or when it never starts.
 func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int) (*Lock, Event, error) {
+	admitted := true
+	leave := func() {
+		if admitted {
+			admitted = false
+			c.leave()
+		}
+	}
+	defer leave()
 	token, err := newToken()
 	if err != nil {
 		return nil, Event{}, err
@@ -216,6 +241,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	r.decide(err == nil)
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
+	// Decided: the slot goes to the next attempt; late nodes and the
+	// cleanup of a lost round go on in the background.
+	leave()
 	if err != nil {
 		c.observe(ev)
 		return nil, ev, err

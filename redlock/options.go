@@ -82,6 +82,8 @@ type config struct {
 	driftFactor float64
 	driftFixed  time.Duration
 	timeout     time.Duration // per-node request timeout; 0 = from the node clients
+
+	maxConcurrent int // bound on acquire attempts in flight; 0 = unlimited
 }
 
 func defaultConfig() config {
@@ -133,6 +135,21 @@ func WithRequestTimeout(d time.Duration) Option {
 			c.timeout = d
 		}
 	}
+}
+
+// WithMaxConcurrentAttempts bounds how many acquire attempts (of Acquire,
+// TryAcquire and Do) one Client runs at a time; n <= 0 means no bound (the
+// default). It is an admission bound: an attempt waits for a free slot before
+// it sends anything, and the request timeout of its nodes starts only once it
+// is admitted, so past the nodes' capacity the excess waits in the client
+// instead of timing out on the nodes and retrying into a retry storm. A caller
+// waits for a slot on its own context: when the context ends first the call
+// fails with an error that wraps the context's error (errors.Is holds), and
+// Close makes waiters fail with ErrClosed. A slot is freed as soon as the
+// attempt's round is decided, not when the background cleanup of its slow
+// nodes ends. Release and Extend are never bounded.
+func WithMaxConcurrentAttempts(n int) Option {
+	return func(c *config) { c.maxConcurrent = max(n, 0) }
 }
 
 func (c *config) drift(ttl time.Duration) time.Duration {

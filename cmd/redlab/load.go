@@ -156,6 +156,7 @@ type loadFlags struct {
 	lockTTL        time.Duration
 	acquireTimeout time.Duration
 	nodeTimeout    time.Duration
+	lockConc       int
 	lateTolerance  time.Duration
 	interval       time.Duration
 	progress       bool
@@ -185,6 +186,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.DurationVar(&f.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock TTL of the in-process replicas")
 	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
 	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms)")
+	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "bound on the concurrent acquire attempts of each replica's Redlock client; excess attempts wait for a slot before their node timeout starts (0: unlimited)")
 	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")
 	fs.DurationVar(&f.interval, "interval", loadgen.DefaultInterval, "collection interval of histograms, counters and the status line")
 	fs.BoolVar(&f.progress, "progress", false, "print the status line every interval even when stderr is not a terminal")
@@ -207,6 +209,9 @@ func (f *loadFlags) validate(fs *pflag.FlagSet) error {
 	}
 	if remote && fs.Changed("replicas") {
 		return errors.New("--replicas applies to in-process replicas, not to --target")
+	}
+	if remote && fs.Changed("lock-concurrency") {
+		return errors.New("--lock-concurrency applies to in-process replicas, not to --target")
 	}
 	needsNodes := !remote && g != inventory.GuardNone && g != inventory.GuardDBAtomic
 	if needsNodes || len(f.nodes) > 0 {
@@ -234,6 +239,9 @@ func (f *loadFlags) validate(fs *pflag.FlagSet) error {
 	}
 	if f.nodeTimeout < 0 {
 		return fmt.Errorf("--node-timeout must not be negative, got %v", f.nodeTimeout)
+	}
+	if f.lockConc < 0 {
+		return fmt.Errorf("--lock-concurrency must not be negative, got %d", f.lockConc)
 	}
 	if f.interval < 100*time.Millisecond {
 		return fmt.Errorf("--interval must be at least 100ms, got %v", f.interval)
@@ -282,7 +290,8 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		Recorder: rec, RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
+		LockConcurrency: f.lockConc, Recorder: rec,
+		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }
 
