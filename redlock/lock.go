@@ -227,17 +227,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	}
 	t := r.collect(ctx, c.quorum, true)
 
-	var validity time.Duration
-	deadline := time.Duration(0)
-	if t.ctxErr == nil && t.yes >= c.quorum {
-		deadline = r.start.Sub(epoch) + ttl - c.cfg.drift(ttl)
-		validity = deadline - time.Since(epoch)
-		if validity <= 0 {
-			err = ErrValidityExhausted
-		}
-	} else {
-		err = c.verdict(t, ErrContended)
-	}
+	deadline, validity, err := r.grant(t, ttl, ErrContended)
 	r.decide(err == nil)
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
@@ -362,16 +352,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	t := r.collect(ctx, c.quorum, true)
 	r.decide(true)
 
-	var validity, deadline time.Duration
-	if t.ctxErr == nil && t.yes >= c.quorum {
-		deadline = r.start.Sub(epoch) + ttl - c.cfg.drift(ttl)
-		validity = deadline - time.Since(epoch)
-		if validity <= 0 {
-			err = ErrValidityExhausted
-		}
-	} else {
-		err = c.verdict(t, ErrNotHeld)
-	}
+	deadline, validity, err := r.grant(t, ttl, ErrNotHeld)
 	ev := r.event(OpExtend, l.key, 1, c.quorum, t, err)
 	if err != nil {
 		c.observe(ev)

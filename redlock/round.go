@@ -199,3 +199,21 @@ func (c *Client) verdict(t tally, notHeld error) error {
 	}
 	return ErrUnavailable
 }
+
+// grant settles a round that sets or renews the key for ttl: with a quorum of
+// yes votes (and the caller's context alive) the new deadline, measured from
+// the round's start less the drift allowance, and the validity left of it
+// (ErrValidityExhausted when none is); otherwise the verdict, with notHeld
+// for a quorum of no votes.
+func (r *round) grant(t tally, ttl time.Duration, notHeld error) (deadline, validity time.Duration, err error) {
+	c := r.c
+	if t.ctxErr != nil || t.yes < c.quorum {
+		return 0, 0, c.verdict(t, notHeld)
+	}
+	deadline = r.start.Sub(epoch) + ttl - c.cfg.drift(ttl)
+	validity = deadline - time.Since(epoch)
+	if validity <= 0 {
+		return deadline, validity, ErrValidityExhausted
+	}
+	return deadline, validity, nil
+}
