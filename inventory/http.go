@@ -79,6 +79,9 @@ type handler struct {
 	cfg     handlerConfig
 	m       *metrics
 	metrics http.Handler // nil: no /metrics
+	// fixed holds the routes of exact paths, built once: read-only, shared
+	// by every request.
+	fixed map[string]route
 }
 
 // NewHandler returns the HTTP API of s, registering its metrics on reg
@@ -98,6 +101,7 @@ func NewHandler(s *Service, reg prometheus.Registerer, opts ...HandlerOption) ht
 	if g != nil {
 		h.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	}
+	h.fixed = h.fixedRoutes()
 	return h
 }
 
@@ -107,28 +111,40 @@ type route struct {
 	methods map[string]http.HandlerFunc
 }
 
-func (h *handler) route(r *http.Request) route {
-	p := r.URL.Path
-	switch {
-	case p == "/v1/reservations":
-		return route{"/v1/reservations", map[string]http.HandlerFunc{http.MethodPost: h.reserve}}
-	case strings.HasPrefix(p, "/v1/stock/") && !strings.Contains(p[len("/v1/stock/"):], "/"):
-		sku := p[len("/v1/stock/"):]
-		return route{"/v1/stock/{sku}", map[string]http.HandlerFunc{
-			http.MethodGet: func(w http.ResponseWriter, r *http.Request) { h.getStock(w, r, sku) },
-			http.MethodPut: func(w http.ResponseWriter, r *http.Request) { h.putStock(w, r, sku) },
-		}}
-	case p == "/healthz":
-		return route{"/healthz", map[string]http.HandlerFunc{http.MethodGet: h.healthz}}
-	case p == "/readyz":
-		return route{"/readyz", map[string]http.HandlerFunc{http.MethodGet: h.readyz}}
-	case p == "/metrics" && h.metrics != nil:
-		return route{"/metrics", map[string]http.HandlerFunc{http.MethodGet: h.metrics.ServeHTTP}}
-	case p == "/v1/faults/pause" && h.cfg.faults != nil:
-		return route{"/v1/faults/pause", map[string]http.HandlerFunc{
+// fixedRoutes are the routes of exact paths; /metrics and the fault
+// endpoints only when configured.
+func (h *handler) fixedRoutes() map[string]route {
+	rs := []route{
+		{"/v1/reservations", map[string]http.HandlerFunc{http.MethodPost: h.reserve}},
+		{"/healthz", map[string]http.HandlerFunc{http.MethodGet: h.healthz}},
+		{"/readyz", map[string]http.HandlerFunc{http.MethodGet: h.readyz}},
+	}
+	if h.metrics != nil {
+		rs = append(rs, route{"/metrics", map[string]http.HandlerFunc{http.MethodGet: h.metrics.ServeHTTP}})
+	}
+	if h.cfg.faults != nil {
+		rs = append(rs, route{"/v1/faults/pause", map[string]http.HandlerFunc{
 			http.MethodGet:    h.getFaults,
 			http.MethodPost:   h.postFaults,
 			http.MethodDelete: h.deleteFaults,
+		}})
+	}
+	fixed := make(map[string]route, len(rs))
+	for _, rt := range rs {
+		fixed[rt.name] = rt
+	}
+	return fixed
+}
+
+func (h *handler) route(r *http.Request) route {
+	p := r.URL.Path
+	if rt, ok := h.fixed[p]; ok {
+		return rt
+	}
+	if sku, ok := strings.CutPrefix(p, "/v1/stock/"); ok && !strings.Contains(sku, "/") {
+		return route{"/v1/stock/{sku}", map[string]http.HandlerFunc{
+			http.MethodGet: func(w http.ResponseWriter, r *http.Request) { h.getStock(w, r, sku) },
+			http.MethodPut: func(w http.ResponseWriter, r *http.Request) { h.putStock(w, r, sku) },
 		}}
 	}
 	return route{name: "unknown"}

@@ -104,11 +104,14 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	if o.lockTTL < time.Millisecond {
 		return o, fmt.Errorf("--lock-ttl must be at least 1ms, got %v", o.lockTTL)
 	}
-	for name, d := range map[string]time.Duration{
-		"--acquire-timeout": o.acquireTimeout, "--node-timeout": o.nodeTimeout, "--shutdown-timeout": o.shutdownTimeout,
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"--acquire-timeout", o.acquireTimeout}, {"--node-timeout", o.nodeTimeout}, {"--shutdown-timeout", o.shutdownTimeout},
 	} {
-		if d <= 0 {
-			return o, fmt.Errorf("%s must be positive, got %v", name, d)
+		if f.d <= 0 {
+			return o, fmt.Errorf("%s must be positive, got %v", f.name, f.d)
 		}
 	}
 	if !o.faultHooks && (fs.Changed("fault-pause") || fs.Changed("fault-fraction")) {

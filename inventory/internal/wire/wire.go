@@ -168,6 +168,12 @@ func Field(fields map[string]json.RawMessage, name string, dst any, want string)
 	return nil
 }
 
+// What Field says a bad quantity or stock should be, formatted once.
+var (
+	wantQuantity = fmt.Sprintf("an integer 1..%d", MaxQuantity)
+	wantStock    = fmt.Sprintf("an integer 0..%d", int64(MaxStock))
+)
+
 // Reservation is the body of POST /v1/reservations.
 type Reservation struct {
 	SKU       string
@@ -185,7 +191,7 @@ func DecodeReservation(header http.Header, body io.Reader) (Reservation, *Error)
 	if werr := Field(fields, "sku", &r.SKU, "a string"); werr != nil {
 		return Reservation{}, werr
 	}
-	if werr := Field(fields, "quantity", &r.Quantity, fmt.Sprintf("an integer 1..%d", MaxQuantity)); werr != nil {
+	if werr := Field(fields, "quantity", &r.Quantity, wantQuantity); werr != nil {
 		return Reservation{}, werr
 	}
 	if werr := Field(fields, "request_id", &r.RequestID, "a string"); werr != nil {
@@ -206,7 +212,7 @@ func DecodeStock(header http.Header, body io.Reader) (int64, *Error) {
 		return 0, werr
 	}
 	var n int64
-	if werr := Field(fields, "stock", &n, fmt.Sprintf("an integer 0..%d", int64(MaxStock))); werr != nil {
+	if werr := Field(fields, "stock", &n, wantStock); werr != nil {
 		return 0, werr
 	}
 	if fe := CheckStock(n); fe != nil {
