@@ -45,20 +45,11 @@ type beginner interface {
 // run directory and renders its reports. It returns the report and the
 // thresholds that failed.
 func Execute(ctx context.Context, spec RunSpec) (*Report, []ThresholdResult, error) {
-	cfg := spec.Engine
+	cfg := spec.Engine.withDefaults()
 	if cfg.Schedule == nil || cfg.Target == nil || cfg.Keys == nil {
 		return nil, nil, errors.New("loadgen: run needs a schedule, a target and keys")
 	}
 	meta := spec.Meta
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
-	}
-	if cfg.LateTolerance <= 0 {
-		cfg.LateTolerance = DefaultLateTolerance
-	}
 	meta.IntervalMs = cfg.Interval.Milliseconds()
 	meta.MaxInFlight = cfg.MaxInFlight
 	meta.LateTolMs = float64(cfg.LateTolerance) / 1e6

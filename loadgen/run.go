@@ -93,11 +93,9 @@ type Engine struct {
 	freed     chan struct{} // a slot freed while the pacer waited
 }
 
-// NewEngine validates cfg and fills in defaults.
-func NewEngine(cfg Config) (*Engine, error) {
-	if cfg.Schedule == nil || cfg.Target == nil || cfg.Keys == nil {
-		return nil, errors.New("loadgen: engine needs a schedule, a target and keys")
-	}
+// withDefaults fills in the default in-flight bound, lateness tolerance and
+// collection interval.
+func (cfg Config) withDefaults() Config {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
@@ -107,6 +105,15 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
+	return cfg
+}
+
+// NewEngine validates cfg and fills in defaults.
+func NewEngine(cfg Config) (*Engine, error) {
+	if cfg.Schedule == nil || cfg.Target == nil || cfg.Keys == nil {
+		return nil, errors.New("loadgen: engine needs a schedule, a target and keys")
+	}
+	cfg = cfg.withDefaults()
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}
 	}
