@@ -147,15 +147,8 @@ func runNodeStartOrRun(ctx context.Context, e *env, sub string, args []string) i
 		fmt.Fprintf(e.stdout, "node %d up\n", spec.ID)
 		return exitOK
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := cancelOnSignal(ctx, e)
 	defer cancel()
-	go func() {
-		select {
-		case <-e.signals:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if err := lab.RunNode(ctx, spec.StateDir, spec.ID, e.stdout); err != nil {
 		fmt.Fprintf(e.stderr, "redlab node run: %v\n", err)
 		return exitFailure

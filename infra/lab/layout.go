@@ -350,15 +350,3 @@ func scanProc(match func(pid int) bool) []int {
 	}
 	return out
 }
-
-// waitGone polls until pid is dead or limit passes.
-func waitGone(pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}

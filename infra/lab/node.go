@@ -203,6 +203,12 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 	return errors.Join(errs...)
 }
 
+// waitGone polls until pid is dead or limit passes.
+func waitGone(pid int, limit time.Duration) bool {
+	return waitGoneCtx(context.Background(), pid, limit)
+}
+
+// waitGoneCtx is waitGone that also gives up when ctx ends.
 func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for alive(pid) {

@@ -196,18 +196,7 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(spec.dir(), "guard-state"), []byte("running\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	orphan := exec.Command(spec.RedisServer, spec.path(confFile))
-	orphan.Dir = conf.dir
-	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { orphan.Wait(); close(exited) }()
-	t.Cleanup(func() { orphan.Process.Kill(); <-exited })
-	eventually(t, 10*time.Second, "orphan answers", func() error {
-		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
-	})
+	orphan, exited := startOrphan(t, spec)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -256,19 +245,7 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 
 func TestStopNodeSweepsOrphans(t *testing.T) {
 	spec := prepareTestNode(t)
-	conf := parseRedisConf(spec.Conf)
-	orphan := exec.Command(spec.RedisServer, spec.path(confFile))
-	orphan.Dir = conf.dir
-	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { orphan.Wait(); close(exited) }()
-	t.Cleanup(func() { orphan.Process.Kill(); <-exited })
-	eventually(t, 10*time.Second, "orphan answers", func() error {
-		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
-	})
+	_, exited := startOrphan(t, spec)
 	if err := StopNode(context.Background(), spec.StateDir, spec.ID, true); err != nil {
 		t.Fatal(err)
 	}
@@ -283,4 +260,24 @@ func TestStopNodeSweepsOrphans(t *testing.T) {
 	if err := StopNode(context.Background(), spec.StateDir, spec.ID, true); err != nil {
 		t.Errorf("stopping a node that is gone: %v, want nil", err)
 	}
+}
+
+// startOrphan starts spec's redis-server the way a supervisor does, but
+// with no supervisor, and waits until it answers. It is killed when the
+// test ends; exited is closed once it has exited.
+func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan struct{}) {
+	t.Helper()
+	orphan = exec.Command(spec.RedisServer, spec.path(confFile))
+	orphan.Dir = parseRedisConf(spec.Conf).dir
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { orphan.Wait(); close(done) }()
+	t.Cleanup(func() { orphan.Process.Kill(); <-done })
+	eventually(t, 10*time.Second, "orphan answers", func() error {
+		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
+	})
+	return orphan, done
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,7 +160,7 @@ func TestCloudInitCarriesFiles(t *testing.T) {
 		}
 	}
 	for _, pkg := range []string{"redis-server", "chrony"} {
-		if !containsString(doc.Packages, pkg) {
+		if !slices.Contains(doc.Packages, pkg) {
 			t.Errorf("packages: got %v, want %s", doc.Packages, pkg)
 		}
 	}
@@ -177,7 +178,7 @@ func TestCloudInitCarriesFiles(t *testing.T) {
 	}
 	last := -1
 	for _, want := range order {
-		i := indexOf(cmds, want)
+		i := slices.Index(cmds, want)
 		if i < 0 {
 			t.Errorf("runcmd: got %q, want it to contain %q", cmds, want)
 			continue
@@ -199,15 +200,4 @@ func runProgram(t *testing.T, bin string, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	return string(out), err
-}
-
-func containsString(list []string, s string) bool { return indexOf(list, s) >= 0 }
-
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
