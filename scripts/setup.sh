@@ -17,6 +17,8 @@
 #         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores).
 #         It writes the test database's URL, with the cluster's real port, to
 #         bin/postgres-dsn; the Makefile exports it as REDLAB_TEST_POSTGRES.
+#         The cluster is the first one online (REDLAB_PG_CLUSTER=15/main
+#         picks another); with none at all, it creates VERSION/main.
 #
 # As root with apt-get it installs what is missing (apt-get update first, only
 # then). As anyone else, or without apt-get, it prints the missing packages and
@@ -73,6 +75,15 @@ did=()     # what this run changed, for the last line
 written=() # paths this run created in the clone (chowned back under sudo)
 
 is_root() { [ "$(id -u)" = 0 ]; }
+
+# as_root_cmd CMD: CMD as a non-root user would type it to run it as root.
+as_root_cmd() {
+	if command -v sudo >/dev/null 2>&1; then
+		echo "sudo $1"
+	else
+		echo "su -c '$1'"
+	fi
+}
 
 # run_quiet CMD...: run CMD with its output kept aside; on failure show it (its
 # start and end when long: npm says why first, apt-get last).
@@ -148,15 +159,9 @@ detect() {
 step="looking for the packages of group $group"
 detect
 if ((${#missing[@]} > 0)); then
-	install="apt-get install -y ${missing[*]}"
 	if ! is_root; then
-		if command -v sudo >/dev/null 2>&1; then
-			install="sudo $install"
-		else
-			install="su -c '$install'"
-		fi
 		die "missing for group $group: ${missing[*]}
-setup: install them with: $install"
+setup: install them with: $(as_root_cmd "apt-get install -y ${missing[*]}")"
 	fi
 	command -v apt-get >/dev/null 2>&1 ||
 		die "missing for group $group: ${missing[*]}
@@ -183,15 +188,22 @@ redlab_ok() {
 	[ "$(PGCONNECT_TIMEOUT=5 psql -X -w -tA -d "$1" -c 'SELECT rolsuper FROM pg_roles WHERE rolname = current_user' 2>/dev/null || true)" = t ]
 }
 
+# The cluster: REDLAB_PG_CLUSTER (VERSION/NAME, as pg_lsclusters names it)
+# when set, else the first one online, else the first one.
 setup_postgres() {
 	local line ver name port status rest dsn sql ready
 	step="listing the PostgreSQL clusters (pg_lsclusters)"
-	line=$(pg_lsclusters -h | awk '$4 ~ /^online/ { print; exit }')
-	[ -n "$line" ] || line=$(pg_lsclusters -h | head -n 1)
+	if [ -n "${REDLAB_PG_CLUSTER:-}" ]; then
+		line=$(pg_lsclusters -h | awk -v want="$REDLAB_PG_CLUSTER" '$1 "/" $2 == want { print; exit }')
+		[ -n "$line" ] || die "REDLAB_PG_CLUSTER=$REDLAB_PG_CLUSTER: no such cluster in pg_lsclusters"
+	else
+		line=$(pg_lsclusters -h | awk '$4 ~ /^online/ { print; exit }')
+		[ -n "$line" ] || line=$(pg_lsclusters -h | head -n 1)
+	fi
 	if [ -z "$line" ]; then
 		ver=$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -n | tail -n 1)
 		is_root || die "there is no PostgreSQL cluster
-setup: create one with: sudo pg_createcluster $ver main --start"
+setup: create one with: $(as_root_cmd "pg_createcluster $ver main --start")"
 		step="creating the PostgreSQL cluster $ver/main"
 		echo "setup: creating the PostgreSQL cluster $ver/main"
 		run_quiet pg_createcluster "$ver" main
@@ -201,7 +213,7 @@ setup: create one with: sudo pg_createcluster $ver main --start"
 	read -r ver name port status rest <<<"$line"
 	if [[ $status != online* ]]; then
 		is_root || die "the PostgreSQL cluster $ver/$name (port $port) is $status
-setup: start it with: sudo pg_ctlcluster $ver $name start"
+setup: start it with: $(as_root_cmd "pg_ctlcluster $ver $name start")"
 		step="starting the PostgreSQL cluster $ver/$name"
 		echo "setup: starting the PostgreSQL cluster $ver/$name (port $port)"
 		run_quiet pg_ctlcluster "$ver" "$name" start
@@ -223,7 +235,7 @@ setup: start it with: sudo pg_ctlcluster $ver $name start"
 	step="logging in to PostgreSQL as redlab"
 	if ! redlab_ok "$dsn"; then
 		is_root || die "cannot log in to PostgreSQL as redlab (password redlab, superuser) to database redlab at 127.0.0.1:$port
-setup: create the role and database with: sudo bash scripts/setup.sh test"
+setup: create the role and database with: $(as_root_cmd "bash scripts/setup.sh test")"
 		step="creating the PostgreSQL role redlab"
 		if [ "$(as_postgres psql -X -p "$port" -tAc "SELECT 1 FROM pg_roles WHERE rolname = 'redlab'")" = 1 ]; then
 			sql="ALTER ROLE redlab WITH LOGIN SUPERUSER PASSWORD 'redlab'"

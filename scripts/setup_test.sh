@@ -17,6 +17,12 @@
 #  5. a failing step is named on stderr (npm ci on a package-lock.json it
 #     cannot use).
 #  6. an unknown group is a usage error (exit 2).
+#  7. PostgreSQL from scratch, on a throwaway cluster (REDLAB_PG_CLUSTER), so
+#     that the cluster the other tests use is never touched: a stopped cluster
+#     without the role is started and gets the role and database, the URL
+#     logs in, a second run changes nothing, and as nobody a stopped cluster
+#     is reported with the command that starts it. The cluster is dropped at
+#     the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +43,17 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 tmp=$(mktemp -d -t redlab-setup-test.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+pgver=""
+pgname=redlabsetuptest$$
+cleanup() {
+	if [ -n "$pgver" ]; then
+		pg_dropcluster --stop "$pgver" "$pgname" >/dev/null 2>&1 ||
+			echo "setup_test: could not drop the PostgreSQL cluster $pgver/$pgname" >&2
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 chmod 755 "$tmp"
 
 # run NAME CMD...: run CMD, keeping its status in rc and its stdout and stderr
@@ -191,6 +207,55 @@ if ((rc != 2)) || ! grep -q "unknown group 'everything'" "$tmp/usage.err"; then
 	show usage
 else
 	pass "$(cat "$tmp/usage.err")"
+fi
+
+# --- 7. PostgreSQL from scratch -------------------------------------------
+echo "== 7. a stopped cluster without the role: started, role and database created; as nobody, reported"
+rm -rf "${hdr:?}"
+ver=$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -n | tail -n 1)
+if ! pg_createcluster "$ver" "$pgname" >"$tmp/createcluster.out" 2>&1; then
+	fail "pg_createcluster $ver $pgname failed:"
+	show createcluster
+else
+	pgver=$ver
+	pgport=$(pg_lsclusters -h | awk -v want="$ver/$pgname" '$1 "/" $2 == want { print $3 }')
+	status=$(pg_lsclusters -h | awk -v want="$ver/$pgname" '$1 "/" $2 == want { print $4 }')
+	[ "$status" = down ] || fail "the new cluster is $status, want down"
+	run pg-first env REDLAB_PG_CLUSTER="$ver/$pgname" bash "$repo/scripts/setup.sh" test
+	want="postgres://redlab:redlab@127.0.0.1:${pgport}/redlab?sslmode=disable"
+	got=$(cat "$repo/bin/postgres-dsn" 2>/dev/null || true)
+	if ((rc != 0)); then
+		fail "exit $rc, want 0"
+		show pg-first
+	elif ! grep -q "^setup: starting the PostgreSQL cluster $ver/$pgname" "$tmp/pg-first.out" ||
+		! grep -q '^setup: PostgreSQL: CREATE ROLE redlab' "$tmp/pg-first.out" ||
+		! grep -q '^setup: PostgreSQL: creating the database redlab' "$tmp/pg-first.out"; then
+		fail "the output does not show the cluster started and the role and database created:"
+		show pg-first
+	elif [ "$got" != "$want" ]; then
+		fail "bin/postgres-dsn: got '$got', want '$want'"
+	elif ! [ "$(PGCONNECT_TIMEOUT=5 psql -X -w -tA -d "$got" -c 'SELECT rolsuper FROM pg_roles WHERE rolname = current_user' 2>&1)" = t ]; then
+		fail "cannot log in as a superuser with '$got'"
+	else
+		pass "$(tail -n 1 "$tmp/pg-first.out"); logs in at port $pgport"
+	fi
+	run pg-second env REDLAB_PG_CLUSTER="$ver/$pgname" bash "$repo/scripts/setup.sh" test
+	if ((rc != 0)) || [ "$(wc -l <"$tmp/pg-second.out")" != 1 ] || ! grep -q 'nothing to install' "$tmp/pg-second.out"; then
+		fail "second run on the new cluster: exit $rc, want 0 and only 'nothing to install'"
+		show pg-second
+	else
+		pass "second run: $(cat "$tmp/pg-second.out")"
+	fi
+	pg_ctlcluster "$ver" "$pgname" stop
+	run pg-nobody runuser -u nobody -- env -i HOME=/nonexistent PATH="$PATH" REDLAB_PG_CLUSTER="$ver/$pgname" \
+		bash "$repo/scripts/setup.sh" test
+	if ((rc != 1)) || ! grep -q "^setup: the PostgreSQL cluster $ver/$pgname (port $pgport) is down\$" "$tmp/pg-nobody.err" ||
+		! grep -q "pg_ctlcluster $ver $pgname start" "$tmp/pg-nobody.err"; then
+		fail "as nobody with the cluster down: exit $rc, want 1, the cluster named and the command that starts it"
+		show pg-nobody
+	else
+		pass "$(tr '\n' ' ' <"$tmp/pg-nobody.err")"
+	fi
 fi
 
 if ((fails > 0)); then
