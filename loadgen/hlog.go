@@ -165,25 +165,3 @@ func readHlogFile(dir string, fn func(*hlogEntry) error) error {
 		}
 	}
 }
-
-// writeHgrm writes a wrk2-style percentile spectrum (HdrHistogram's
-// "Value Percentile TotalCount 1/(1-Percentile)" table) of h, in ms for
-// latencies and in units for counts.
-func writeHgrm(path string, h *hdr.Histogram, scale float64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	bw := bufio.NewWriter(f)
-	_, err = h.PercentilesPrint(bw, 5, scale)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("loadgen: write %s: %w", path, err)
-	}
-	return nil
-}
