@@ -27,7 +27,8 @@ import (
 // percentileRank is the 1-based rank of the value at percentile p (0–100)
 // among n values, by Java's getValueAtPercentile: ceil(p·n/100), at least 1.
 // p is first lowered by one ulp so that rounding noise in p·n cannot lift an
-// exact rank (99.9 % of 1000 is 999, not 1000).
+// exact rank (99.9 % of 41000 is 40959, where the product comes out a hair
+// above).
 func percentileRank(p float64, n int64) int64 {
 	if math.IsNaN(p) {
 		return 1
@@ -38,8 +39,8 @@ func percentileRank(p float64, n int64) int64 {
 
 // atPercentiles returns the value at each percentile of ps (0–100) of h: the
 // highest value equivalent to the bucket that holds the value of rank
-// percentileRank, the lowest for p = 0, 0 when h is empty. One walk of the
-// buckets answers them all.
+// percentileRank, the lowest for p = 0, 0 when h is empty. The buckets are
+// read once for all of ps.
 func atPercentiles(h *hdr.Histogram, ps ...float64) []int64 {
 	out := make([]int64, len(ps))
 	n := h.TotalCount()

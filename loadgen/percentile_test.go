@@ -17,10 +17,11 @@ func TestPercentileRankIsTheReferenceCeilingRank(t *testing.T) {
 		n    int64
 		want int64
 	}{
-		{99.9, 1700, 1699}, // 1698.3: round gives 1698
-		{99, 1760, 1743},   // 1742.4: round gives 1742
-		{10, 12, 2},        // 1.2: round gives 1
-		{99.9, 1000, 999},  // exactly 999, though 99.9/100·1000 is a hair above in floating point
+		{99.9, 1700, 1699},   // 1698.3: round gives 1698
+		{99, 1760, 1743},     // 1742.4: round gives 1742
+		{10, 12, 2},          // 1.2: round gives 1
+		{99.9, 41000, 40959}, // exactly; 99.9·41000/100 is 40959.00000000001 in floating point
+		{99.9, 1000, 999},
 		{99.99, 10000, 9999},
 		{50, 4, 2},
 		{50, 5, 3},
