@@ -30,6 +30,31 @@ type Lock struct {
 	// for it on those nodes, so it cannot overtake a late SET.
 	late     []bool
 	setsDone <-chan struct{}
+
+	// set is the acquire round: its answers say which nodes the SET may
+	// have written to (a late node's answer only once setsDone is closed).
+	set *round
+	// expiry (since epoch) is when every key this lock may have set or
+	// extended has expired, drift included: background release retries
+	// stop there.
+	expiry atomic.Int64
+}
+
+// holds reports whether node i may hold the lock's key, and whether that is
+// unknown rather than known (see written). For a late node it must be called
+// only once setsDone is closed.
+func (l *Lock) holds(i int) (mayHold, unsure bool) {
+	return written(l.set.answers[i])
+}
+
+// expireLater moves expiry to at when that is later.
+func (l *Lock) expireLater(at time.Duration) {
+	for {
+		cur := l.expiry.Load()
+		if int64(at) <= cur || l.expiry.CompareAndSwap(cur, int64(at)) {
+			return
+		}
+	}
 }
 
 // Key returns the lock's key.
@@ -197,29 +222,31 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
-	set := func(ctx context.Context, node *redis.Client, _ int) (Outcome, error) {
+	set := func(ctx context.Context, node *redis.Client, _ int) answer {
 		cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ms, "nx")
 		if err := node.Process(ctx, cmd); err != nil {
-			return 0, err
+			return answer{err: err}
 		}
 		if cmd.Val() {
-			return Granted, nil
+			return answer{outcome: Granted}
 		}
-		return Taken, nil
+		return answer{outcome: Taken}
 	}
+	// A key this attempt sets has expired everywhere by then (a SET that a
+	// stalled node runs later excepted; see settle).
+	until := time.Since(epoch) + ttl + c.cfg.drift(ttl)
+	base := context.WithoutCancel(ctx)
 	// Runs on each node's goroutine once the attempt is decided, so a SET that
 	// answers after a lost decision, or timed out on the client but may have
-	// landed on the server, is released too. Taken is a definite "not
-	// written" and needs nothing.
-	cleanup := func(i int, o Outcome, won bool) {
-		if won || o == Taken {
+	// landed on the server (or still be queued there), is released too, and
+	// retried until the node answers. Taken, a Redis error or a request that
+	// never left is a definite "not written" and needs nothing.
+	cleanup := func(i int, a answer, won bool) {
+		mayHold, unsure := written(a)
+		if won || !mayHold {
 			return
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-		defer cancel()
-		// EVAL, not EVALSHA: a slow node may not have the script cached, and
-		// the NOSCRIPT round trip would cost a second timeout.
-		_ = releaseScript.Eval(rctx, c.nodes[i], []string{key}, token).Err()
+		c.settle(base, i, key, token, c.releaseOnce(base, i, key, token), unsure, until)
 	}
 	r, err := c.fanout(ctx, min(c.timeout, ttl), set, cleanup)
 	if err != nil {
@@ -241,8 +268,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.Validity = validity
 	c.observe(ev)
 
-	l := &Lock{c: c, key: key, token: token}
+	l := &Lock{c: c, key: key, token: token, set: r}
 	l.deadline.Store(int64(deadline))
+	l.expiry.Store(int64(until))
 	for i, nr := range t.nodes {
 		if nr.Outcome == Abandoned || nr.Outcome == TimedOut {
 			if l.late == nil {
@@ -259,10 +287,12 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 
 // Release deletes the lock's key on every node where it still carries this
 // lock's token (Lua compare-and-delete, all nodes in parallel). It returns
-// once a quorum answered; the remaining nodes are released in the background
-// (Client.Close waits for them). The context bounds the wait, not the
-// deletion: a cancelled context still releases what it can within the
-// request timeout.
+// once a quorum answered; the remaining nodes are released in the background.
+// A node that may hold the key and whose release did not get an answer (a
+// timeout, a broken connection, a node that is down) is retried in the
+// background, with backoff, until it answers or the key has expired; Close
+// ends those retries (see Client.Close). The context bounds the wait, not the
+// deletion: a cancelled context still releases what it can.
 //
 // Errors wrap ErrExpired when the validity had run out before the call (the
 // keys are still deleted where they remain: the critical section outlived
@@ -272,7 +302,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	expired := l.Validity() <= 0
 	keys := []string{l.key}
-	del := func(ctx context.Context, node *redis.Client, i int) (Outcome, error) {
+	base := context.WithoutCancel(ctx)
+	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := releaseScript.Run
 		if l.late != nil && l.late[i] && !closed(l.setsDone) {
 			// Wait for the late SET (bounded by its own timeout), then
@@ -281,20 +312,20 @@ func (l *Lock) Release(ctx context.Context) error {
 			// would cost a second timeout.
 			<-l.setsDone
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+			ctx, cancel = context.WithTimeout(base, c.timeout)
 			defer cancel()
 			run = releaseScript.Eval
 		}
-		v, err := run(ctx, node, keys, l.token).Int64()
-		if err != nil {
-			return 0, err
-		}
-		if v == 1 {
-			return Granted, nil
-		}
-		return Taken, nil
+		return releaseAnswer(run(ctx, node, keys, l.token).Int64())
 	}
-	r, err := c.fanout(ctx, c.timeout, del, nil)
+	// Runs on each node's goroutine once Release has decided (a late node's
+	// SET has returned by then: del waited for it).
+	after := func(i int, a answer, _ bool) {
+		if mayHold, unsure := l.holds(i); mayHold {
+			c.settle(base, i, l.key, l.token, a, unsure, time.Duration(l.expiry.Load()))
+		}
+	}
+	r, err := c.fanout(ctx, c.timeout, del, after)
 	if err != nil {
 		return err
 	}
@@ -335,22 +366,32 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
 	keys := []string{l.key}
-	pexpire := func(ctx context.Context, node *redis.Client, _ int) (Outcome, error) {
+	pexpire := func(ctx context.Context, node *redis.Client, _ int) answer {
 		v, err := extendScript.Run(ctx, node, keys, l.token, ms).Int64()
-		if err != nil {
-			return 0, err
+		switch {
+		case err != nil:
+			return answer{err: err}
+		case v == 1:
+			return answer{outcome: Granted}
 		}
-		if v == 1 {
-			return Granted, nil
-		}
-		return Taken, nil
+		return answer{outcome: Taken}
 	}
+	until := time.Since(epoch) + ttl + c.cfg.drift(ttl)
 	r, err := c.fanout(ctx, min(c.timeout, ttl), pexpire, nil)
 	if err != nil {
 		return err
 	}
 	t := r.collect(ctx, c.quorum, true)
 	r.decide(true)
+
+	// Whatever the verdict, a node that extended, or may have, keeps the
+	// key longer: background release retries must go on until then.
+	for _, nr := range t.nodes {
+		if nr.Outcome == Granted || nr.Outcome == Abandoned || unknown(nr.Err) {
+			l.expireLater(until)
+			break
+		}
+	}
 
 	deadline, validity, err := r.grant(t, ttl, ErrNotHeld)
 	ev := r.event(OpExtend, l.key, 1, c.quorum, t, err)

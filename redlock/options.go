@@ -17,6 +17,17 @@ const (
 	DefaultDriftFixed = 2 * time.Millisecond
 )
 
+// Background retries of a release whose outcome on a node is unknown (see
+// Client.settle) start at the request timeout and double up to
+// releaseRetryCap. At most releaseRetryConcurrency of them are in flight per
+// node: a node that answers, but later than the request timeout (added
+// latency), never gives a retry a definite answer, and every lock released
+// meanwhile would otherwise keep a request to it in flight until its TTL.
+const (
+	releaseRetryCap         = time.Second
+	releaseRetryConcurrency = 4
+)
+
 // Backoff returns the wait before retry n (n >= 1, the number of attempts
 // made so far); ok=false stops retrying. It must be a pure function of n
 // (randomness is fine, shared mutable state is not): one Backoff serves every
