@@ -23,6 +23,7 @@ type Client struct {
 	cfg     config
 	timeout time.Duration // per-attempt request timeout
 	retry   Backoff       // between background release retries (settle)
+	breaker *breaker      // nil when switched off
 
 	// retrySlots[i] bounds the background release retries in flight to
 	// node i (releaseRetryConcurrency).
@@ -82,6 +83,9 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 	c.retrySlots = make([]chan struct{}, len(nodes))
 	for i := range c.retrySlots {
 		c.retrySlots[i] = make(chan struct{}, releaseRetryConcurrency)
+	}
+	if !c.cfg.breakerOff {
+		c.breaker = newBreaker(c.cfg.breakerThreshold, c.cfg.breakerCooldown, time.Now)
 	}
 	return c, nil
 }
@@ -151,6 +155,42 @@ func (c *Client) admit(ctx context.Context) error {
 	case <-c.done:
 		return ErrClosed
 	}
+}
+
+// gate asks the circuit breaker whether an acquire attempt may go out; with
+// the breaker off every attempt may. A passNormal or passProbe must be
+// reported back with passed.
+func (c *Client) gate() (pass, BreakerState) {
+	if c.breaker == nil {
+		return passNormal, 0
+	}
+	return c.breaker.admit()
+}
+
+// passed reports to the breaker how an attempt that gate let through went,
+// and returns the breaker's state afterwards (0 with the breaker off) and
+// whether the attempt changed it.
+func (c *Client) passed(p pass, h quorumHealth) (BreakerState, bool) {
+	if c.breaker == nil {
+		return 0, false
+	}
+	return c.breaker.done(p, h)
+}
+
+// reject reports an attempt that the breaker refused and returns its Event.
+func (c *Client) reject(key string, n int, state BreakerState) Event {
+	ev := Event{
+		Op:       OpAcquire,
+		Key:      key,
+		Attempt:  n,
+		Quorum:   c.quorum,
+		Start:    time.Now(),
+		Err:      ErrCircuitOpen,
+		Breaker:  state,
+		Rejected: true,
+	}
+	c.observe(ev)
+	return ev
 }
 
 // leave frees the slot taken by admit.

@@ -38,6 +38,18 @@
 // for a TTL from when it ran; Client.Close ends the retries after one last
 // try (see Close).
 //
+// # Circuit breaker
+//
+// When DefaultBreakerThreshold consecutive acquire attempts found too few
+// nodes answering for a quorum, the Client's circuit breaker opens: Acquire,
+// TryAcquire and Do fail at once with an error that wraps ErrCircuitOpen and
+// ErrUnavailable instead of retrying until their context ends. After
+// DefaultBreakerCooldown one attempt at a time goes to the nodes as a probe;
+// when a quorum answers it (granted or contended), the breaker closes. Any
+// attempt that finds a quorum answering closes it, and contention never opens
+// it. Every acquire Event reports the breaker's state; see WithCircuitBreaker
+// and WithBreakerPolicy.
+//
 // # What a Redlock token does not guarantee
 //
 // A token is 128 random bits. It identifies the holder so that release and
@@ -63,5 +75,6 @@
 // *AttemptError that wraps one of ErrContended, ErrUnavailable,
 // ErrValidityExhausted, ErrExpired or ErrNotHeld, and the context's error when
 // the context ended the call, so both errors.Is(err, ErrContended) and
-// errors.Is(err, context.DeadlineExceeded) work.
+// errors.Is(err, context.DeadlineExceeded) work. An acquire that the circuit
+// breaker stopped wraps ErrCircuitOpen, which itself wraps ErrUnavailable.
 package redlock

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,7 +58,9 @@ func TestStalledMajorityLeavesNoKeys(t *testing.T) {
 	cl := redistest.Start(t, 5, redistest.Options{})
 	ctx := testCtx(t)
 	const nodeTimeout = 50 * time.Millisecond
-	c := newClient(t, cl.Addrs(), nodeTimeout)
+	// The breaker would refuse the attempts after the first few; each try
+	// must send its SETs.
+	c := newClient(t, cl.Addrs(), nodeTimeout, redlock.WithCircuitBreaker(false))
 	plain := plainClients(t, cl.Nodes)
 	stalled := cl.Nodes[2:]
 	setsBefore := 0
@@ -188,5 +192,150 @@ func TestReleaseRetriesStalledNodes(t *testing.T) {
 	}
 	if left > 0 {
 		t.Fatalf("10s after the nodes resumed: got the key on %d nodes, want none", left)
+	}
+}
+
+// recorder collects the Events of a Client.
+type recorder struct {
+	mu     sync.Mutex
+	events []redlock.Event
+}
+
+func (r *recorder) Observe(e redlock.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// since returns the events recorded from index i on, and the next index.
+func (r *recorder) since(i int) ([]redlock.Event, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events[i:]), len(r.events)
+}
+
+// TestCircuitBreakerFailsFastWithoutQuorum kills three of five nodes: after
+// DefaultBreakerThreshold unavailable attempts the breaker opens, and later
+// calls fail as unavailable having sent at most a probe's worth of attempts;
+// once the nodes are back, a probe closes it and locks are granted again.
+func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
+	cl := redistest.Start(t, 5, redistest.Options{})
+	ctx := testCtx(t)
+	rec := &recorder{}
+	// The default threshold; a cooldown long against the calls below, so
+	// that the first of them come while the breaker is open.
+	const cooldown = 2 * time.Second
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec), redlock.WithBreakerPolicy(0, cooldown))
+	for _, n := range cl.Nodes[2:] {
+		n.Kill()
+	}
+
+	// The first call spends its attempts until the breaker opens.
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := c.Acquire(actx, "breaker", 10*time.Second)
+	cancel()
+	if !errors.Is(err, redlock.ErrUnavailable) || !errors.Is(err, redlock.ErrCircuitOpen) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first Acquire: got %v, want ErrUnavailable and ErrCircuitOpen before the context ran out", err)
+	}
+	if got := attemptError(t, err).Attempts; got != redlock.DefaultBreakerThreshold {
+		t.Errorf("first Acquire: got %d attempts, want %d (the breaker's threshold)", got, redlock.DefaultBreakerThreshold)
+	}
+	events, next := rec.since(0)
+	if last := events[len(events)-1]; last.Breaker != redlock.BreakerOpen || !last.BreakerChanged || last.Rejected {
+		t.Errorf("attempt that opened it: got breaker %v changed=%v rejected=%v, want open, changed, not rejected", last.Breaker, last.BreakerChanged, last.Rejected)
+	}
+
+	// Later calls: refused without sending, or at most one probe each.
+	const calls = 10
+	for i := range calls {
+		var err error
+		if i%2 == 0 {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err = c.Acquire(actx, fmt.Sprintf("breaker-%d", i), 10*time.Second)
+			cancel()
+		} else {
+			_, err = c.TryAcquire(ctx, fmt.Sprintf("breaker-%d", i), 10*time.Second)
+		}
+		if !errors.Is(err, redlock.ErrUnavailable) || !errors.Is(err, redlock.ErrCircuitOpen) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d while open: got %v, want ErrUnavailable and ErrCircuitOpen at once", i, err)
+		}
+		if got := attemptError(t, err).Attempts; got > 1 {
+			t.Errorf("call %d while open: got %d attempts, want at most 1 (a probe)", i, got)
+		}
+	}
+	events, next = rec.since(next)
+	rejected := 0
+	for _, e := range events {
+		switch {
+		case e.Rejected:
+			rejected++
+			if len(e.Nodes) != 0 || !errors.Is(e.Err, redlock.ErrCircuitOpen) || e.Breaker == redlock.BreakerClosed {
+				t.Errorf("rejected event: got %d nodes, err %v, breaker %v; want none, ErrCircuitOpen, not closed", len(e.Nodes), e.Err, e.Breaker)
+			}
+		case !e.Probe:
+			t.Errorf("event while open: got an attempt that was neither rejected nor a probe: %+v", e)
+		}
+	}
+	if len(events) != calls {
+		t.Errorf("got %d events for %d calls, want one each", len(events), calls)
+	}
+	if rejected == 0 {
+		t.Errorf("got no rejected attempt among %d calls", calls)
+	}
+
+	// Back: a probe finds the quorum and closes the breaker.
+	for _, n := range cl.Nodes[2:] {
+		n.Restart()
+	}
+	var l *redlock.Lock
+	for i := 0; l == nil; i++ {
+		if i == 400 {
+			t.Fatalf("no lock granted after the nodes came back: last error %v", err)
+		}
+		if l, err = c.TryAcquire(ctx, "breaker-back", 10*time.Second); err != nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	events, next = rec.since(next)
+	if e := events[len(events)-1]; !e.Probe || e.Breaker != redlock.BreakerClosed || !e.BreakerChanged || e.Err != nil {
+		t.Errorf("granted attempt: got probe=%v breaker %v changed=%v err %v, want the probe that closed the breaker", e.Probe, e.Breaker, e.BreakerChanged, e.Err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	l, err = c.Acquire(ctx, "breaker-after", 10*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire with the breaker closed: %v", err)
+	}
+	events, _ = rec.since(next)
+	if e := events[len(events)-1]; e.Op != redlock.OpAcquire || e.Probe || e.Breaker != redlock.BreakerClosed {
+		t.Errorf("next attempt: got %v probe=%v breaker %v, want an ordinary acquire with the breaker closed", e.Op, e.Probe, e.Breaker)
+	}
+	if l.Attempts() != 1 {
+		t.Errorf("got %d attempts, want 1", l.Attempts())
+	}
+}
+
+// TestCircuitBreakerOff keeps retrying until the context ends.
+func TestCircuitBreakerOff(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	rec := &recorder{}
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec), redlock.WithCircuitBreaker(false),
+		redlock.WithMaxAttempts(2*redlock.DefaultBreakerThreshold), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
+	cl.Nodes[1].Kill()
+	cl.Nodes[2].Kill()
+	_, err := c.Acquire(ctx, "no-breaker", 10*time.Second)
+	if !errors.Is(err, redlock.ErrUnavailable) || errors.Is(err, redlock.ErrCircuitOpen) {
+		t.Fatalf("got %v, want ErrUnavailable without ErrCircuitOpen", err)
+	}
+	if got := attemptError(t, err).Attempts; got != 2*redlock.DefaultBreakerThreshold {
+		t.Errorf("got %d attempts, want %d (WithMaxAttempts)", got, 2*redlock.DefaultBreakerThreshold)
+	}
+	events, _ := rec.since(0)
+	for _, e := range events {
+		if e.Breaker != 0 || e.Rejected || e.Probe {
+			t.Errorf("event with the breaker off: got breaker %v rejected=%v probe=%v, want none", e.Breaker, e.Rejected, e.Probe)
+		}
 	}
 }

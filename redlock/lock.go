@@ -115,6 +115,9 @@ func checkArgs(key string, ttl time.Duration) error {
 // holder that does not extend has expired, so waiting longer is a caller's
 // explicit choice (give a context with a deadline).
 //
+// It stops early when the circuit breaker is open (see WithCircuitBreaker):
+// the error then wraps ErrCircuitOpen and ErrUnavailable.
+//
 // ttl is used in whole milliseconds. The returned Lock's Validity is what is
 // left of ttl after the attempt and the drift allowance.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
@@ -136,7 +139,16 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if err := ctx.Err(); err != nil {
 			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
+		p, state := c.gate()
+		if p == passRejected {
+			ev := c.reject(key, n, state)
+			if last.Op == 0 { // refused before the first attempt
+				last = ev
+			}
+			return nil, newAttemptError(n-1, last, sentinel, ErrCircuitOpen)
+		}
 		if err := c.admit(ctx); err != nil {
+			c.passed(p, quorumUnknown)
 			if errors.Is(err, ErrClosed) {
 				return nil, err
 			}
@@ -145,7 +157,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			}
 			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
-		l, ev, err := c.attempt(ctx, key, ttl, n)
+		l, ev, err := c.attempt(ctx, key, ttl, n, p)
 		if err == nil {
 			l.attempts, l.acquireTime = n, time.Since(start)
 			return l, nil
@@ -158,6 +170,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return nil, newAttemptError(n, last, sentinel, ctxErr)
 		}
 		sentinel = err
+		if ev.Breaker == BreakerOpen || ev.Breaker == BreakerHalfOpen {
+			// The quorum is unreachable (this attempt opened the breaker,
+			// or another caller's probe is out): a retry would be refused.
+			return nil, newAttemptError(n, last, sentinel, ErrCircuitOpen)
+		}
 		if c.cfg.maxAttempts > 0 && n >= c.cfg.maxAttempts {
 			return nil, newAttemptError(n, last, sentinel)
 		}
@@ -179,19 +196,26 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	}
 }
 
-// TryAcquire makes exactly one attempt to take the lock on key for ttl.
+// TryAcquire makes exactly one attempt to take the lock on key for ttl, or
+// none when the circuit breaker refuses it (the error then wraps
+// ErrCircuitOpen and ErrUnavailable).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := checkArgs(key, ttl); err != nil {
 		return nil, err
 	}
 	start := time.Now()
+	p, state := c.gate()
+	if p == passRejected {
+		return nil, newAttemptError(0, c.reject(key, 1, state), ErrCircuitOpen)
+	}
 	if err := c.admit(ctx); err != nil {
+		c.passed(p, quorumUnknown)
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
 		return nil, newAttemptError(0, Event{Op: OpAcquire, Key: key, Quorum: c.quorum, Start: start}, err)
 	}
-	l, ev, err := c.attempt(ctx, key, ttl, 1)
+	l, ev, err := c.attempt(ctx, key, ttl, 1, p)
 	if err != nil {
 		if ev.Op == 0 {
 			return nil, err
@@ -205,9 +229,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // attempt is one Redlock round. On failure it returns the attempt's Event
 // and its reason (a sentinel or the context's error); an Event with Op 0
 // means the round never started (closed client, token failure). The caller
-// has been admitted (Client.admit); attempt frees the slot once the round is
-// decided, or when it never starts.
-func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int) (*Lock, Event, error) {
+// has been admitted (Client.admit) and let through by the breaker as p;
+// attempt frees the slot once the round is decided, or when it never starts,
+// and reports the round to the breaker.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int, p pass) (*Lock, Event, error) {
 	admitted := true
 	leave := func() {
 		if admitted {
@@ -216,6 +241,12 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 		}
 	}
 	defer leave()
+	reported := false
+	defer func() {
+		if !reported {
+			c.passed(p, quorumUnknown)
+		}
+	}()
 	token, err := newToken()
 	if err != nil {
 		return nil, Event{}, err
@@ -258,6 +289,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	r.decide(err == nil)
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
+	ev.Probe = p == passProbe
+	ev.Breaker, ev.BreakerChanged = c.passed(p, health(t, err))
+	reported = true
 	// Decided: the slot goes to the next attempt; late nodes and the
 	// cleanup of a lost round go on in the background.
 	leave()
@@ -283,6 +317,21 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 		l.setsDone = r.done
 	}
 	return l, ev, nil
+}
+
+// health is what a decided acquire round says about the quorum, for the
+// breaker: a quorum answered when the attempt was granted, contended or
+// granted too late; ErrUnavailable means it did not; a round ended by the
+// caller's context says nothing.
+func health(t tally, err error) quorumHealth {
+	switch {
+	case t.ctxErr != nil:
+		return quorumUnknown
+	case errors.Is(err, ErrUnavailable):
+		return quorumDown
+	default:
+		return quorumUp
+	}
 }
 
 // Release deletes the lock's key on every node where it still carries this

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Observer receives one Event per acquire attempt, release and extend. It is
+// Observer receives one Event per acquire attempt (including attempts the
+// circuit breaker refused, marked Rejected), release and extend. It is
 // called synchronously on the caller's goroutine right after the decision,
 // so it must be fast and safe for concurrent use (update counters, record a
 // histogram; do no I/O).
@@ -109,6 +110,21 @@ type Event struct {
 	// Err is nil on success, else the sentinel (ErrContended, …) or the
 	// context's error that ended the attempt.
 	Err error
+
+	// Breaker is, for acquire attempts, the state of the Client's circuit
+	// breaker once the attempt was decided (see WithCircuitBreaker); zero
+	// when the breaker is off and for release and extend.
+	Breaker BreakerState
+	// BreakerChanged reports that this attempt moved the breaker into
+	// Breaker: the attempt that opened it, or a probe (or any attempt that
+	// found a quorum) that closed it, or a probe that reopened it.
+	BreakerChanged bool
+	// Rejected reports that the breaker refused the attempt: nothing was
+	// sent, Nodes is empty and Err is ErrCircuitOpen.
+	Rejected bool
+	// Probe reports that the attempt was the one the half-open breaker let
+	// through to find out whether a quorum answers again.
+	Probe bool
 }
 
 // NodeResult is one node's outcome and latency within an attempt.

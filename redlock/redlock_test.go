@@ -769,6 +769,10 @@ func TestStrings(t *testing.T) {
 		{redlock.Info.String(), "info"},
 		{redlock.Warning.String(), "warning"},
 		{redlock.Critical.String(), "critical"},
+		{redlock.BreakerClosed.String(), "closed"},
+		{redlock.BreakerOpen.String(), "open"},
+		{redlock.BreakerHalfOpen.String(), "half-open"},
+		{redlock.BreakerState(0).String(), "breaker(0)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
