@@ -8,7 +8,9 @@
 // granted and the validity left, ttl − elapsed − (ttl·drift + fixed drift),
 // is still positive, elapsed being measured on the monotonic clock. Release
 // and Extend are Lua compare-and-delete and compare-and-pexpire on every node
-// in parallel.
+// in parallel; Extend also sets the key again (SET NX) on a node where it is
+// missing, such as a node that restarted without its data, so that a holder
+// that keeps extending does not lose its majority one restart at a time.
 //
 // # Cleanup of failed attempts and releases
 //

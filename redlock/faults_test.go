@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -338,4 +339,62 @@ func TestCircuitBreakerOff(t *testing.T) {
 			t.Errorf("event with the breaker off: got breaker %v rejected=%v probe=%v, want none", e.Breaker, e.Rejected, e.Probe)
 		}
 	}
+}
+
+// TestExtendRestoresLostKey restarts a node without persistence, so that it
+// comes back without the lock's key, while another node is down: the lock
+// now holds on one node, and Extend keeps it only by restoring the key.
+func TestExtendRestoresLostKey(t *testing.T) {
+	bin := testenv.Require(t, "redis-server")
+	volatile := redistest.StartNode(t, bin, redistest.Options{Extra: []string{"appendonly no"}})
+	cl := redistest.Start(t, 2, redistest.Options{})
+	nodes := append([]*redistest.Node{volatile}, cl.Nodes...)
+	addrs := []string{volatile.Addr, cl.Nodes[0].Addr, cl.Nodes[1].Addr}
+	ctx := testCtx(t)
+	rec := &recorder{}
+	c := newClient(t, addrs, testTimeout, redlock.WithObserver(rec))
+	plain := plainClients(t, nodes)
+
+	l, err := c.Acquire(ctx, "restore", 30*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	eventually(t, 5*time.Second, "key on every node", func() bool {
+		return keysLeft(t, ctx, plain, []string{"restore"}) == len(nodes)
+	})
+	volatile.Kill()
+	volatile.Restart()
+	nodes[2].Kill()
+	if got := keysLeft(t, ctx, plain[:1], []string{"restore"}); got != 0 {
+		t.Fatalf("restarted node without persistence still has the key")
+	}
+	eventually(t, 10*time.Second, "the client reaches the restarted node", func() bool {
+		up, _ := c.Ping(ctx)
+		return up == 2
+	})
+
+	_, next := rec.since(0)
+	if err := l.Extend(ctx, 30*time.Second); err != nil {
+		t.Fatalf("Extend with the key lost on one node and another node down: %v", err)
+	}
+	events, _ := rec.since(next)
+	e := events[len(events)-1]
+	if e.Op != redlock.OpExtend || e.Restored != 1 || !e.Nodes[0].Restored || e.Nodes[0].Outcome != redlock.Granted || e.Nodes[1].Restored {
+		t.Errorf("extend event: got op %v restored %d, node 0 %v restored=%v, node 1 restored=%v; want 1 restored on node 0",
+			e.Op, e.Restored, e.Nodes[0].Outcome, e.Nodes[0].Restored, e.Nodes[1].Restored)
+	}
+	v, err := plain[0].Get(ctx, "restore").Result()
+	if err != nil || v != l.Token() {
+		t.Errorf("restarted node: got %q (%v), want our token %s", v, err, l.Token())
+	}
+	if pttl, err := plain[0].PTTL(ctx, "restore").Result(); err != nil || pttl <= 10*time.Second {
+		t.Errorf("restored key's PTTL: got %v (%v), want the extension's 30s TTL", pttl, err)
+	}
+
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	eventually(t, 5*time.Second, "restored key released", func() bool {
+		return keysLeft(t, ctx, plain[:2], []string{"restore"}) == 0
+	})
 }

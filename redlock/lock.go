@@ -33,18 +33,28 @@ type Lock struct {
 
 	// set is the acquire round: its answers say which nodes the SET may
 	// have written to (a late node's answer only once setsDone is closed).
-	set *round
+	// extended adds, per node, what Extend learnt (extMayHold, extUnsure).
+	set      *round
+	extended []atomic.Uint32
 	// expiry (since epoch) is when every key this lock may have set or
 	// extended has expired, drift included: background release retries
 	// stop there.
 	expiry atomic.Int64
 }
 
+// Bits of Lock.extended.
+const (
+	extMayHold uint32 = 1 << iota // an extend restored or may have restored the key
+	extUnsure                     // an extend's outcome on the node is unknown
+)
+
 // holds reports whether node i may hold the lock's key, and whether that is
 // unknown rather than known (see written). For a late node it must be called
 // only once setsDone is closed.
 func (l *Lock) holds(i int) (mayHold, unsure bool) {
-	return written(l.set.answers[i])
+	mayHold, unsure = written(l.set.answers[i])
+	x := l.extended[i].Load()
+	return mayHold || x&extMayHold != 0, unsure || x&extUnsure != 0
 }
 
 // expireLater moves expiry to at when that is later.
@@ -302,7 +312,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.Validity = validity
 	c.observe(ev)
 
-	l := &Lock{c: c, key: key, token: token, set: r}
+	l := &Lock{c: c, key: key, token: token, set: r, extended: make([]atomic.Uint32, len(c.nodes))}
 	l.deadline.Store(int64(deadline))
 	l.expiry.Store(int64(until))
 	for i, nr := range t.nodes {
@@ -399,11 +409,16 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 // Extend resets the lock's TTL to ttl on every node where it still carries
-// this lock's token (Lua compare-and-pexpire, all nodes in parallel). It
-// succeeds only when a quorum extended and validity is left, measured from
-// the start of the call; the Lock's Deadline then moves. It is refused with
-// ErrExpired, without touching the nodes, once the validity has run out:
-// another client may already hold the lock.
+// this lock's token (Lua compare-and-pexpire, all nodes in parallel). Where
+// the key is missing altogether, as on a node that restarted without its
+// data, it sets it again with our token (SET NX PX, so never over another
+// owner's key) and counts that node's vote as restored (Event.Restored):
+// without that, a holder that extends would quietly lose its majority one
+// node restart at a time. It succeeds only when a quorum extended or
+// restored and validity is left, measured from the start of the call; the
+// Lock's Deadline then moves. It is refused with ErrExpired, without
+// touching the nodes, once the validity has run out: another client may
+// already hold the lock, and restoring would be unsafe.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	if err := checkArgs(l.key, ttl); err != nil {
@@ -422,6 +437,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 			return answer{err: err}
 		case v == 1:
 			return answer{outcome: Granted}
+		case v == 2:
+			return answer{outcome: Granted, restored: true}
 		}
 		return answer{outcome: Taken}
 	}
@@ -433,13 +450,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	t := r.collect(ctx, c.quorum, true)
 	r.decide(true)
 
-	// Whatever the verdict, a node that extended, or may have, keeps the
-	// key longer: background release retries must go on until then.
-	for _, nr := range t.nodes {
-		if nr.Outcome == Granted || nr.Outcome == Abandoned || unknown(nr.Err) {
-			l.expireLater(until)
-			break
+	// Whatever the verdict, Release must know where this round may have
+	// extended or restored the key, and until when.
+	touched := false
+	for i, nr := range t.nodes {
+		var bits uint32
+		switch {
+		case nr.Outcome == Granted:
+			bits = extMayHold
+		case nr.Outcome == Abandoned || unknown(nr.Err):
+			bits = extMayHold | extUnsure
 		}
+		if bits != 0 {
+			l.extended[i].Or(bits)
+			touched = true
+		}
+	}
+	if touched {
+		l.expireLater(until)
 	}
 
 	deadline, validity, err := r.grant(t, ttl, ErrNotHeld)

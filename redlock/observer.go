@@ -98,6 +98,10 @@ type Event struct {
 	Quorum int
 	// Votes is the number of nodes that answered Granted by the decision.
 	Votes int
+	// Restored is, for extend, how many of the Votes came from nodes where
+	// the key was missing (a node that restarted without its data) and our
+	// token was set again; 0 otherwise.
+	Restored int
 	// Start is when the attempt began.
 	Start time.Time
 	// Elapsed is the time from Start to the decision (monotonic clock).
@@ -140,4 +144,7 @@ type NodeResult struct {
 	Latency time.Duration
 	// Err is the node's error for Failed and TimedOut outcomes.
 	Err error
+	// Restored reports, for extend, that the key was missing on the node and
+	// our token was set again (a Granted vote).
+	Restored bool
 }

@@ -32,8 +32,9 @@ type round struct {
 
 // answer is what one node's request came to.
 type answer struct {
-	outcome Outcome // Granted or Taken; Failed or TimedOut when err is set
-	err     error
+	outcome  Outcome // Granted or Taken; Failed or TimedOut when err is set
+	restored bool    // extend: the key was missing and our token was set again
+	err      error
 }
 
 type reply struct {
@@ -124,6 +125,7 @@ func unknown(err error) bool {
 // tally is what the collector knew when it stopped.
 type tally struct {
 	yes, no, failed int
+	restored        int // of the yes votes, keys set again by extend
 	nodes           []NodeResult
 	ctxErr          error // the caller's context ended first
 }
@@ -144,9 +146,13 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 		t.nodes[rep.node].Outcome = rep.outcome
 		t.nodes[rep.node].Latency = rep.at
 		t.nodes[rep.node].Err = rep.err
+		t.nodes[rep.node].Restored = rep.restored
 		switch rep.outcome {
 		case Granted:
 			t.yes++
+			if rep.restored {
+				t.restored++
+			}
 		case Taken:
 			t.no++
 		default:
@@ -205,15 +211,16 @@ func (r *round) decide(won bool) {
 // event builds the Event of a decided round.
 func (r *round) event(op Op, key string, attempt, quorum int, t tally, err error) Event {
 	return Event{
-		Op:      op,
-		Key:     key,
-		Attempt: attempt,
-		Quorum:  quorum,
-		Votes:   t.yes,
-		Start:   r.start,
-		Elapsed: time.Since(r.start),
-		Nodes:   t.nodes,
-		Err:     err,
+		Op:       op,
+		Key:      key,
+		Attempt:  attempt,
+		Quorum:   quorum,
+		Votes:    t.yes,
+		Restored: t.restored,
+		Start:    r.start,
+		Elapsed:  time.Since(r.start),
+		Nodes:    t.nodes,
+		Err:      err,
 	}
 }
 

@@ -23,9 +23,9 @@ import (
 // release it answers runs after the SET: the SET has run and the release
 // deleted its key, or the SET never arrived.
 
-// written reports whether a SET answered a may have left our key on the
-// node, and whether that is unknown rather than known (a timeout or a broken
-// connection, not an answer).
+// written reports whether a SET (or an extend that may restore the key)
+// answered a may have left our key on the node, and whether that is unknown
+// rather than known (a timeout or a broken connection, not an answer).
 func written(a answer) (mayHold, unsure bool) {
 	if a.err != nil {
 		u := unknown(a.err)
