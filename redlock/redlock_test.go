@@ -313,7 +313,12 @@ func slowSetup(t *testing.T, latency, nodeTimeout time.Duration) (*redistest.Clu
 		defer mu.Unlock()
 		events = append(events, e)
 	})
-	nodes := redlock.NewNodes([]string{cl.Nodes[0].Addr, cl.Nodes[1].Addr, proxy.Addr}, redlock.WithNodeTimeout(nodeTimeout))
+	// No idle connections dialled in the background: one that completes
+	// after the warm-up below would sit on top of the pool without its
+	// HELLO, which the slow node answers too late, and the test's SET would
+	// never be sent.
+	noMinIdle := redlock.NodeOption(func(o *redis.Options) { o.MinIdleConns = 0 })
+	nodes := redlock.NewNodes([]string{cl.Nodes[0].Addr, cl.Nodes[1].Addr, proxy.Addr}, redlock.WithNodeTimeout(nodeTimeout), noMinIdle)
 	c, err := redlock.New(nodes, redlock.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
