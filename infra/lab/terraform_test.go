@@ -103,7 +103,10 @@ apply)
   if [ -n "${FAKE_WAIT:-}" ]; then
     trap 'echo INT >>"$log"; exit 130' INT
     : >"$FAKE_WAIT"
-    for _ in $(seq 1 200); do sleep 0.05; done
+    # The wait builtin returns at once on a trapped signal; a SIGINT that
+    # arrives while bash waits for a foreground child (a command
+    # substitution, a plain sleep) can be taken as handled by that child.
+    for _ in {1..200}; do sleep 0.05 & wait $!; done
   fi ;;
 esac
 `
