@@ -15,8 +15,10 @@ import (
 var ErrInvalid = errors.New("lab: invalid fault parameters")
 
 // The control endpoint: HTTP on 127.0.0.1, one per node, served by the
-// supervisor. Anyone on the machine can reach a loopback port; the lab is a
-// test bench and holds no secrets.
+// supervisor. Anyone on the machine can reach a loopback port and inject
+// faults: the lab is a test bench. The endpoint never hands out the ACL
+// passwords (those stay in the 0600 credentials file), so reaching it does
+// not give access to the nodes' data.
 //
 //	GET  /v1/status          -> NodeStatus
 //	POST /v1/faults/{kind}   faultRequest -> faultResponse

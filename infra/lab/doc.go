@@ -15,6 +15,12 @@
 //     every fault is recorded with its start and end time, to the
 //     nanosecond, in faults.jsonl (ReadFaults).
 //
+// ACLs are on, as on a real VM (see Credentials): clients log in as
+// "redlock" (locks) or "monitor" (reads); the lab-only "admin" is the
+// supervisor's. The passwords live in the state directory's
+// credentials.json (CredentialsFile, mode 0600); commands find it through
+// $REDLAB_CREDENTIALS (CredentialsEnv) and read it with ReadCredentials.
+//
 // Ports: node N's proxy (the address clients use) listens on BasePort+N,
 // its redis-server on BasePort+100+N and its control endpoint on
 // BasePort+200+N, all on 127.0.0.1.

@@ -252,6 +252,10 @@ const (
 	labFileName  = "lab.json"
 	workspaceDir = "tf" // the copied root module and its state
 	tfLogName    = "terraform.log"
+	// credsVarFile, in workspaceDir, holds the credentials as Terraform
+	// variables while apply or destroy runs. Hidden, so changedHash skips
+	// it.
+	credsVarFile = ".credentials.tfvars.json"
 	rootModule   = "envs/local"
 	nodeModule   = "modules/redis-node"
 )
@@ -390,6 +394,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	// Before apply: the supervisors read it as they start.
+	creds, err := ensureCredentials(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	root, changed, err := stageWorkspace(cfg.InfraDir, filepath.Join(cfg.StateDir, workspaceDir))
 	if err != nil {
 		return nil, err
@@ -420,6 +429,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := writeJSONFile(filepath.Join(cfg.StateDir, labFileName), f); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	removeVars, err := creds.writeVarFile(filepath.Join(cfg.StateDir, workspaceDir, credsVarFile))
+	if err != nil {
+		return nil, err
+	}
+	defer removeVars()
+	tf.SetVarFiles(filepath.Join(cfg.StateDir, workspaceDir, credsVarFile))
 	if err := tf.Apply(ctx, cfg.vars()); err != nil {
 		return nil, err
 	}
@@ -523,7 +538,7 @@ func Down(ctx context.Context, cfg Config) error {
 		_ = os.Remove(dir)
 		return nil
 	}
-	names := []string{labFileName, FaultsFile, tfLogName}
+	names := []string{labFileName, FaultsFile, tfLogName, CredentialsFile}
 	if staged {
 		names = append(names, workspaceDir)
 	}
@@ -553,6 +568,21 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 		return err
 	}
 	defer logf.Close()
+	// Destroy needs the variables' values, not the right ones: without the
+	// file (removed by hand) any valid passwords do.
+	creds, err := ReadCredentials(filepath.Join(dir, CredentialsFile))
+	if err != nil {
+		if creds, err = newCredentials(); err != nil {
+			return err
+		}
+	}
+	varFile := filepath.Join(dir, workspaceDir, credsVarFile)
+	removeVars, err := creds.writeVarFile(varFile)
+	if err != nil {
+		return err
+	}
+	defer removeVars()
+	tf.SetVarFiles(varFile)
 	c := Config{
 		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
 		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay,

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -42,7 +45,7 @@ func TestLab(t *testing.T) {
 		if want := fmt.Sprintf("127.0.0.1:%d", base+i+1); node.ID != i+1 || node.Addr != want {
 			t.Errorf("node %d: got %+v, want id %d at %s", i+1, node, i+1, want)
 		}
-		if err := ping(node.Addr, time.Second); err != nil {
+		if err := ping(t, l, node.ID, time.Second); err != nil {
 			t.Errorf("node %d through its proxy: %v", node.ID, err)
 		}
 	}
@@ -54,6 +57,10 @@ func TestLab(t *testing.T) {
 
 	t.Run("up again is idempotent", func(t *testing.T) {
 		before, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds, err := os.ReadFile(l.CredentialsPath())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +78,12 @@ func TestLab(t *testing.T) {
 					before[i].SupervisorPID, before[i].RedisPID, after[i].SupervisorPID, after[i].RedisPID)
 			}
 		}
+		if again, err := os.ReadFile(l.CredentialsPath()); err != nil || string(again) != string(creds) {
+			t.Errorf("credentials after a second up: %v, changed %v; want the same file", err, string(again) != string(creds))
+		}
 	})
+
+	t.Run("acl", func(t *testing.T) { checkACL(t, l) })
 
 	t.Run("partition", func(t *testing.T) { checkPartition(t, l, 1) })
 	t.Run("latency", func(t *testing.T) { checkLatency(t, l, 2, 150*time.Millisecond) })
@@ -158,7 +170,7 @@ func TestLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(l.Nodes()[0].Addr, time.Second); err != nil {
+	if err := ping(t, l, 1, time.Second); err != nil {
 		t.Errorf("second lab: %v", err)
 	}
 	if err := Down(ctx, cfg); err != nil {
@@ -171,10 +183,16 @@ func TestLab(t *testing.T) {
 // passes, anything else is a warning on every node.
 func checkDoctor(t *testing.T, l *Lab, p Persistence) {
 	t.Helper()
-	rl, err := redlock.New(redlock.NewNodes(l.Addrs(), redlock.WithNodeTimeout(2*time.Second)))
+	creds, err := l.Credentials()
 	if err != nil {
 		t.Fatal(err)
 	}
+	rl, err := redlock.New(redlock.NewNodes(l.Addrs(), redlock.WithNodeTimeout(2*time.Second),
+		redlock.WithAuth(creds.Monitor.Name, creds.Monitor.Password)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
 	rep, err := rl.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +259,13 @@ func TestLabProfiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		creds, err := l.Credentials()
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i, p := range profiles {
-			c := client(t, l.Nodes()[i].Addr, 2*time.Second)
+			// As the doctor reads it: the monitor user, through the proxy.
+			c := userClient(t, l.Nodes()[i].Addr, creds.Monitor, 2*time.Second)
 			got, err := c.ConfigGet(ctx, "append*").Result()
 			if err != nil {
 				t.Fatal(err)
@@ -283,7 +306,7 @@ func TestLabProfiles(t *testing.T) {
 		if _, err := l.Kill(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "killed node back", func() error { return ping(l.Nodes()[0].Addr, 300*time.Millisecond) })
+		eventually(t, 20*time.Second, "killed node back", func() error { return ping(t, l, 1, 300*time.Millisecond) })
 		log := guardLog()
 		if got := strings.Count(log, zeroWait); got != before+1 {
 			t.Errorf("guard log lines %q: got %d more, want 1\n%s", zeroWait, got-before, tail(log, 2000))
@@ -320,4 +343,117 @@ func TestLabProfiles(t *testing.T) {
 			t.Errorf("lab persistence %s, want everysec", l2.Persistence())
 		}
 	})
+}
+
+// checkACL checks that the lab runs with the ACL a real node has: nobody
+// gets in without a password, the redlock user can do what the library
+// sends and nothing else, the monitor user reads, and the credentials file
+// is private.
+func checkACL(t *testing.T, l *Lab) {
+	t.Helper()
+	ctx := context.Background()
+	fi, err := os.Stat(l.CredentialsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: mode %v, want 0600", CredentialsFile, fi.Mode().Perm())
+	}
+	creds, err := ReadCredentials(l.CredentialsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the credentials file holds a password: not the Terraform state or
+	// log, not redis.conf (hashes only), not a node's spec or logs.
+	err = filepath.WalkDir(l.StateDir(), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == l.CredentialsPath() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil // a pid file gone meanwhile
+		}
+		for _, u := range []User{creds.Redlock, creds.Monitor, creds.Admin} {
+			if strings.Contains(string(b), u.Password) {
+				t.Errorf("%s holds %s's password", p, u.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The library, through the proxies: acquire, extend, release.
+	rl, err := redlock.New(redlock.NewNodes(l.Addrs(), redlock.WithNodeTimeout(2*time.Second),
+		redlock.WithAuth(creds.Redlock.Name, creds.Redlock.Password)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	lock, err := rl.TryAcquire(ctx, "lock:acl", 10*time.Second)
+	if err != nil {
+		t.Fatalf("acquire as redlock: %v", err)
+	}
+	if err := lock.Extend(ctx, 20*time.Second); err != nil {
+		t.Errorf("extend as redlock: %v", err)
+	}
+	if pttl, err := client(t, l, 1, 2*time.Second).PTTL(ctx, "lock:acl").Result(); err != nil || pttl <= 10*time.Second {
+		t.Errorf("PTTL after extending to 20s: %v, %v; want more than 10s", pttl, err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Errorf("release as redlock: %v", err)
+	}
+	for i := range l.Nodes() {
+		if n, err := client(t, l, i+1, 2*time.Second).Exists(ctx, "lock:acl").Result(); err != nil || n != 0 {
+			t.Errorf("node %d after release: exists %d, %v; want the lock gone", i+1, n, err)
+		}
+	}
+
+	addr := l.Nodes()[0].Addr
+	lockUser := userClient(t, addr, creds.Redlock, 2*time.Second)
+	monitor := userClient(t, addr, creds.Monitor, 2*time.Second)
+	// An extend that re-acquires a lost key: SET NX PX inside the script.
+	const reacquire = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 end
+return 0`
+	allowed := []struct {
+		name string
+		run  func() error
+	}{
+		{"redlock PING", func() error { return lockUser.Ping(ctx).Err() }},
+		{"redlock SET lock:k NX PX", func() error { return lockUser.SetNX(ctx, "lock:k", "tok", 5*time.Second).Err() }},
+		{"redlock extend script with SET NX PX on a missing key", func() error {
+			return redis.NewScript(reacquire).Run(ctx, lockUser, []string{"lock:missing"}, "tok", 5000).Err()
+		}},
+		{"monitor CONFIG GET", func() error { return monitor.ConfigGet(ctx, "appendfsync").Err() }},
+		{"monitor INFO", func() error { return monitor.Info(ctx, "persistence").Err() }},
+	}
+	for _, a := range allowed {
+		if err := a.run(); err != nil {
+			t.Errorf("%s: got %v, want it allowed", a.name, err)
+		}
+	}
+	denied := []struct {
+		name string
+		run  func() error
+	}{
+		{"redlock SET foo bar", func() error { return lockUser.Set(ctx, "foo", "bar", 0).Err() }},
+		{"redlock FLUSHALL", func() error { return lockUser.FlushAll(ctx).Err() }},
+		{"redlock script writing foo", func() error {
+			return lockUser.Eval(ctx, `return redis.call("SET", "foo", "bar")`, []string{"lock:k"}).Err()
+		}},
+		{"monitor SET lock:k", func() error { return monitor.Set(ctx, "lock:k", "x", 0).Err() }},
+		{"anonymous PING", func() error { return userClient(t, addr, User{}, 2*time.Second).Ping(ctx).Err() }},
+		{"redlock with a wrong password", func() error {
+			return userClient(t, addr, User{Name: UserRedlock, Password: "wrong-password-000"}, 2*time.Second).Ping(ctx).Err()
+		}},
+	}
+	for _, d := range denied {
+		err := d.run()
+		scriptDenied := redis.HasErrorPrefix(err, "The user executing the script can't")
+		if !redis.IsPermissionError(err) && !redis.IsAuthError(err) && !scriptDenied {
+			t.Errorf("%s: got %v, want it denied (NOPERM, NOAUTH/WRONGPASS or a script ACL error)", d.name, err)
+		}
+	}
 }

@@ -133,6 +133,8 @@ type redisConf struct {
 	// dir/appendDirName/appendFilename.manifest and the files it names.
 	appendDirName  string
 	appendFilename string
+	// acl: the file defines ACL users, so every client must log in.
+	acl bool
 }
 
 // aofDir is the directory of the multi-part AOF.
@@ -180,6 +182,8 @@ func parseRedisConf(b []byte) redisConf {
 			c.appendDirName = arg
 		case "appendfilename":
 			c.appendFilename = arg
+		case "user":
+			c.acl = true
 		}
 	}
 	return c

@@ -91,20 +91,48 @@ func freeBasePort(t *testing.T, n int) int {
 
 func portsFree(base, n int) bool { return redistest.PortsFree(base, n, labPortOffsets...) }
 
-// client returns a go-redis client with short timeouts and no retries.
-func client(t *testing.T, addr string, timeout time.Duration) *redis.Client {
+// labUser is the user tests log in as: the lab's admin when it has
+// credentials (ACLs on), nobody for an in-process node without ACL.
+func labUser(t *testing.T, l *Lab) User {
+	t.Helper()
+	c, err := l.Credentials()
+	if errors.Is(err, ErrNoCredentials) {
+		return User{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Admin
+}
+
+// client returns a go-redis client for node id's proxy, logged in as
+// labUser, with short timeouts and no retries.
+func client(t *testing.T, l *Lab, id int, timeout time.Duration) *redis.Client {
+	t.Helper()
+	return userClient(t, l.Nodes()[id-1].Addr, labUser(t, l), timeout)
+}
+
+// userClient returns a go-redis client for addr logged in as u.
+func userClient(t *testing.T, addr string, u User, timeout time.Duration) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
-		MaxRetries: -1, PoolSize: 1,
+		MaxRetries: -1, PoolSize: 1, Username: u.Name, Password: u.Password,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-func ping(addr string, timeout time.Duration) error {
+// ping PINGs node id through its proxy as labUser.
+func ping(t *testing.T, l *Lab, id int, timeout time.Duration) error {
+	t.Helper()
+	return pingAddr(l.Nodes()[id-1].Addr, labUser(t, l), timeout)
+}
+
+func pingAddr(addr string, u User, timeout time.Duration) error {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1, PoolSize: 1,
+		Username: u.Name, Password: u.Password,
 	})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
@@ -147,27 +175,26 @@ func status(t *testing.T, l *Lab, id int) NodeStatus {
 func checkPartition(t *testing.T, l *Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
-	addr := l.Nodes()[id-1].Addr
 	if err := l.Partition(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if st := status(t, l, id); !st.Partitioned {
 		t.Errorf("partition: status %+v, want partitioned", st)
 	}
-	err := ping(addr, 300*time.Millisecond)
+	err := ping(t, l, id, 300*time.Millisecond)
 	if err == nil || !isTimeout(err) || errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("partitioned node %d: got %v, want a client timeout (not refused)", id, err)
 	}
 	if err := l.Heal(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "healed node answers", func() error { return ping(addr, 300*time.Millisecond) })
+	eventually(t, 5*time.Second, "healed node answers", func() error { return ping(t, l, id, 300*time.Millisecond) })
 }
 
 func checkLatency(t *testing.T, l *Lab, id int, add time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	c := client(t, l.Nodes()[id-1].Addr, 5*time.Second)
+	c := client(t, l, id, 5*time.Second)
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -193,17 +220,16 @@ func checkLatency(t *testing.T, l *Lab, id int, add time.Duration) {
 func checkPause(t *testing.T, l *Lab, id int, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	addr := l.Nodes()[id-1].Addr
 	if _, err := l.Pause(ctx, id, d); err != nil {
 		t.Fatal(err)
 	}
 	if st := status(t, l, id); st.State != NodePaused {
 		t.Errorf("paused: state %s, want paused", st.State)
 	}
-	if err := ping(addr, 100*time.Millisecond); !isTimeout(err) {
+	if err := ping(t, l, id, 100*time.Millisecond); !isTimeout(err) {
 		t.Errorf("paused node %d: got %v, want a timeout", id, err)
 	}
-	eventually(t, d+10*time.Second, "paused node resumes", func() error { return ping(addr, 300*time.Millisecond) })
+	eventually(t, d+10*time.Second, "paused node resumes", func() error { return ping(t, l, id, 300*time.Millisecond) })
 	eventually(t, 5*time.Second, "state up after pause", func() error {
 		if st := status(t, l, id); st.State != NodeUp {
 			return fmt.Errorf("state %s", st.State)
@@ -220,8 +246,7 @@ func checkPause(t *testing.T, l *Lab, id int, d time.Duration) {
 func checkKill(t *testing.T, l *Lab, id int, delay time.Duration, persists bool) {
 	t.Helper()
 	ctx := context.Background()
-	addr := l.Nodes()[id-1].Addr
-	c := client(t, addr, 2*time.Second)
+	c := client(t, l, id, 2*time.Second)
 	if err := c.Set(ctx, "lock:killed", "v", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -239,14 +264,14 @@ func checkKill(t *testing.T, l *Lab, id int, delay time.Duration, persists bool)
 	}
 	// Only a node that answers before the delay has passed is wrong; a slow
 	// machine may reach this line late, so check the order, not the clock.
-	if err := ping(addr, 200*time.Millisecond); err == nil && time.Since(killed) < delay {
+	if err := ping(t, l, id, 200*time.Millisecond); err == nil && time.Since(killed) < delay {
 		t.Errorf("node %d answered %v after kill, want down for the restart delay %v", id, time.Since(killed), delay)
 	}
-	eventually(t, delay+20*time.Second, "killed node comes back", func() error { return ping(addr, 300*time.Millisecond) })
+	eventually(t, delay+20*time.Second, "killed node comes back", func() error { return ping(t, l, id, 300*time.Millisecond) })
 	if back := time.Since(killed); back < delay {
 		t.Errorf("node %d back %v after kill, want not before the restart delay %v", id, back, delay)
 	}
-	n, err := client(t, addr, 2*time.Second).Exists(ctx, "lock:killed").Result()
+	n, err := client(t, l, id, 2*time.Second).Exists(ctx, "lock:killed").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +296,7 @@ func checkRestartOverride(t *testing.T, l *Lab, id int) {
 	if res.Fault == nil || res.Fault.Params["delay"] != "0s" {
 		t.Errorf("restart fault: got %+v, want delay 0s recorded", res.Fault)
 	}
-	eventually(t, 20*time.Second, "restarted node comes back", func() error { return ping(l.Nodes()[id-1].Addr, 300*time.Millisecond) })
+	eventually(t, 20*time.Second, "restarted node comes back", func() error { return ping(t, l, id, 300*time.Millisecond) })
 	if after := status(t, l, id); after.RedisPID == before.RedisPID {
 		t.Errorf("restart: redis pid still %d, want a new process", after.RedisPID)
 	}
@@ -282,8 +307,7 @@ func checkRestartOverride(t *testing.T, l *Lab, id int) {
 func checkStopStart(t *testing.T, l *Lab, id int, persists bool) {
 	t.Helper()
 	ctx := context.Background()
-	addr := l.Nodes()[id-1].Addr
-	c := client(t, addr, 2*time.Second)
+	c := client(t, l, id, 2*time.Second)
 	if err := c.Set(ctx, "lab:stopstart", "v", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +318,7 @@ func checkStopStart(t *testing.T, l *Lab, id int, persists bool) {
 	if res.Status.State != NodeStopped || res.Status.RedisPID != 0 {
 		t.Errorf("stop: status %+v, want stopped, no redis pid", res.Status)
 	}
-	if err := ping(addr, 200*time.Millisecond); err == nil {
+	if err := ping(t, l, id, 200*time.Millisecond); err == nil {
 		t.Errorf("stopped node %d answered", id)
 	}
 	res, err = l.Start(ctx, id)
@@ -304,7 +328,7 @@ func checkStopStart(t *testing.T, l *Lab, id int, persists bool) {
 	if res.Status.State != NodeUp {
 		t.Errorf("start: state %s, want up", res.Status.State)
 	}
-	n, err := client(t, addr, 2*time.Second).Exists(ctx, "lab:stopstart").Result()
+	n, err := client(t, l, id, 2*time.Second).Exists(ctx, "lab:stopstart").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +340,7 @@ func checkStopStart(t *testing.T, l *Lab, id int, persists bool) {
 func checkClockJump(t *testing.T, l *Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
-	c := client(t, l.Nodes()[id-1].Addr, 2*time.Second)
+	c := client(t, l, id, 2*time.Second)
 	if err := c.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +376,7 @@ func checkClockJump(t *testing.T, l *Lab, id int) {
 func checkClockRate(t *testing.T, l *Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
-	c := client(t, l.Nodes()[id-1].Addr, 2*time.Second)
+	c := client(t, l, id, 2*time.Second)
 	if err := c.Set(ctx, "lab:rate", "1", 60*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -407,9 +431,8 @@ func leftovers(dir string) []string {
 func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 	t.Helper()
 	ctx := context.Background()
-	addr := l.Nodes()[id-1].Addr
 	for round := 1; ; round++ {
-		c := client(t, addr, 2*time.Second)
+		c := client(t, l, id, 2*time.Second)
 		keys := func(set string, n int) []string {
 			var out []string
 			for i := range n {
@@ -459,7 +482,7 @@ func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 		if res.Fault == nil || res.Fault.Kind != FaultPowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != prof {
 			t.Fatalf("power-loss result: got %+v, want a power-loss fault on a %s node", res, prof)
 		}
-		eventually(t, 30*time.Second, "node answers after the power loss", func() error { return ping(addr, 300*time.Millisecond) })
+		eventually(t, 30*time.Second, "node answers after the power loss", func() error { return ping(t, l, id, 300*time.Millisecond) })
 		if after := status(t, l, id); after.RedisPID == before.RedisPID || after.Restarts != before.Restarts+1 {
 			t.Errorf("after power loss: pid %d restarts %d, want a new process and restarts %d", after.RedisPID, after.Restarts, before.Restarts+1)
 		}
@@ -470,7 +493,7 @@ func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 			t.Logf("round %d: power loss %v after set B: again", round, res.Fault.Start.Sub(wroteB))
 			continue
 		}
-		c = client(t, addr, 2*time.Second)
+		c = client(t, l, id, 2*time.Second)
 		count := func(ks []string) int {
 			n, err := c.Exists(ctx, ks...).Result()
 			if err != nil {

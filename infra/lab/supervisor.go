@@ -99,6 +99,10 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	if logw == nil {
 		logw = io.Discard
 	}
+	auth, err := redisAuth(spec)
+	if err != nil {
+		return err
+	}
 	s := &supervisor{
 		spec:    spec,
 		conf:    parseRedisConf(spec.Conf),
@@ -111,7 +115,7 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	s.direct = redis.NewClient(&redis.Options{
 		Addr: "127.0.0.1:" + strconv.Itoa(spec.RedisPort), MaxRetries: -1,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
-		PoolSize: 2,
+		PoolSize: 2, Username: auth.Name, Password: auth.Password,
 	})
 	defer s.direct.Close()
 	if s.conf.persistence() == PersistEverysec {
@@ -391,12 +395,20 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 	if !starting {
 		return
 	}
+	logged := false
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		err := s.direct.Ping(pctx).Err()
 		cancel()
 		if err == nil {
 			break
+		}
+		// A refused login (wrong credentials) would otherwise look like a
+		// node that never comes up.
+		var reply redis.Error
+		if !logged && errors.As(err, &reply) && !strings.HasPrefix(err.Error(), "LOADING") {
+			s.log.Printf("redis-server answers PING with an error: %v", err)
+			logged = true
 		}
 		select {
 		case <-p.done:

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
@@ -62,8 +65,14 @@ func prepareTestNode(t *testing.T) NodeSpec {
 
 func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
 	t.Helper()
+	return prepareTestNodeIn(t, t.TempDir(), persistence)
+}
+
+// prepareTestNodeIn writes node 1 of a lab in state directory dir, with
+// extra (persistence settings, ACL users) in its redis.conf.
+func prepareTestNodeIn(t *testing.T, dir, extra string) NodeSpec {
+	t.Helper()
 	bin := testenv.Require(t, "redis-server")
-	dir := t.TempDir()
 	spec := NodeSpec{
 		ID: 1, StateDir: dir,
 		Port: redistest.FreePort(t), RedisPort: redistest.FreePort(t), ControlPort: redistest.FreePort(t),
@@ -71,7 +80,7 @@ func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
 	}
 	nd := nodeDir(dir, 1)
 	spec.Conf = fmt.Appendf(nil, "bind 127.0.0.1\nport %d\ndaemonize no\ndir %s/data\nlogfile %q\n%ssave \"\"\nmaxmemory-policy noeviction\n",
-		spec.RedisPort, nd, nd+"/redis.log", persistence)
+		spec.RedisPort, nd, nd+"/redis.log", extra)
 	if err := PrepareNode(spec); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +286,7 @@ func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan s
 	go func() { orphan.Wait(); close(done) }()
 	t.Cleanup(func() { orphan.Process.Kill(); <-done })
 	eventually(t, 10*time.Second, "orphan answers", func() error {
-		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
+		return pingAddr(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), User{}, 200*time.Millisecond)
 	})
 	return orphan, done
 }
@@ -329,5 +338,49 @@ func TestSupervisorPowerLossCustomProfile(t *testing.T) {
 	}
 	if st := status(t, l, 1); st.State != NodeUp {
 		t.Errorf("after a refused power loss: state %s, want up", st.State)
+	}
+}
+
+// aclConf is what envs/local renders for ACLs, reduced to the users the
+// supervisor and these tests use.
+func aclConf(c Credentials) string {
+	hash := func(p string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(p))) }
+	return "appendonly yes\nappendfsync everysec\n" +
+		"user default off resetpass resetkeys resetchannels -@all\n" +
+		"user admin on #" + hash(c.Admin.Password) + " resetkeys ~* resetchannels &* +@all\n"
+}
+
+// TestSupervisorACL runs a node whose redis.conf turns ACLs on: the
+// supervisor logs in as the lab's admin for its readiness PING, the
+// clock-jump model and a power loss's restart.
+func TestSupervisorACL(t *testing.T) {
+	dir := t.TempDir()
+	creds, err := ensureCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := runTestSupervisor(t, prepareTestNodeIn(t, dir, aclConf(creds)))
+	if err := pingAddr(l.Nodes()[0].Addr, User{}, time.Second); !redis.IsAuthError(err) {
+		t.Fatalf("PING without a login: got %v, want an auth error (ACLs are on)", err)
+	}
+	checkClockJump(t, l, 1)
+	checkKill(t, l, 1, testGuardDelay, true)
+	checkPowerLoss(t, l, 1, PersistEverysec)
+}
+
+// TestSupervisorACLNeedsCredentials: a node with ACL users and no
+// credentials file cannot be supervised, and says why.
+func TestSupervisorACLNeedsCredentials(t *testing.T) {
+	dir := t.TempDir()
+	creds, err := newCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := prepareTestNodeIn(t, dir, aclConf(creds))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = RunNode(ctx, spec.StateDir, spec.ID, nil)
+	if !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("RunNode without credentials: got %v, want ErrNoCredentials", err)
 	}
 }

@@ -2,8 +2,11 @@
 # node files. Nothing is provisioned (plan runs no provisioner).
 
 variables {
-  state_dir  = "/tmp/redlab-tftest"
-  redlab_bin = "/usr/local/bin/redlab"
+  state_dir        = "/tmp/redlab-tftest"
+  redlab_bin       = "/usr/local/bin/redlab"
+  redlock_password = "test-redlock-password"
+  monitor_password = "test-monitor-password"
+  admin_password   = "test-admin-password"
 }
 
 run "layout" {
@@ -39,8 +42,18 @@ run "layout" {
     error_message = "node 2's redis.conf must use its private port, its directory under state_dir and fsync always"
   }
   assert {
-    condition     = !can(regex("(?m)^user ", module.node["1"].redis_conf))
-    error_message = "the lab renders no ACL (acl_enabled = false)"
+    condition = alltrue([
+      strcontains(local.redis_conf["1"], "user default off resetpass resetkeys resetchannels -@all\n"),
+      strcontains(local.redis_conf["1"], "user redlock on #${sha256("test-redlock-password")} resetkeys ~lock:* "),
+      strcontains(local.redis_conf["1"], "user monitor on #${sha256("test-monitor-password")} "),
+      strcontains(local.redis_conf["1"], "user admin on #${sha256("test-admin-password")} resetkeys ~* resetchannels &* +@all\n"),
+      startswith(local.redis_conf["1"], module.node["1"].redis_conf),
+    ])
+    error_message = "the lab renders the real ACL (default off, redlock, monitor) and appends its admin user"
+  }
+  assert {
+    condition     = length(regexall("test-[a-z]+-password", local.redis_conf["2"])) == 0
+    error_message = "no password reaches redis.conf in clear"
   }
   assert {
     condition = alltrue([
@@ -171,6 +184,14 @@ run "bad_base_port" {
     base_port = 65300
   }
   expect_failures = [var.base_port]
+}
+
+run "short_password" {
+  command = plan
+  variables {
+    admin_password = "short"
+  }
+  expect_failures = [var.admin_password]
 }
 
 run "relative_state_dir" {
