@@ -83,10 +83,11 @@ func repoRoot(t *testing.T) string {
 var labPortOffsets = []int{0, redisPortOffset, controlPortOffset}
 
 // freeBasePort returns a base port whose three ranges for n nodes are free
-// right now.
+// right now, below the ephemeral port range so that they stay free until
+// the lab's processes bind them.
 func freeBasePort(t *testing.T, n int) int {
 	t.Helper()
-	return redistest.FreeBasePort(t, n, labPortOffsets...)
+	return redistest.FreeStableBasePort(t, n, labPortOffsets...)
 }
 
 func portsFree(base, n int) bool { return redistest.PortsFree(base, n, labPortOffsets...) }
