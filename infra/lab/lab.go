@@ -332,10 +332,16 @@ func (l *Lab) NoRestartDelay() bool { return l.f.NoRestartDelay }
 
 // Config returns the configuration the lab was brought up with: a `lab up`
 // that changes one setting starts from it, so the others stay as they are.
+// Profiles every node shares come back as one item, so a new Count keeps
+// them; per-node profiles must be given again for a new Count.
 func (l *Lab) Config() Config {
+	ps := l.NodePersistence()
+	if len(ps) > 0 && uniform(ps) != persistenceMixed {
+		ps = ps[:1]
+	}
 	return Config{
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
-		NodePersistence: l.NodePersistence(), RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay,
+		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay,
 		Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
 	}
 }

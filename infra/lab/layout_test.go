@@ -173,8 +173,14 @@ func TestOpenOldLabFile(t *testing.T) {
 	if got := FormatPersistenceList(l.NodePersistence()); got != "everysec,everysec,everysec" || l.Persistence() != PersistEverysec {
 		t.Errorf("got %s (%s), want everysec on every node", got, l.Persistence())
 	}
-	if c := l.Config(); c.RestartDelay != 5*time.Second || c.NoRestartDelay || c.Count != 3 {
-		t.Errorf("config: got %+v, want 3 nodes, 5s restart delay", c)
+	c := l.Config()
+	if c.RestartDelay != 5*time.Second || c.NoRestartDelay || c.Count != 3 || FormatPersistenceList(c.NodePersistence) != "everysec" {
+		t.Errorf("config: got %+v, want 3 nodes, 5s restart delay, everysec for all", c)
+	}
+	// A shared profile survives a new node count.
+	c.Count = 5
+	if c, err := c.withDefaults(); err != nil || FormatPersistenceList(c.NodePersistence) != "everysec,everysec,everysec,everysec,everysec" {
+		t.Errorf("5 nodes from a 3-node everysec lab: got %v, %v; want everysec on all 5", c.NodePersistence, err)
 	}
 }
 
