@@ -516,8 +516,12 @@ func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 			t.Errorf("%s: %d of %d keys written just before the power loss are there, want %d", prof, got, len(b), wantB)
 		}
 		pl := res.PowerLoss
-		t.Logf("node %d %s: power loss %v after set B, cut %d bytes, %d commands, kept the AOF as of %v before the crash",
-			id, prof, res.Fault.Start.Sub(wroteB).Round(time.Millisecond), pl.CutBytes, pl.CutCommands, res.Fault.Start.Sub(pl.KeptUntil).Round(time.Millisecond))
+		kept := "-"
+		if !pl.KeptUntil.IsZero() {
+			kept = res.Fault.Start.Sub(pl.KeptUntil).Round(time.Millisecond).String()
+		}
+		t.Logf("node %d %s: power loss %v after set B, cut %d bytes, %d commands, AOF kept as of %s before the crash",
+			id, prof, res.Fault.Start.Sub(wroteB).Round(time.Millisecond), pl.CutBytes, pl.CutCommands, kept)
 		if prof == PersistEverysec {
 			if pl.CutCommands < int64(len(b)) || pl.CutBytes == 0 || pl.KeptUntil.IsZero() {
 				t.Errorf("everysec cut: got %+v, want at least the %d writes of set B", pl, len(b))
