@@ -355,7 +355,8 @@ func (l *Lab) node(id int) (Node, error) {
 	return Node{}, fmt.Errorf("%w: no node %d (nodes are 1-%d)", ErrInvalid, id, len(l.f.Nodes))
 }
 
-// Up creates the lab, or brings an existing one in line with cfg: it copies
+// Up creates the lab, or brings an existing one in line with cfg: it makes
+// the ACL passwords the first time (see Credentials), copies
 // infra/envs/local and infra/modules/redis-node into the state directory
 // (so the repository tree stays clean and `down` needs only the state
 // directory), runs init when that copy changed, apply with cfg's
@@ -498,8 +499,8 @@ func checkPorts(cfg Config) error {
 // are used): terraform destroy, whose provisioners stop every node, then a
 // sweep of anything left (a node whose destroy failed, processes whose
 // supervisor died), then it removes what the lab created in the state
-// directory and the directory itself when that leaves it empty. A lab that
-// is already down is fine.
+// directory (the credentials file included) and the directory itself when
+// that leaves it empty. A lab that is already down is fine.
 func Down(ctx context.Context, cfg Config) error {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
