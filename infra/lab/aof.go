@@ -119,9 +119,9 @@ func (a *aofSampler) latest() *AOFSample {
 	return out
 }
 
-// keptAtLocked returns the newest sample taken at or before t, or the oldest one
-// when none is that old (the sampler, with the process, started after t:
-// everything the process wrote is newer than t).
+// keptAtLocked returns the newest sample taken at or before t, or the
+// oldest one when none is that old (the sampler, with the process, started
+// after t: everything the process wrote is newer than t).
 func (a *aofSampler) keptAtLocked(t time.Time) (aofSample, bool) {
 	if len(a.samples) == 0 {
 		return aofSample{}, false
