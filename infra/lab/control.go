@@ -15,8 +15,10 @@ import (
 var ErrInvalid = errors.New("lab: invalid fault parameters")
 
 // The control endpoint: HTTP on 127.0.0.1, one per node, served by the
-// supervisor. Anyone on the machine can reach a loopback port; the lab is a
-// test bench and holds no secrets.
+// supervisor. Anyone on the machine can reach a loopback port and inject
+// faults: the lab is a test bench. The endpoint never hands out the ACL
+// passwords (those stay in the 0600 credentials file), so reaching it does
+// not give access to the nodes' data.
 //
 //	GET  /v1/status          -> NodeStatus
 //	POST /v1/faults/{kind}   faultRequest -> faultResponse
@@ -39,6 +41,8 @@ type FaultResult struct {
 	Fault *Fault `json:"fault,omitempty"`
 	// ClockJump is set for clock-jump.
 	ClockJump *ClockJumpResult `json:"clock_jump,omitempty"`
+	// PowerLoss is set for power-loss.
+	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
 	// Status is the node's status after the request.
 	Status NodeStatus `json:"status"`
 }
@@ -93,6 +97,8 @@ func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (
 	switch kind {
 	case string(FaultKill):
 		return s.kill(ctx, nil)
+	case string(FaultPowerLoss):
+		return s.powerLoss(ctx)
 	case string(FaultRestart):
 		if req.Delay == nil || *req.Delay < 0 {
 			return FaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
@@ -426,8 +432,20 @@ func (s *supervisor) startFaultLocked(kind FaultKind, params map[string]string) 
 
 func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
 	id := s.st.Active[kind]
+	notes := s.notes[kind]
+	delete(s.notes, kind)
 	if id == "" {
 		return
+	}
+	if len(notes) > 0 {
+		merged := make(map[string]string, len(notes)+len(params))
+		for k, v := range notes {
+			merged[k] = v
+		}
+		for k, v := range params {
+			merged[k] = v
+		}
+		params = merged
 	}
 	if err := s.rec.end(id, kind, params); err != nil {
 		s.log.Printf("record: %v", err)

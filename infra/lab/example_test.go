@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/redlock"
 )
 
 func ExampleParsePersistence() {
@@ -15,7 +16,16 @@ func ExampleParsePersistence() {
 		log.Fatal(err)
 	}
 	fmt.Println(p.KillNote())
-	// Output: everysec: kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss
+	// Output: everysec: kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss; power-loss cuts what everysec had not fsynced
+}
+
+func ExampleParsePersistenceList() {
+	ps, err := lab.ParsePersistenceList("always,always,everysec,everysec,everysec")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(ps), ps[0], ps[4])
+	// Output: 5 always everysec
 }
 
 // A drill: three nodes, one crash, one partition, the fault log, and down.
@@ -29,13 +39,26 @@ func Example() {
 	defer lab.Down(ctx, cfg)
 
 	fmt.Println("REDLAB_NODES:", l.Addrs())
+	// ACLs are on: lock clients log in as the redlock user.
+	creds, err := l.Credentials()
+	if err != nil {
+		log.Fatal(err)
+	}
+	locks, err := redlock.New(redlock.NewNodes(l.Addrs(), redlock.WithAuth(creds.Redlock.Name, creds.Redlock.Password)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
 	if _, err := l.Kill(ctx, 2); err != nil { // back after 10s
+		log.Fatal(err)
+	}
+	if _, err := l.PowerLoss(ctx, 3); err != nil { // always: nothing acknowledged is lost
 		log.Fatal(err)
 	}
 	if err := l.Partition(ctx, 3); err != nil {
 		log.Fatal(err)
 	}
-	time.Sleep(5 * time.Second) // ... run the load against the lab here ...
+	time.Sleep(5 * time.Second) // ... take locks with `locks` here ...
 	if err := l.Heal(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -3,10 +3,16 @@ package lab
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -39,7 +45,7 @@ func TestLab(t *testing.T) {
 		if want := fmt.Sprintf("127.0.0.1:%d", base+i+1); node.ID != i+1 || node.Addr != want {
 			t.Errorf("node %d: got %+v, want id %d at %s", i+1, node, i+1, want)
 		}
-		if err := ping(node.Addr, time.Second); err != nil {
+		if err := ping(t, l, node.ID, time.Second); err != nil {
 			t.Errorf("node %d through its proxy: %v", node.ID, err)
 		}
 	}
@@ -51,6 +57,10 @@ func TestLab(t *testing.T) {
 
 	t.Run("up again is idempotent", func(t *testing.T) {
 		before, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds, err := os.ReadFile(l.CredentialsPath())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,13 +78,19 @@ func TestLab(t *testing.T) {
 					before[i].SupervisorPID, before[i].RedisPID, after[i].SupervisorPID, after[i].RedisPID)
 			}
 		}
+		if again, err := os.ReadFile(l.CredentialsPath()); err != nil || string(again) != string(creds) {
+			t.Errorf("credentials after a second up: %v, changed %v; want the same file", err, string(again) != string(creds))
+		}
 	})
+
+	t.Run("acl", func(t *testing.T) { checkACL(t, l) })
 
 	t.Run("partition", func(t *testing.T) { checkPartition(t, l, 1) })
 	t.Run("latency", func(t *testing.T) { checkLatency(t, l, 2, 150*time.Millisecond) })
 	t.Run("pause", func(t *testing.T) { checkPause(t, l, 3, time.Second) })
 	t.Run("clock-jump", func(t *testing.T) { checkClockJump(t, l, 1) })
 	t.Run("kill", func(t *testing.T) { checkKill(t, l, 2, delay, true) })
+	t.Run("power-loss", func(t *testing.T) { checkPowerLoss(t, l, 2, PersistAlways) })
 	t.Run("restart", func(t *testing.T) { checkRestartOverride(t, l, 2) })
 	t.Run("stop-start", func(t *testing.T) { checkStopStart(t, l, 3, true) })
 	t.Run("clock-rate", func(t *testing.T) { checkClockRate(t, l, 1) })
@@ -113,7 +129,7 @@ func TestLab(t *testing.T) {
 				t.Errorf("fault %s still active", f.ID)
 			}
 		}
-		for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultRestart, FaultStop, FaultClockRate} {
+		for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultPowerLoss, FaultRestart, FaultStop, FaultClockRate} {
 			if seen[k] == 0 {
 				t.Errorf("no %s in %s", k, FaultsFile)
 			}
@@ -154,7 +170,7 @@ func TestLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(l.Nodes()[0].Addr, time.Second); err != nil {
+	if err := ping(t, l, 1, time.Second); err != nil {
 		t.Errorf("second lab: %v", err)
 	}
 	if err := Down(ctx, cfg); err != nil {
@@ -167,10 +183,11 @@ func TestLab(t *testing.T) {
 // passes, anything else is a warning on every node.
 func checkDoctor(t *testing.T, l *Lab, p Persistence) {
 	t.Helper()
-	rl, err := redlock.New(redlock.NewNodes(l.Addrs(), redlock.WithNodeTimeout(2*time.Second)))
+	creds, err := l.Credentials()
 	if err != nil {
 		t.Fatal(err)
 	}
+	rl := redlockClient(t, l, creds.Monitor)
 	rep, err := rl.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -199,4 +216,261 @@ func checkNothingLeft(t *testing.T, dir string, base, n int) {
 	if fileExists(dir) {
 		t.Errorf("state dir %s still there after down", dir)
 	}
+}
+
+// TestLabProfiles provisions a lab whose nodes have different persistence
+// profiles and no restart delay: each node renders and reports its own
+// profile, a killed node comes back without waiting, and a power loss
+// loses what its profile says.
+func TestLabProfiles(t *testing.T) {
+	redlab, tf := requireLab(t)
+	const n = 3
+	dir := filepath.Join(t.TempDir(), "lab")
+	base := freeBasePort(t, n)
+	profiles, err := ParsePersistenceList("always,everysec,none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		StateDir: dir, Count: n, BasePort: base, NodePersistence: profiles, NoRestartDelay: true,
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := Down(context.Background(), cfg); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	l, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("each node its profile", func(t *testing.T) {
+		wantFsync := map[Persistence][2]string{
+			PersistAlways: {"yes", "always"}, PersistEverysec: {"yes", "everysec"}, PersistNone: {"no", "always"},
+		}
+		sts, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds, err := l.Credentials()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range profiles {
+			// As the doctor reads it: the monitor user, through the proxy.
+			c := userClient(t, l.Nodes()[i].Addr, creds.Monitor, 2*time.Second)
+			got, err := c.ConfigGet(ctx, "append*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := wantFsync[p]; got["appendonly"] != w[0] || got["appendfsync"] != w[1] {
+				t.Errorf("node %d (%s): appendonly %q appendfsync %q, want %q %q", i+1, p, got["appendonly"], got["appendfsync"], w[0], w[1])
+			}
+			if v, _ := c.ConfigGet(ctx, "aof-load-truncated").Result(); v["aof-load-truncated"] != "yes" {
+				t.Errorf("node %d: aof-load-truncated %q, want yes (a partial last command is dropped on load)", i+1, v["aof-load-truncated"])
+			}
+			if sts[i].Persistence != p {
+				t.Errorf("node %d status: persistence %s, want %s", i+1, sts[i].Persistence, p)
+			}
+		}
+		if got := l.NodePersistence(); FormatPersistenceList(got) != "always,everysec,none" || l.Persistence() != "mixed" {
+			t.Errorf("lab: node persistence %v, persistence %s; want always,everysec,none and mixed", got, l.Persistence())
+		}
+		reopened, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := reopened.Config(); FormatPersistenceList(got.NodePersistence) != "always,everysec,none" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
+			t.Errorf("lab.json: config %+v, want the three profiles, no restart delay, %d nodes", got, n)
+		}
+	})
+
+	t.Run("kill with no restart delay", func(t *testing.T) {
+		const zeroWait = "restart-guard: holding Redis back for 0s: last stop was 'unclean'"
+		logPath := filepath.Join(nodeDir(dir, 1), supervisorLogFile)
+		guardLog := func() string {
+			b, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		before := strings.Count(guardLog(), zeroWait)
+		if _, err := l.Kill(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "killed node back", func() error { return ping(t, l, 1, 300*time.Millisecond) })
+		log := guardLog()
+		if got := strings.Count(log, zeroWait); got != before+1 {
+			t.Errorf("guard log lines %q: got %d more, want 1\n%s", zeroWait, got-before, tail(log, 2000))
+		}
+		if strings.Contains(log, "holding Redis back for 0.") || regexp.MustCompile(`holding Redis back for [1-9]`).MatchString(log) {
+			t.Errorf("the guard held the node back for a delay:\n%s", tail(log, 2000))
+		}
+		if b, _ := os.ReadFile(filepath.Join(nodeDir(dir, 1), "guard", "last-stop")); strings.TrimSpace(string(b)) != "running" {
+			t.Errorf("guard state after the restart: %q, want running", b)
+		}
+	})
+
+	t.Run("power-loss everysec", func(t *testing.T) { checkPowerLoss(t, l, 2, PersistEverysec) })
+	t.Run("power-loss always", func(t *testing.T) { checkPowerLoss(t, l, 1, PersistAlways) })
+	t.Run("power-loss none", func(t *testing.T) { checkPowerLoss(t, l, 3, PersistNone) })
+
+	t.Run("one profile for all again", func(t *testing.T) {
+		c := l.Config()
+		c.NodePersistence = []Persistence{PersistEverysec}
+		l2, err := Up(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts, err := l2.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Persistence != PersistEverysec || st.State != NodeUp {
+				t.Errorf("node %d: %s %s, want up everysec", st.ID, st.State, st.Persistence)
+			}
+		}
+		if l2.Persistence() != PersistEverysec {
+			t.Errorf("lab persistence %s, want everysec", l2.Persistence())
+		}
+	})
+}
+
+// checkACL checks that the lab runs with the ACL a real node has: nobody
+// gets in without a password, the redlock user can do what the library
+// sends and nothing else, the monitor user reads, and the credentials file
+// is private.
+func checkACL(t *testing.T, l *Lab) {
+	t.Helper()
+	ctx := context.Background()
+	fi, err := os.Stat(l.CredentialsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: mode %v, want 0600", CredentialsFile, fi.Mode().Perm())
+	}
+	creds, err := ReadCredentials(l.CredentialsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the credentials file holds a password: not the Terraform state or
+	// log, not redis.conf (hashes only), not a node's spec or logs.
+	err = filepath.WalkDir(l.StateDir(), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == l.CredentialsPath() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil // a pid file gone meanwhile
+		}
+		for _, u := range []User{creds.Redlock, creds.Monitor, creds.Admin} {
+			if strings.Contains(string(b), u.Password) {
+				t.Errorf("%s holds %s's password", p, u.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The library, through the proxies: acquire, extend, release. Each
+	// returns once a quorum answered, so a quorum is what is checked; Close
+	// waits for the releases still in flight.
+	rl := redlockClient(t, l, creds.Redlock)
+	lock, err := rl.TryAcquire(ctx, "lock:acl", 10*time.Second)
+	if err != nil {
+		t.Fatalf("acquire as redlock: %v", err)
+	}
+	if err := lock.Extend(ctx, 20*time.Second); err != nil {
+		t.Errorf("extend as redlock: %v", err)
+	}
+	extended := 0
+	for i := range l.Nodes() {
+		if pttl, err := client(t, l, i+1, 2*time.Second).PTTL(ctx, "lock:acl").Result(); err == nil && pttl > 10*time.Second {
+			extended++
+		}
+	}
+	if extended < rl.Quorum() {
+		t.Errorf("PTTL above 10s after extending to 20s on %d nodes, want at least a quorum of %d", extended, rl.Quorum())
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Errorf("release as redlock: %v", err)
+	}
+	rl.Close()
+	for i := range l.Nodes() {
+		if n, err := client(t, l, i+1, 2*time.Second).Exists(ctx, "lock:acl").Result(); err != nil || n != 0 {
+			t.Errorf("node %d after release: exists %d, %v; want the lock gone", i+1, n, err)
+		}
+	}
+
+	addr := l.Nodes()[0].Addr
+	lockUser := userClient(t, addr, creds.Redlock, 2*time.Second)
+	monitor := userClient(t, addr, creds.Monitor, 2*time.Second)
+	// An extend that re-acquires a lost key: SET NX PX inside the script.
+	const reacquire = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 end
+return 0`
+	allowed := []struct {
+		name string
+		run  func() error
+	}{
+		{"redlock PING", func() error { return lockUser.Ping(ctx).Err() }},
+		{"redlock SET lock:k NX PX", func() error { return lockUser.SetNX(ctx, "lock:k", "tok", 5*time.Second).Err() }},
+		{"redlock extend script with SET NX PX on a missing key", func() error {
+			return redis.NewScript(reacquire).Run(ctx, lockUser, []string{"lock:missing"}, "tok", 5000).Err()
+		}},
+		{"monitor CONFIG GET", func() error { return monitor.ConfigGet(ctx, "appendfsync").Err() }},
+		{"monitor INFO", func() error { return monitor.Info(ctx, "persistence").Err() }},
+	}
+	for _, a := range allowed {
+		if err := a.run(); err != nil {
+			t.Errorf("%s: got %v, want it allowed", a.name, err)
+		}
+	}
+	denied := []struct {
+		name string
+		run  func() error
+	}{
+		{"redlock SET foo bar", func() error { return lockUser.Set(ctx, "foo", "bar", 0).Err() }},
+		{"redlock FLUSHALL", func() error { return lockUser.FlushAll(ctx).Err() }},
+		{"redlock script writing foo", func() error {
+			return lockUser.Eval(ctx, `return redis.call("SET", "foo", "bar")`, []string{"lock:k"}).Err()
+		}},
+		{"monitor SET lock:k", func() error { return monitor.Set(ctx, "lock:k", "x", 0).Err() }},
+		{"anonymous PING", func() error { return userClient(t, addr, User{}, 2*time.Second).Ping(ctx).Err() }},
+		{"redlock with a wrong password", func() error {
+			return userClient(t, addr, User{Name: UserRedlock, Password: "wrong-password-000"}, 2*time.Second).Ping(ctx).Err()
+		}},
+	}
+	for _, d := range denied {
+		err := d.run()
+		scriptDenied := redis.HasErrorPrefix(err, "The user executing the script can't")
+		if !redis.IsPermissionError(err) && !redis.IsAuthError(err) && !scriptDenied {
+			t.Errorf("%s: got %v, want it denied (NOPERM, NOAUTH/WRONGPASS or a script ACL error)", d.name, err)
+		}
+	}
+}
+
+// redlockClient returns a redlock.Client over the lab's proxies, logged in
+// as u; it and its node clients are closed when the test ends.
+func redlockClient(t *testing.T, l *Lab, u User) *redlock.Client {
+	t.Helper()
+	nodes := redlock.NewNodes(l.Addrs(), redlock.WithNodeTimeout(2*time.Second), redlock.WithAuth(u.Name, u.Password))
+	rl, err := redlock.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rl.Close()
+		for _, n := range nodes {
+			n.Close()
+		}
+	})
+	return rl
 }

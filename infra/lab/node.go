@@ -65,6 +65,20 @@ func LoadNodeSpec(stateDir string, id int) (NodeSpec, error) {
 	return spec, spec.Validate()
 }
 
+// redisAuth returns the ACL user the supervisor (and a start waiting for
+// it) logs in as: the lab's admin when the node's redis.conf defines ACL
+// users, none when it does not.
+func redisAuth(spec NodeSpec) (User, error) {
+	if !parseRedisConf(spec.Conf).acl {
+		return User{}, nil
+	}
+	c, err := ReadCredentials(filepath.Join(spec.StateDir, CredentialsFile))
+	if err != nil {
+		return User{}, fmt.Errorf("lab: node %d: its redis.conf defines ACL users, so the supervisor needs the lab's credentials: %w", spec.ID, err)
+	}
+	return c.Admin, nil
+}
+
 // StartNode starts the supervisor of a prepared node detached from the
 // caller (its own session, output to stateDir/nodeN/supervisor.log) by
 // running `redlab node run`, and returns once the node answers PING through
@@ -106,9 +120,14 @@ func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
 	limit := time.Duration(spec.RestartDelay) + 30*time.Second
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	auth, err := redisAuth(spec)
+	if err != nil {
+		return err
+	}
 	c := redis.NewClient(&redis.Options{
 		Addr: "127.0.0.1:" + strconv.Itoa(spec.Port), MaxRetries: -1, PoolSize: 1,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
+		Username: auth.Name, Password: auth.Password,
 	})
 	defer c.Close()
 	for {

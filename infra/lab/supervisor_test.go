@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
@@ -62,8 +65,14 @@ func prepareTestNode(t *testing.T) NodeSpec {
 
 func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
 	t.Helper()
+	return prepareTestNodeIn(t, t.TempDir(), persistence)
+}
+
+// prepareTestNodeIn writes node 1 of a lab in state directory dir, with
+// extra (persistence settings, ACL users) in its redis.conf.
+func prepareTestNodeIn(t *testing.T, dir, extra string) NodeSpec {
+	t.Helper()
 	bin := testenv.Require(t, "redis-server")
-	dir := t.TempDir()
 	spec := NodeSpec{
 		ID: 1, StateDir: dir,
 		Port: redistest.FreePort(t), RedisPort: redistest.FreePort(t), ControlPort: redistest.FreePort(t),
@@ -71,7 +80,7 @@ func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
 	}
 	nd := nodeDir(dir, 1)
 	spec.Conf = fmt.Appendf(nil, "bind 127.0.0.1\nport %d\ndaemonize no\ndir %s/data\nlogfile %q\n%ssave \"\"\nmaxmemory-policy noeviction\n",
-		spec.RedisPort, nd, nd+"/redis.log", persistence)
+		spec.RedisPort, nd, nd+"/redis.log", extra)
 	if err := PrepareNode(spec); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +286,101 @@ func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan s
 	go func() { orphan.Wait(); close(done) }()
 	t.Cleanup(func() { orphan.Process.Kill(); <-done })
 	eventually(t, 10*time.Second, "orphan answers", func() error {
-		return ping(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), 200*time.Millisecond)
+		return pingAddr(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), User{}, 200*time.Millisecond)
 	})
 	return orphan, done
+}
+
+// TestSupervisorPowerLoss cuts the power of a node per profile: everysec
+// loses the last second of writes, always nothing, none everything; a kill
+// of an everysec node keeps everything (the page cache survives it).
+func TestSupervisorPowerLoss(t *testing.T) {
+	tests := []struct {
+		prof Persistence
+		conf string
+	}{
+		{PersistEverysec, "appendonly yes\nappendfsync everysec\n"},
+		{PersistAlways, "appendonly yes\nappendfsync always\n"},
+		{PersistNone, "appendonly no\n"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.prof), func(t *testing.T) {
+			l := runTestSupervisor(t, prepareTestNodeConf(t, tt.conf))
+			if st := status(t, l, 1); st.Persistence != tt.prof || (st.AOF != nil) != (tt.prof == PersistEverysec) {
+				t.Fatalf("status %+v: want %s, an AOF sample only for everysec", st, tt.prof)
+			}
+			checkPowerLoss(t, l, 1, tt.prof)
+			if tt.prof == PersistEverysec {
+				checkKill(t, l, 1, testGuardDelay, true)
+				checkPowerLoss(t, l, 1, tt.prof) // the history restarted after the cut
+			}
+		})
+	}
+}
+
+func TestSupervisorPowerLossNotRunning(t *testing.T) {
+	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync everysec\n"))
+	ctx := context.Background()
+	if _, err := l.Stop(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.PowerLoss(ctx, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("power loss of a stopped node: got %v, want ErrNotRunning", err)
+	}
+}
+
+// TestSupervisorPowerLossCustomProfile: appendfsync no is no lab profile,
+// and the power-loss model does not guess what it would lose.
+func TestSupervisorPowerLossCustomProfile(t *testing.T) {
+	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync no\n"))
+	if _, err := l.PowerLoss(context.Background(), 1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("power loss with appendfsync no: got %v, want ErrInvalid", err)
+	}
+	if st := status(t, l, 1); st.State != NodeUp {
+		t.Errorf("after a refused power loss: state %s, want up", st.State)
+	}
+}
+
+// aclConf is what envs/local renders for ACLs, reduced to the users the
+// supervisor and these tests use.
+func aclConf(c Credentials) string {
+	hash := func(p string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(p))) }
+	return "appendonly yes\nappendfsync everysec\n" +
+		"user default off resetpass resetkeys resetchannels -@all\n" +
+		"user admin on #" + hash(c.Admin.Password) + " resetkeys ~* resetchannels &* +@all\n"
+}
+
+// TestSupervisorACL runs a node whose redis.conf turns ACLs on: the
+// supervisor logs in as the lab's admin for its readiness PING, the
+// clock-jump model and a power loss's restart.
+func TestSupervisorACL(t *testing.T) {
+	dir := t.TempDir()
+	creds, err := ensureCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := runTestSupervisor(t, prepareTestNodeIn(t, dir, aclConf(creds)))
+	if err := pingAddr(l.Nodes()[0].Addr, User{}, time.Second); !redis.IsAuthError(err) {
+		t.Fatalf("PING without a login: got %v, want an auth error (ACLs are on)", err)
+	}
+	checkClockJump(t, l, 1)
+	checkKill(t, l, 1, testGuardDelay, true)
+	checkPowerLoss(t, l, 1, PersistEverysec)
+}
+
+// TestSupervisorACLNeedsCredentials: a node with ACL users and no
+// credentials file cannot be supervised, and says why.
+func TestSupervisorACLNeedsCredentials(t *testing.T) {
+	dir := t.TempDir()
+	creds, err := newCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := prepareTestNodeIn(t, dir, aclConf(creds))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = RunNode(ctx, spec.StateDir, spec.ID, nil)
+	if !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("RunNode without credentials: got %v, want ErrNoCredentials", err)
+	}
 }

@@ -98,8 +98,9 @@ type Terraform struct {
 	dir string
 	tf  *tfexec.Terraform
 
-	mu     sync.Mutex
-	stderr bytes.Buffer
+	mu       sync.Mutex
+	stderr   bytes.Buffer
+	varFiles []string
 }
 
 // NewTerraform prepares to run bin in the root module dir. Both stdout and
@@ -137,6 +138,15 @@ func NewTerraform(bin, dir string, log io.Writer) (*Terraform, error) {
 	return t, nil
 }
 
+// SetVarFiles makes every later apply and destroy read these var files
+// (-var-file), for values that must not appear on a command line, where
+// any local user can read them.
+func (t *Terraform) SetVarFiles(paths ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.varFiles = append([]string(nil), paths...)
+}
+
 // Binary returns the path of the tofu/terraform executable.
 func (t *Terraform) Binary() string { return t.bin }
 
@@ -151,14 +161,14 @@ func (t *Terraform) Init(ctx context.Context) error {
 // resources at the replace addresses.
 func (t *Terraform) Apply(ctx context.Context, vars map[string]string, replace ...string) error {
 	return t.run(ctx, "apply", func(ctx context.Context) error {
-		return t.tf.Apply(ctx, applyOptions(vars, replace)...)
+		return t.tf.Apply(ctx, applyOptions(vars, t.varFiles, replace)...)
 	})
 }
 
 // Destroy runs `destroy -auto-approve` with the variables.
 func (t *Terraform) Destroy(ctx context.Context, vars map[string]string) error {
 	return t.run(ctx, "destroy", func(ctx context.Context) error {
-		return t.tf.Destroy(ctx, destroyOptions(vars)...)
+		return t.tf.Destroy(ctx, destroyOptions(vars, t.varFiles)...)
 	})
 }
 
@@ -193,10 +203,13 @@ func initOptions() []tfexec.InitOption {
 	return []tfexec.InitOption{tfexec.Backend(true), tfexec.Get(true), tfexec.Upgrade(false)}
 }
 
-func applyOptions(vars map[string]string, replace []string) []tfexec.ApplyOption {
+func applyOptions(vars map[string]string, varFiles, replace []string) []tfexec.ApplyOption {
 	var opts []tfexec.ApplyOption
 	for _, r := range replace {
 		opts = append(opts, tfexec.Replace(r))
+	}
+	for _, f := range varFiles {
+		opts = append(opts, tfexec.VarFile(f))
 	}
 	for _, v := range varArgs(vars) {
 		opts = append(opts, tfexec.Var(v))
@@ -204,8 +217,11 @@ func applyOptions(vars map[string]string, replace []string) []tfexec.ApplyOption
 	return opts
 }
 
-func destroyOptions(vars map[string]string) []tfexec.DestroyOption {
+func destroyOptions(vars map[string]string, varFiles []string) []tfexec.DestroyOption {
 	var opts []tfexec.DestroyOption
+	for _, f := range varFiles {
+		opts = append(opts, tfexec.VarFile(f))
+	}
 	for _, v := range varArgs(vars) {
 		opts = append(opts, tfexec.Var(v))
 	}

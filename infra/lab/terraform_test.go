@@ -103,7 +103,10 @@ apply)
   if [ -n "${FAKE_WAIT:-}" ]; then
     trap 'echo INT >>"$log"; exit 130' INT
     : >"$FAKE_WAIT"
-    for _ in $(seq 1 200); do sleep 0.05; done
+    # The wait builtin returns at once on a trapped signal; a SIGINT that
+    # arrives while bash waits for a foreground child (a command
+    # substitution, a plain sleep) can be taken as handled by that child.
+    for _ in {1..200}; do sleep 0.05 & wait $!; done
   fi ;;
 esac
 `
@@ -139,6 +142,7 @@ func TestTerraformArgv(t *testing.T) {
 	}
 	ctx := context.Background()
 	vars := map[string]string{"state_dir": "/tmp/lab", "node_count": "3", "base_port": "7100"}
+	tf.SetVarFiles("/tmp/lab/secret.tfvars.json")
 	if err := tf.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +162,9 @@ func TestTerraformArgv(t *testing.T) {
 	env := "env TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE="
 	want := []string{
 		"init|-no-color|-input=false|-backend=true|-get=true|-upgrade=false", env,
-		`apply|-no-color|-auto-approve|-input=false|-lock=true|-parallelism=10|-refresh=true|-replace=terraform_data.node["2"]|-var|base_port=7100|-var|node_count=3|-var|state_dir=/tmp/lab`, env,
+		`apply|-no-color|-auto-approve|-input=false|-var-file=/tmp/lab/secret.tfvars.json|-lock=true|-parallelism=10|-refresh=true|-replace=terraform_data.node["2"]|-var|base_port=7100|-var|node_count=3|-var|state_dir=/tmp/lab`, env,
 		"output|-no-color|-json", env,
-		"destroy|-no-color|-auto-approve|-input=false|-lock-timeout=0s|-lock=true|-parallelism=10|-refresh=true|-var|base_port=7100|-var|node_count=3|-var|state_dir=/tmp/lab", env,
+		"destroy|-no-color|-auto-approve|-input=false|-lock-timeout=0s|-var-file=/tmp/lab/secret.tfvars.json|-lock=true|-parallelism=10|-refresh=true|-var|base_port=7100|-var|node_count=3|-var|state_dir=/tmp/lab", env,
 	}
 	got := readLog(t, log)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

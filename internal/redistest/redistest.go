@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -311,4 +312,48 @@ func PortsFree(base, n int, offsets ...int) bool {
 		}
 	}
 	return true
+}
+
+// FreeStableBasePort is FreeBasePort for ports that must stay free for a
+// while: a lab binds them seconds later, from other processes. The base is
+// chosen below the kernel's ephemeral port range, from which every
+// outgoing connection made meanwhile (on this machine, by any process)
+// takes its local port.
+func FreeStableBasePort(tb testing.TB, n int, offsets ...int) int {
+	tb.Helper()
+	span := n
+	for _, off := range offsets {
+		span = max(span, off+n)
+	}
+	const low = 10000
+	high := ephemeralLow() - span - 1
+	if high <= low {
+		return FreeBasePort(tb, n, offsets...)
+	}
+	for range 50 {
+		base := low + rand.IntN(high-low)
+		if PortsFree(base, n, offsets...) {
+			return base
+		}
+	}
+	tb.Fatal("redistest: no free base port below the ephemeral range")
+	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
 }

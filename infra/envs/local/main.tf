@@ -5,13 +5,16 @@
 # built in.
 #
 # Differences from a real node, all deliberate:
-#   - acl_enabled = false: clients and `--nodes` work without credentials
-#     (the rendered redis.conf is otherwise the same file);
+#   - the ACL is the real one (default user off, redlock, monitor) plus one
+#     lab-only user, admin (every command, every key), which the supervisor
+#     uses for its readiness PING and the clock-jump model;
 #   - bind 127.0.0.1 on a private port; clients use the proxy's port;
 #   - the guard's runtime directory is not on tmpfs, so a machine reboot is
 #     not seen as a boot (the guard's last-stop state still makes a node whose
 #     supervisor vanished wait);
-#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds.
+#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds,
+#     which may be 0 (restart at once: the unsafe practice drills compare);
+#   - each node may have its own persistence profile.
 
 locals {
   nodes = {
@@ -21,8 +24,24 @@ locals {
       redis_port   = var.base_port + 100 + i
       control_port = var.base_port + 200 + i
       dir          = "${var.state_dir}/node${i}"
+      # One profile per node, or one for every node. A list of another
+      # length fails terraform_data.node's precondition.
+      persistence = try(var.persistence[i - 1], var.persistence[0])
     }
   }
+}
+
+locals {
+  # Appended to each node's rendered redis.conf. A real VM has no such user.
+  # The name is infra/lab's UserAdmin.
+  admin_acl = join("\n", [
+    "",
+    "# Lab only: the supervisor's user (readiness PING, the clock-jump and",
+    "# clock-rate models) and the lab's own experiments. Never on a real VM.",
+    "user admin on #${sha256(var.admin_password)} resetkeys ~* resetchannels &* +@all",
+    "",
+  ])
+  redis_conf = { for k, m in module.node : k => "${m.redis_conf}${local.admin_acl}" }
 }
 
 module "node" {
@@ -34,9 +53,11 @@ module "node" {
   max_lock_ttl      = var.restart_delay_seconds
   restart_margin    = var.restart_margin
   maxmemory         = var.maxmemory
-  fsync             = var.persistence == "everysec" ? "everysec" : "always"
-  persistence       = var.persistence != "none"
-  acl_enabled       = false
+  fsync             = each.value.persistence == "everysec" ? "everysec" : "always"
+  persistence       = each.value.persistence != "none"
+  acl_enabled       = true
+  redlock_password  = var.redlock_password
+  monitor_password  = var.monitor_password
   data_dir          = "${each.value.dir}/data"
   log_file          = "${each.value.dir}/redis.log"
   guard_state_dir   = "${each.value.dir}/guard"
@@ -50,7 +71,7 @@ resource "terraform_data" "node" {
   # A node whose files or ports change is stopped and started again on the
   # new ones (its data goes with it: a new node).
   triggers_replace = {
-    conf         = sha256(nonsensitive(module.node[each.key].redis_conf))
+    conf         = sha256(nonsensitive(local.redis_conf[each.key]))
     guard        = sha256(module.node[each.key].restart_guard)
     ports        = "${each.value.port}/${each.value.redis_port}/${each.value.control_port}"
     redis_server = var.redis_server_path
@@ -66,9 +87,10 @@ resource "terraform_data" "node" {
   # local-exec appends `command` as the last argument of `interpreter`; no
   # shell is involved, so nothing needs quoting. The files go base64 on the
   # command line; `command` is a short flag because terraform quotes it in
-  # error messages. redis.conf is sensitive in the module for its ACL hashes;
-  # with acl_enabled = false it holds none, and keeping it visible keeps
-  # `node start` errors in terraform's output.
+  # error messages. redis.conf is sensitive in the module for its ACL
+  # password hashes: SHA-256 of 48 random hex characters, which reveal
+  # nothing, so it is made visible here to keep `node start` errors in
+  # terraform's output (a sensitive argument would suppress them).
   provisioner "local-exec" {
     interpreter = [
       var.redlab_bin, "node", "start",
@@ -79,9 +101,16 @@ resource "terraform_data" "node" {
       "--control-port", tostring(each.value.control_port),
       "--redis-server", var.redis_server_path,
       "--guard-b64", base64encode(module.node[each.key].restart_guard),
-      "--conf-b64", base64encode(nonsensitive(module.node[each.key].redis_conf)),
+      "--conf-b64", base64encode(nonsensitive(local.redis_conf[each.key])),
     ]
     command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
+  }
+
+  lifecycle {
+    precondition {
+      condition     = length(var.persistence) == 1 || length(var.persistence) == var.node_count
+      error_message = "persistence must list one profile for every node, or exactly node_count profiles (one per node)."
+    }
   }
 
   provisioner "local-exec" {

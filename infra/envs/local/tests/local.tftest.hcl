@@ -2,8 +2,11 @@
 # node files. Nothing is provisioned (plan runs no provisioner).
 
 variables {
-  state_dir  = "/tmp/redlab-tftest"
-  redlab_bin = "/usr/local/bin/redlab"
+  state_dir        = "/tmp/redlab-tftest"
+  redlab_bin       = "/usr/local/bin/redlab"
+  redlock_password = "test-redlock-password"
+  monitor_password = "test-monitor-password"
+  admin_password   = "test-admin-password"
 }
 
 run "layout" {
@@ -39,8 +42,18 @@ run "layout" {
     error_message = "node 2's redis.conf must use its private port, its directory under state_dir and fsync always"
   }
   assert {
-    condition     = !can(regex("(?m)^user ", module.node["1"].redis_conf))
-    error_message = "the lab renders no ACL (acl_enabled = false)"
+    condition = alltrue([
+      strcontains(local.redis_conf["1"], "user default off resetpass resetkeys resetchannels -@all\n"),
+      strcontains(local.redis_conf["1"], "user redlock on #${sha256("test-redlock-password")} resetkeys ~lock:* "),
+      strcontains(local.redis_conf["1"], "user monitor on #${sha256("test-monitor-password")} "),
+      strcontains(local.redis_conf["1"], "user admin on #${sha256("test-admin-password")} resetkeys ~* resetchannels &* +@all\n"),
+      startswith(local.redis_conf["1"], module.node["1"].redis_conf),
+    ])
+    error_message = "the lab renders the real ACL (default off, redlock, monitor) and appends its admin user"
+  }
+  assert {
+    condition     = length(regexall("test-[a-z]+-password", local.redis_conf["2"])) == 0
+    error_message = "no password reaches redis.conf in clear"
   }
   assert {
     condition = alltrue([
@@ -60,7 +73,7 @@ run "everysec" {
   command = plan
   variables {
     node_count  = 1
-    persistence = "everysec"
+    persistence = ["everysec"]
   }
   assert {
     condition     = strcontains(module.node["1"].redis_conf, "appendonly yes\n") && strcontains(module.node["1"].redis_conf, "appendfsync everysec\n")
@@ -72,7 +85,7 @@ run "none" {
   command = plan
   variables {
     node_count  = 1
-    persistence = "none"
+    persistence = ["none"]
   }
   assert {
     condition     = strcontains(module.node["1"].redis_conf, "appendonly no\n") && strcontains(module.node["1"].redis_conf, "save \"\"\n")
@@ -84,12 +97,77 @@ run "none" {
   }
 }
 
+run "per_node_persistence" {
+  command = plan
+  variables {
+    node_count  = 3
+    persistence = ["always", "everysec", "none"]
+  }
+  assert {
+    condition = alltrue([
+      strcontains(module.node["1"].redis_conf, "appendonly yes\n") && strcontains(module.node["1"].redis_conf, "appendfsync always\n"),
+      strcontains(module.node["2"].redis_conf, "appendonly yes\n") && strcontains(module.node["2"].redis_conf, "appendfsync everysec\n"),
+      strcontains(module.node["3"].redis_conf, "appendonly no\n") && strcontains(module.node["3"].redis_conf, "save \"\"\n"),
+    ])
+    error_message = "each node renders its own profile, in node order"
+  }
+}
+
+run "one_profile_for_every_node" {
+  command = plan
+  variables {
+    node_count  = 3
+    persistence = ["everysec"]
+  }
+  assert {
+    condition     = alltrue([for k in ["1", "2", "3"] : strcontains(module.node[k].redis_conf, "appendfsync everysec\n")])
+    error_message = "a one-item list applies to every node"
+  }
+}
+
+run "persistence_list_length" {
+  command = plan
+  variables {
+    node_count  = 3
+    persistence = ["always", "everysec"]
+  }
+  expect_failures = [terraform_data.node]
+}
+
 run "bad_persistence" {
   command = plan
   variables {
-    persistence = "sometimes"
+    persistence = ["sometimes"]
   }
   expect_failures = [var.persistence]
+}
+
+run "empty_persistence" {
+  command = plan
+  variables {
+    persistence = []
+  }
+  expect_failures = [var.persistence]
+}
+
+run "no_restart_delay" {
+  command = plan
+  variables {
+    node_count            = 1
+    restart_delay_seconds = 0
+  }
+  assert {
+    condition     = strcontains(module.node["1"].restart_guard, "REDIS_GUARD_DELAY:-0}") && output.restart_delay_seconds == 0
+    error_message = "restart_delay_seconds = 0 renders a guard that does not wait"
+  }
+}
+
+run "negative_restart_delay" {
+  command = plan
+  variables {
+    restart_delay_seconds = -1
+  }
+  expect_failures = [var.restart_delay_seconds]
 }
 
 run "bad_node_count" {
@@ -106,6 +184,14 @@ run "bad_base_port" {
     base_port = 65300
   }
   expect_failures = [var.base_port]
+}
+
+run "short_password" {
+  command = plan
+  variables {
+    admin_password = "short"
+  }
+  expect_failures = [var.admin_password]
 }
 
 run "relative_state_dir" {
