@@ -3,23 +3,23 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
 // doctorOptions are the flags of `redlab doctor`.
 type doctorOptions struct {
-	nodes    nodesFlag
-	ttl      time.Duration
-	timeout  time.Duration
-	username string
-	asJSON   bool
+	nodes   nodesFlag
+	ttl     time.Duration
+	timeout time.Duration
+	login   login
+	asJSON  bool
 }
 
 func newDoctorCmd(e *env) *cobra.Command {
@@ -40,37 +40,39 @@ With --json the same report goes to stdout as JSON: "nodes", "findings"
 Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 		Example: `  redlab doctor                                  # the nodes of $REDLAB_NODES
   redlab doctor --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --ttl 30s
-  REDLAB_PASSWORD=... redlab doctor --username monitor --json`,
+  REDLAB_PASSWORD=... redlab doctor --username monitor --json
+  eval "$(redlab lab up | tail -1)"; redlab doctor   # the lab's nodes, as its monitor user`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			addrs, err := o.nodes.orEnv()
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			password := os.Getenv(envPassword)
+			user, password, err := o.login.resolve()
+			if err != nil {
+				return err
+			}
 			switch {
-			case o.username != "" && password == "":
-				return usageErrorf("--username %s needs the password in $%s", o.username, envPassword)
 			case o.ttl <= 0:
 				return usageErrorf("--ttl must be positive, got %v", o.ttl)
 			case o.timeout <= 0:
 				return usageErrorf("--timeout must be positive, got %v", o.timeout)
 			}
-			return o.run(c, e, addrs, password)
+			return o.run(c, e, addrs, user, password)
 		},
 	}
 	fs := c.Flags()
 	fs.Var(&o.nodes, "nodes", "Redis nodes to audit (default $"+envNodes+")")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lock TTL in use, to judge the client timeouts against")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "per-node dial/read/write timeout of the lock client")
-	fs.StringVar(&o.username, "username", "", "ACL user to connect as, e.g. the nodes' read-only monitor user; the password is read from $"+envPassword)
+	o.login.register(fs, lab.UserMonitor)
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON, for scripts")
 	return c
 }
 
-func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, password string) error {
+func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, user, password string) error {
 	nopts := []redlock.NodeOption{redlock.WithNodeTimeout(o.timeout)}
-	if o.username != "" || password != "" {
-		nopts = append(nopts, redlock.WithAuth(o.username, password))
+	if user != "" || password != "" {
+		nopts = append(nopts, redlock.WithAuth(user, password))
 	}
 	nodes := redlock.NewNodes(addrs, nopts...)
 	defer func() {

@@ -44,6 +44,10 @@ var faultKinds = []faultKind{
 		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
 			return l.Kill(ctx, n[0])
 		}},
+	{use: "power-loss N", short: "crash the node losing what it had not fsynced (everysec: the last second; always: nothing)", min: 1, max: 1,
+		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
+			return l.PowerLoss(ctx, n[0])
+		}},
 	{use: "restart N --delay D", short: "SIGKILL redis-server and restart it after D (0: at once)", min: 1, max: 1,
 		flags: func(fs *pflag.FlagSet, o *faultOptions) {
 			fs.DurationVar(&o.delay, "delay", 0, "restart delay override (required; 0 restarts at once)")
@@ -253,6 +257,14 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		return
 	case res.ClockJump != nil:
 		fmt.Fprintf(w, "clock-jump node %d: %d keys' TTLs moved, %d keys expired\n", nodes[0], res.ClockJump.Adjusted, res.ClockJump.Deleted)
+		return
+	case res.PowerLoss != nil:
+		pl := res.PowerLoss
+		fmt.Fprintf(w, "power-loss node %d (%s): cut %d bytes, %d writes from the append-only file", nodes[0], pl.Persistence, pl.CutBytes, pl.CutCommands)
+		if !pl.KeptUntil.IsZero() {
+			fmt.Fprintf(w, " (kept what was written until %s)", pl.KeptUntil.Local().Format("15:04:05.000"))
+		}
+		fmt.Fprintf(w, "; now %s\n", res.Status.State)
 		return
 	}
 	fmt.Fprintf(w, "%s node %d: now %s", kind, nodes[0], res.Status.State)

@@ -98,17 +98,18 @@ func stateDir(flag string) string {
 
 const stateDirUsage = "the lab's state directory (default $" + envStateDir + ", else ./" + lab.DefaultStateDir + ")"
 
-// persistenceFlag is always|everysec|none.
-type persistenceFlag lab.Persistence
+// persistenceListFlag is one profile for every node, or one per node:
+// always,always,everysec,everysec,everysec.
+type persistenceListFlag []lab.Persistence
 
-func (f *persistenceFlag) String() string { return string(*f) }
-func (f *persistenceFlag) Type() string   { return "always|everysec|none" }
-func (f *persistenceFlag) Set(s string) error {
-	p, err := lab.ParsePersistence(s)
+func (f *persistenceListFlag) String() string { return lab.FormatPersistenceList(*f) }
+func (f *persistenceListFlag) Type() string   { return "PROFILE[,PROFILE...]" }
+func (f *persistenceListFlag) Set(s string) error {
+	ps, err := lab.ParsePersistenceList(s)
 	if err != nil {
 		return err
 	}
-	*f = persistenceFlag(p)
+	*f = ps
 	return nil
 }
 

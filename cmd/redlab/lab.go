@@ -33,7 +33,7 @@ else ./bin/tofu (make tools).`,
 }
 
 func newLabUpCmd(e *env, dir *string) *cobra.Command {
-	cfg := lab.Config{Count: lab.DefaultCount, BasePort: lab.DefaultBasePort, Persistence: lab.PersistAlways, RestartDelay: lab.DefaultRestartDelay}
+	cfg := lab.Config{Count: lab.DefaultCount, BasePort: lab.DefaultBasePort, NodePersistence: []lab.Persistence{lab.PersistAlways}, RestartDelay: lab.DefaultRestartDelay}
 	var verbose bool
 	c := &cobra.Command{
 		Use:   "up",
@@ -51,24 +51,32 @@ after which doctor, load, serve, fault and lab status/down need neither
 			fs := c.Flags()
 			// An existing lab keeps what the flags do not change.
 			if old, err := lab.Open(cfg.StateDir); err == nil {
+				was := old.Config()
 				if !fs.Changed("count") {
-					cfg.Count = len(old.Nodes())
+					cfg.Count = was.Count
 				}
 				if !fs.Changed("persistence") {
-					cfg.Persistence = old.Persistence()
+					cfg.NodePersistence = was.NodePersistence
 				}
 				if !fs.Changed("restart-delay") {
-					cfg.RestartDelay = old.RestartDelay()
+					cfg.RestartDelay = was.RestartDelay
+					cfg.NoRestartDelay = was.NoRestartDelay
 				}
 				if !fs.Changed("base-port") {
-					cfg.BasePort = old.BasePort()
+					cfg.BasePort = was.BasePort
 				}
 			}
 			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
 				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
 			}
-			if cfg.RestartDelay <= 0 {
-				return usageErrorf("--restart-delay must be > 0 (it is the max lock TTL), got %v", cfg.RestartDelay)
+			if n := len(cfg.NodePersistence); n != 1 && n != cfg.Count {
+				return usageErrorf("--persistence gives %d profiles for %d nodes: give one for every node or one per node", n, cfg.Count)
+			}
+			if fs.Changed("restart-delay") {
+				if cfg.RestartDelay < 0 {
+					return usageErrorf("--restart-delay must be >= 0 (it is the max lock TTL; 0 restarts a crashed node at once), got %v", cfg.RestartDelay)
+				}
+				cfg.NoRestartDelay = cfg.RestartDelay == 0
 			}
 			if verbose {
 				cfg.Log = e.stderr
@@ -81,7 +89,7 @@ after which doctor, load, serve, fault and lab status/down need neither
 				return err
 			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v, state %s\n",
-				time.Since(start).Round(time.Millisecond), len(l.Nodes()), l.Persistence(), l.RestartDelay(), l.StateDir())
+				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), l.StateDir())
 			for _, n := range l.Nodes() {
 				fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control)
 			}
@@ -92,8 +100,8 @@ after which doctor, load, serve, fault and lab status/down need neither
 	fs := c.Flags()
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of nodes")
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "node N listens on base+N (proxy), base+100+N (redis), base+200+N (control)")
-	fs.Var((*persistenceFlag)(&cfg.Persistence), "persistence", "appendfsync of every node")
-	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL)")
+	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "appendfsync of every node (always, everysec or none), or one per node: always,always,everysec,everysec,everysec")
+	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
 	return c
@@ -103,12 +111,12 @@ after which doctor, load, serve, fault and lab status/down need neither
 type envVar struct{ name, value string }
 
 // labExports is the environment `lab up` hands to the shell: the other
-// commands read it in place of --nodes and --state-dir. Credentials join
-// this list when the lab turns ACLs on.
+// commands read it in place of --nodes, --state-dir and a login.
 func labExports(l *lab.Lab) []envVar {
 	return []envVar{
 		{envNodes, strings.Join(l.Addrs(), ",")},
 		{envStateDir, l.StateDir()},
+		{lab.CredentialsEnv, l.CredentialsPath()},
 	}
 }
 
@@ -147,8 +155,8 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			}
 			if asJSON {
 				return writeJSON(e.stdout, labStatusJSON{
-					StateDir: l.StateDir(), Persistence: l.Persistence(), RestartDelay: lab.Duration(l.RestartDelay()),
-					Addrs: l.Addrs(), Nodes: sts,
+					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
+					RestartDelay: lab.Duration(l.RestartDelay()), Addrs: l.Addrs(), Nodes: sts,
 				})
 			}
 			printLabStatus(e.stdout, l, sts)
@@ -162,11 +170,13 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 // labStatusJSON is `lab status --json`: the lab's settings and every node's
 // status as the lab records it.
 type labStatusJSON struct {
-	StateDir     string           `json:"state_dir"`
-	Persistence  lab.Persistence  `json:"persistence"`
-	RestartDelay lab.Duration     `json:"restart_delay"`
-	Addrs        []string         `json:"addrs"`
-	Nodes        []lab.NodeStatus `json:"nodes"`
+	StateDir string `json:"state_dir"`
+	// Persistence is the profile every node shares, or "mixed".
+	Persistence     lab.Persistence   `json:"persistence"`
+	NodePersistence []lab.Persistence `json:"node_persistence"`
+	RestartDelay    lab.Duration      `json:"restart_delay"`
+	Addrs           []string          `json:"addrs"`
+	Nodes           []lab.NodeStatus  `json:"nodes"`
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -194,7 +204,11 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 			pidOrDash(st.RedisPID), pidOrDash(st.SupervisorPID), st.Restarts, st.Persistence, network, since)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nrestart delay %v. Power-loss fidelity: %s\n", l.RestartDelay(), l.Persistence().KillNote())
+	delay := l.RestartDelay().String()
+	if l.NoRestartDelay() {
+		delay = "0s (a crashed node restarts at once)"
+	}
+	fmt.Fprintf(w, "\nrestart delay %s. Power-loss fidelity: %s\n", delay, l.Persistence().KillNote())
 }
 
 func pidOrDash(pid int) string {
