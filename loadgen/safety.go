@@ -71,14 +71,14 @@ type DoubleGrant struct {
 	// LockViolation is set when both holders were inside their validity
 	// during the overlap.
 	LockViolation bool     `json:"lock_violation,omitempty"`
-	First  HoldSpan `json:"first"`
-	Second HoldSpan `json:"second"`
+	First         HoldSpan `json:"first"`
+	Second        HoldSpan `json:"second"`
 }
 
 // HoldSpan is a hold in a report: times are offsets from the run start.
 type HoldSpan struct {
-	Holder     string  `json:"holder"`
-	Token      string  `json:"token,omitempty"`
+	Holder       string  `json:"holder"`
+	Token        string  `json:"token,omitempty"`
 	GrantedMs    float64 `json:"granted_ms"`
 	ReleasedMs   float64 `json:"released_ms"`
 	ValidUntilMs float64 `json:"valid_until_ms"`
