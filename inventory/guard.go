@@ -68,6 +68,10 @@ func (g Guard) known() bool {
 	return err == nil || g == guardRedlockFencedNaive
 }
 
+// NeedsNodes reports whether the guard takes a lock on Redis nodes (and so
+// needs lock nodes to run).
+func (g Guard) NeedsNodes() bool { return g.redlock() || g == GuardRedisSingle }
+
 // redlock reports whether the guard takes a Redlock lock.
 func (g Guard) redlock() bool {
 	return g == GuardRedlock || g == GuardRedlockFenced || g == guardRedlockFencedNaive
