@@ -239,7 +239,7 @@ func (m *Matrix) WriteMarkdown(w io.Writer) {
 			passed++
 		}
 	}
-	fmt.Fprintf(w, "\n%d of %d drills as expected; the matrix took %s (generated %s).\n", passed, len(m.Drills), (time.Duration(m.TookS*float64(time.Second))).Round(time.Second), m.Generated)
+	fmt.Fprintf(w, "\n%d of %d drills as expected; the matrix took %s (generated %s).\n", passed, len(m.Drills), (time.Duration(m.TookS * float64(time.Second))).Round(time.Second), m.Generated)
 	for _, d := range m.Drills {
 		if d.Error != "" {
 			fmt.Fprintf(w, "\n- %s did not run: %s\n", d.Drill, d.Error)
