@@ -6,17 +6,41 @@ TF    ?= $(shell command -v tofu 2>/dev/null || command -v terraform 2>/dev/null
 export REDLAB_TF := $(TF)
 # No update checks from terraform on every run (the network is closed anyway).
 export CHECKPOINT_DISABLE := 1
+# The test database scripts/setup.sh prepared: it writes the URL, with the
+# cluster's real port, to bin/postgres-dsn on every run. Read here rather than
+# in a recipe so that every target sees it (`make test-go` after one set-up);
+# `make test` runs the set-up first and then a sub-make, which reads the file
+# fresh. An exported REDLAB_TEST_POSTGRES wins.
+ifeq ($(strip $(REDLAB_TEST_POSTGRES)),)
+REDLAB_TEST_POSTGRES := $(shell cat bin/postgres-dsn 2>/dev/null)
+endif
+export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean
+.PHONY: test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
 build:
 	$(GO) build -o bin/redlab ./cmd/redlab
 
-## test: everything CI runs (race detector on).
-test: vet test-go test-fuzz test-infra
+## test: everything CI runs (race detector on), after the set-up it needs.
+## A sub-make, so that the checks start only once the set-up is done (also
+## under -j) and see what it made (bin/postgres-dsn, bin/tofu).
+test: setup-test
+	@$(MAKE) --no-print-directory vet test-go test-fuzz test-infra
+
+## deps: the set-up `make test` runs (packages, PostgreSQL role and database,
+## OpenTofu when no tofu/terraform), on its own. See scripts/setup.sh.
+deps: setup-test
+setup-test:
+	@bash scripts/setup.sh test
+setup-demo:
+	@bash scripts/setup.sh demo
+
+## test-setup: the set-up script's own test (needs root; .ci/run runs it).
+test-setup:
+	bash scripts/setup_test.sh
 
 vet:
 	$(GO) vet ./...
@@ -56,7 +80,7 @@ bench:
 
 ## demo: the main job on the embedded defaults: lab up, 30 s of load through the
 ## redlock guard with zipf keys, summary + report.html path, lab down.
-demo:
+demo: setup-demo
 	GO=$(GO) ./scripts/demo.sh
 
 fmt:

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,20 +40,39 @@ func (s Severity) String() string {
 	return "severity(" + strconv.Itoa(int(s)) + ")"
 }
 
+// MarshalText renders s as its String, so JSON carries "critical", not 2.
+func (s Severity) MarshalText() ([]byte, error) {
+	if s > Critical {
+		return nil, fmt.Errorf("redlock: unknown severity %d", uint8(s))
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText parses what MarshalText writes.
+func (s *Severity) UnmarshalText(b []byte) error {
+	for v := Info; v <= Critical; v++ {
+		if string(b) == v.String() {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("redlock: unknown severity %q", b)
+}
+
 // Finding is one result of Check.
 type Finding struct {
 	// Node is the 0-based node index, or -1 for the node set as a whole.
-	Node int
+	Node int `json:"node"`
 	// Check names what was audited: "reachable", "role", "replicas", "run_id",
 	// "config", "appendonly", "appendfsync", "maxmemory-policy", "clock",
 	// "client", "nodes", "timeouts".
-	Check string
+	Check string `json:"check"`
 	// Severity grades the finding.
-	Severity Severity
+	Severity Severity `json:"severity"`
 	// Message says what was found, in one line.
-	Message string
-	// Fix says what to do about it, in one line; empty for Info.
-	Fix string
+	Message string `json:"message"`
+	// Fix says what to do about it, as one sentence; empty for Info.
+	Fix string `json:"fix,omitempty"`
 }
 
 // NodeInfo is what Check read from one node. String fields are empty when
@@ -82,10 +102,88 @@ type NodeInfo struct {
 	RTT         time.Duration
 }
 
+// MarshalJSON writes the node's fields in snake case, Err as a string and
+// the durations in nanoseconds.
+func (n NodeInfo) MarshalJSON() ([]byte, error) {
+	errText := ""
+	if n.Err != nil {
+		errText = n.Err.Error()
+	}
+	return json.Marshal(struct {
+		Node            int    `json:"node"`
+		Addr            string `json:"addr"`
+		Reachable       bool   `json:"reachable"`
+		Err             string `json:"error,omitempty"`
+		Version         string `json:"version,omitempty"`
+		RunID           string `json:"run_id,omitempty"`
+		Role            string `json:"role,omitempty"`
+		Replicas        int    `json:"replicas"`
+		AppendOnly      string `json:"appendonly,omitempty"`
+		AppendFsync     string `json:"appendfsync,omitempty"`
+		MaxmemoryPolicy string `json:"maxmemory_policy,omitempty"`
+		ClockOffsetNs   int64  `json:"clock_offset_ns"`
+		RTTNs           int64  `json:"rtt_ns"`
+	}{n.Node, n.Addr, n.Reachable, errText, n.Version, n.RunID, n.Role, n.Replicas,
+		n.AppendOnly, n.AppendFsync, n.MaxmemoryPolicy, int64(n.ClockOffset), int64(n.RTT)})
+}
+
 // Report is the result of Check.
 type Report struct {
-	Nodes    []NodeInfo
-	Findings []Finding
+	Nodes    []NodeInfo `json:"nodes"`
+	Findings []Finding  `json:"findings"`
+}
+
+// Summary counts a Report's nodes and findings.
+type Summary struct {
+	// Nodes is how many nodes were audited; Unreachable how many of them did
+	// not answer.
+	Nodes       int `json:"nodes"`
+	Unreachable int `json:"unreachable"`
+	// Critical, Warning and OK count the findings by severity (OK: Info, the
+	// check passed). Findings cover single nodes and the node set as a
+	// whole, so they do not add up to a multiple of Nodes.
+	Critical int `json:"critical"`
+	Warning  int `json:"warning"`
+	OK       int `json:"ok"`
+}
+
+// Summary counts the report's nodes and findings.
+func (r Report) Summary() Summary {
+	s := Summary{Nodes: len(r.Nodes)}
+	for _, n := range r.Nodes {
+		if !n.Reachable {
+			s.Unreachable++
+		}
+	}
+	for _, f := range r.Findings {
+		switch f.Severity {
+		case Critical:
+			s.Critical++
+		case Warning:
+			s.Warning++
+		default:
+			s.OK++
+		}
+	}
+	return s
+}
+
+// String renders the summary as one line, e.g.
+// "3 nodes (2 unreachable); 27 findings: 2 critical, 1 warning, 24 ok".
+func (s Summary) String() string {
+	nodes := plural(s.Nodes, "node")
+	if s.Unreachable > 0 {
+		nodes += fmt.Sprintf(" (%d unreachable)", s.Unreachable)
+	}
+	return fmt.Sprintf("%s; %s: %d critical, %s, %d ok", nodes, plural(s.Critical+s.Warning+s.OK, "finding"),
+		s.Critical, plural(s.Warning, "warning"), s.OK)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // Critical reports whether any finding is Critical.
@@ -143,7 +241,7 @@ func (c *Client) Check(ctx context.Context, opts ...CheckOption) (Report, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep.Nodes[i], perNode[i] = c.checkNode(ctx, i, node)
+			rep.Nodes[i], perNode[i] = c.checkNode(ctx, i, node, cfg.ttl)
 		}()
 	}
 	wg.Wait()
@@ -161,15 +259,36 @@ func (c *Client) Check(ctx context.Context, opts ...CheckOption) (Report, error)
 		}
 		if first, dup := seen[id]; dup {
 			rep.Findings = append(rep.Findings, Finding{Node: i, Check: "run_id", Severity: Critical,
-				Message: fmt.Sprintf("same run_id as node %d (%s): both addresses reach one server", first, c.addrs[first]),
-				Fix:     "list every server once; Redlock needs N independent masters"})
+				Message: fmt.Sprintf("same run_id as node %d (%s): both addresses reach one server", first+1, c.addrs[first]),
+				Fix: fmt.Sprintf("List every server once: nodes %d and %d are the same server, so the %d addresses give fewer than %d independent masters.",
+					first+1, i+1, len(c.nodes), len(c.nodes))})
 		} else {
 			seen[id] = i
 			rep.Findings = append(rep.Findings, Finding{Node: i, Check: "run_id", Severity: Info,
 				Message: "run_id " + shortID(id) + " is unique"})
 		}
 	}
+	// What an unreachable node costs depends on how many others answer.
+	up := len(rep.Nodes) - rep.Summary().Unreachable
+	for i, f := range rep.Findings {
+		if f.Check == "reachable" && f.Severity == Critical {
+			rep.Findings[i].Fix = c.unreachableFix(up)
+		}
+	}
 	return rep, nil
+}
+
+// unreachableFix is the fix of an unreachable node when up nodes answer.
+func (c *Client) unreachableFix(up int) string {
+	n := len(c.nodes)
+	switch spare := up - c.quorum; {
+	case spare < 0:
+		return fmt.Sprintf("Start the node or fix its address: only %d of %d nodes answer and the quorum is %d, so every acquire fails.", up, n, c.quorum)
+	case spare == 0:
+		return fmt.Sprintf("Start the node or fix its address: %d of %d nodes answer, exactly the quorum, so one more failure stops every acquire.", up, n)
+	default:
+		return fmt.Sprintf("Start the node or fix its address: %d of %d nodes answer, so the lock (quorum %d) survives %s more.", up, n, c.quorum, plural(spare, "failure"))
+	}
 }
 
 func shortID(id string) string {
@@ -186,10 +305,13 @@ func (c *Client) checkSize() Finding {
 		Message: fmt.Sprintf("%d nodes, quorum %d, tolerates %d down", n, c.quorum, tolerates)}
 	switch {
 	case n < 3:
-		f.Severity, f.Fix = Warning, "use 3 or 5 independent nodes"
+		f.Severity = Warning
+		f.Fix = fmt.Sprintf("Use 3 or 5 independent nodes: with %s the quorum is %d and no node may fail.", plural(n, "node"), c.quorum)
 		f.Message += ": no fault tolerance"
 	case n%2 == 0:
-		f.Severity, f.Fix = Warning, fmt.Sprintf("use %d or %d nodes: an even count adds load, not tolerance", n-1, n+1)
+		f.Severity = Warning
+		f.Fix = fmt.Sprintf("Use %d or %d nodes: %d nodes need %d for a quorum and tolerate %d down, no more than %d nodes do.",
+			n-1, n+1, n, c.quorum, tolerates, n-1)
 		f.Message += fmt.Sprintf(", like %d nodes", n-1)
 	}
 	return f
@@ -202,12 +324,12 @@ func (c *Client) checkTimeout(ttl time.Duration) Finding {
 	if c.timeout > ttl/10 {
 		f.Severity = Warning
 		f.Message += ": a silent node needed for the quorum eats the validity"
-		f.Fix = fmt.Sprintf("use a node timeout of at most %v (NewNodes WithNodeTimeout)", ttl/100)
+		f.Fix = fmt.Sprintf("Use a per-node timeout of at most %v (1%% of the %v TTL; NewNodes takes it as WithNodeTimeout): a silent node costs every acquire that long.", ttl/100, ttl)
 	}
 	return f
 }
 
-func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client) (NodeInfo, []Finding) {
+func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl time.Duration) (NodeInfo, []Finding) {
 	info := NodeInfo{Node: i, Addr: c.addrs[i]}
 	var fs []Finding
 	add := func(check string, sev Severity, msg, fix string) {
@@ -221,8 +343,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client) (Node
 	var reply redis.Error
 	if err := node.Ping(ctx).Err(); err != nil && !errors.As(err, &reply) {
 		info.Err = err
-		add("reachable", Critical, "no answer to PING: "+err.Error(),
-			"start the node or fix its address; the lock tolerates at most N-quorum nodes down")
+		add("reachable", Critical, "no answer to PING: "+err.Error(), "") // Check fills in the fix
 		return info, fs
 	}
 	info.Reachable = true
@@ -231,7 +352,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client) (Node
 		info.Version, info.RunID = infoField(s, "redis_version"), infoField(s, "run_id")
 	}
 	if s, err := node.Info(ctx, "replication").Result(); err != nil {
-		add("role", Warning, "cannot read INFO replication: "+err.Error(), "allow INFO for the monitoring user")
+		add("role", Warning, "cannot read INFO replication: "+err.Error(), "Allow INFO for the monitoring user (+info).")
 	} else {
 		info.Role = infoField(s, "role")
 		info.Replicas, _ = strconv.Atoi(infoField(s, "connected_slaves"))
@@ -239,28 +360,29 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client) (Node
 			add("role", Info, "master", "")
 		} else {
 			add("role", Critical, "role "+info.Role+": a replica refuses lock writes or serves stale ones",
-				"point the client at independent masters")
+				fmt.Sprintf("Point the client at %d independent masters, not at a replica.", len(c.nodes)))
 		}
 		if info.Replicas > 0 {
 			add("replicas", Warning, fmt.Sprintf("%d connected replicas: a failover to an async replica loses granted locks", info.Replicas),
-				"remove the replicas and any failover; Redlock wants independent masters")
+				fmt.Sprintf("Remove the %s and any failover: Redlock wants independent masters, and a promoted async replica lacks the latest locks.", plural(info.Replicas, "replica")))
 		} else {
 			add("replicas", Info, "no replicas", "")
 		}
 	}
 
-	c.checkConfig(ctx, node, &info, add)
+	auditConfig(ctx, node, &info, ttl, add)
 
 	t0 := time.Now()
 	if srv, err := node.Time(ctx).Result(); err != nil {
-		add("clock", Warning, "cannot read TIME: "+err.Error(), "allow TIME for the monitoring user")
+		add("clock", Warning, "cannot read TIME: "+err.Error(), "Allow TIME for the monitoring user (+time).")
 	} else {
 		info.RTT = time.Since(t0)
 		info.ClockOffset = srv.Sub(t0.Add(info.RTT / 2))
 		msg := fmt.Sprintf("clock offset %v vs client (rtt %v)", info.ClockOffset.Round(time.Microsecond), info.RTT.Round(time.Microsecond))
 		if info.ClockOffset.Abs() > clockWarning+info.RTT {
 			add("clock", Warning, msg+": time sync looks broken, and a clock that jumps breaks TTLs",
-				"run chrony/ntpd in slew-only mode on every node and client")
+				fmt.Sprintf("Run chrony or ntpd in slew-only mode on every node and client: this node is %v off, more than the %v allowed.",
+					info.ClockOffset.Abs().Round(time.Millisecond), clockWarning))
 		} else {
 			add("clock", Info, msg, "")
 		}
@@ -275,14 +397,14 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client) (Node
 		issues = append(issues, fmt.Sprintf("read timeout %v ignores the %v request deadline, so a slow node holds connections", o.ReadTimeout, c.timeout))
 	}
 	if len(issues) > 0 {
-		add("client", Warning, strings.Join(issues, "; "), "build node clients with NewNodes (MaxRetries -1, context deadlines)")
+		add("client", Warning, strings.Join(issues, "; "), "Build node clients with NewNodes: no command retries (MaxRetries -1) and timeouts from the request deadline.")
 	} else {
 		add("client", Info, "no command retries; timeouts follow the request deadline", "")
 	}
 	return info, fs
 }
 
-func (c *Client) checkConfig(ctx context.Context, node *redis.Client, info *NodeInfo, add func(check string, sev Severity, msg, fix string)) {
+func auditConfig(ctx context.Context, node *redis.Client, info *NodeInfo, ttl time.Duration, add func(check string, sev Severity, msg, fix string)) {
 	get := func(param string) (string, error) {
 		m, err := node.ConfigGet(ctx, param).Result()
 		if err != nil {
@@ -297,7 +419,7 @@ func (c *Client) checkConfig(ctx context.Context, node *redis.Client, info *Node
 	var err error
 	if info.AppendOnly, err = get("appendonly"); err != nil {
 		add("config", Warning, "cannot read config: "+err.Error(),
-			"grant the monitoring user +config|get, or audit appendonly/appendfsync/maxmemory-policy in redis.conf")
+			"Grant the monitoring user +config|get, or audit appendonly, appendfsync and maxmemory-policy in redis.conf by hand.")
 		return
 	}
 	info.AppendFsync, _ = get("appendfsync")
@@ -310,17 +432,17 @@ func (c *Client) checkConfig(ctx context.Context, node *redis.Client, info *Node
 		} else {
 			add("appendfsync", Warning,
 				"appendfsync "+info.AppendFsync+": a crash can lose recently granted locks (up to 1s with everysec)",
-				"set appendfsync always, or delay every restart by the max TTL")
+				fmt.Sprintf("Set appendfsync always, or delay every restart of this node by the max lock TTL (%v here).", ttl))
 		}
 	} else {
 		add("appendonly", Warning, "appendonly "+info.AppendOnly+": a restarted node forgets every lock it granted",
-			"set appendonly yes with appendfsync always, or delay every restart by the max TTL")
+			fmt.Sprintf("Set appendonly yes with appendfsync always, or delay every restart of this node by the max lock TTL (%v here).", ttl))
 	}
 	if info.MaxmemoryPolicy == "noeviction" {
 		add("maxmemory-policy", Info, "maxmemory-policy noeviction", "")
 	} else {
 		add("maxmemory-policy", Critical, "maxmemory-policy "+info.MaxmemoryPolicy+": a held lock can be evicted under memory pressure",
-			"set maxmemory-policy noeviction")
+			"Set maxmemory-policy noeviction: a full node then refuses new locks instead of dropping held ones.")
 	}
 }
 

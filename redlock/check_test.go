@@ -2,9 +2,15 @@ package redlock_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlocklab/redlocklab/internal/redistest"
@@ -145,4 +151,118 @@ func TestCheckConfigDenied(t *testing.T) {
 	rep := check(t, c)
 	wantFinding(t, rep, 0, "config", redlock.Warning)
 	wantFinding(t, rep, 0, "role", redlock.Info) // reachable although PING is denied too
+}
+
+// deadAddrs returns n distinct loopback addresses nothing listens on (a
+// moment ago): the listeners are all open at once, so no port repeats.
+func deadAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs
+}
+
+// TestCheckFixTexts: every fix is one sentence with the numbers of this node
+// set filled in.
+func TestCheckFixTexts(t *testing.T) {
+	bad := redistest.Start(t, 1, redistest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
+	good := redistest.Start(t, 2, redistest.Options{})
+	dead := deadAddrs(t, 2)
+	// Six addresses (an even count), one server listed twice, two dead.
+	addrs := []string{bad.Nodes[0].Addr, good.Nodes[0].Addr, good.Nodes[1].Addr, good.Nodes[1].Addr, dead[0], dead[1]}
+	rep := check(t, newClient(t, addrs, testTimeout), redlock.WithTTL(30*time.Second))
+
+	for _, f := range rep.Findings {
+		if f.Severity == redlock.Info {
+			if f.Fix != "" {
+				t.Errorf("%s on node %d: got fix %q for a passed check, want none", f.Check, f.Node, f.Fix)
+			}
+			continue
+		}
+		if f.Fix == "" || !unicode.IsUpper([]rune(f.Fix)[0]) || !strings.HasSuffix(f.Fix, ".") || strings.Contains(f.Fix, "N-") {
+			t.Errorf("%s on node %d: got fix %q, want one sentence with its numbers", f.Check, f.Node, f.Fix)
+		}
+	}
+	for _, tc := range []struct {
+		node  int
+		check string
+		fix   string
+	}{
+		{-1, "nodes", "Use 5 or 7 nodes: 6 nodes need 4 for a quorum and tolerate 2 down, no more than 5 nodes do."},
+		{4, "reachable", "Start the node or fix its address: 4 of 6 nodes answer, exactly the quorum, so one more failure stops every acquire."},
+		{3, "run_id", "List every server once: nodes 3 and 4 are the same server, so the 6 addresses give fewer than 6 independent masters."},
+		{0, "appendfsync", "Set appendfsync always, or delay every restart of this node by the max lock TTL (30s here)."},
+	} {
+		f, ok := finding(rep, tc.node, tc.check)
+		if !ok || f.Fix != tc.fix {
+			t.Errorf("node %d %s: got fix %q, want %q", tc.node, tc.check, f.Fix, tc.fix)
+		}
+	}
+	if f, _ := finding(rep, 3, "run_id"); !strings.Contains(f.Message, "node 3 ("+good.Nodes[1].Addr+")") {
+		t.Errorf("duplicate run_id: got message %q, want it to name node 3 (numbered from 1) and its address", f.Message)
+	}
+	if got, want := rep.Summary(), (redlock.Summary{Nodes: 6, Unreachable: 2}); got.Nodes != want.Nodes || got.Unreachable != want.Unreachable {
+		t.Errorf("summary: got %+v, want 6 nodes, 2 unreachable", got)
+	}
+}
+
+func TestReportSummary(t *testing.T) {
+	up, down := redlock.NodeInfo{Reachable: true}, redlock.NodeInfo{}
+	f := func(sev redlock.Severity) redlock.Finding { return redlock.Finding{Severity: sev} }
+	for _, tc := range []struct {
+		rep  redlock.Report
+		want redlock.Summary
+		line string
+	}{
+		{redlock.Report{}, redlock.Summary{}, "0 nodes; 0 findings: 0 critical, 0 warnings, 0 ok"},
+		{redlock.Report{Nodes: []redlock.NodeInfo{up}, Findings: []redlock.Finding{f(redlock.Info)}},
+			redlock.Summary{Nodes: 1, OK: 1}, "1 node; 1 finding: 0 critical, 0 warnings, 1 ok"},
+		{redlock.Report{Nodes: []redlock.NodeInfo{up, down, down},
+			Findings: []redlock.Finding{f(redlock.Critical), f(redlock.Critical), f(redlock.Warning), f(redlock.Info), f(redlock.Info)}},
+			redlock.Summary{Nodes: 3, Unreachable: 2, Critical: 2, Warning: 1, OK: 2},
+			"3 nodes (2 unreachable); 5 findings: 2 critical, 1 warning, 2 ok"},
+	} {
+		got := tc.rep.Summary()
+		if got != tc.want || got.String() != tc.line {
+			t.Errorf("got %+v %q, want %+v %q", got, got.String(), tc.want, tc.line)
+		}
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	rep := redlock.Report{
+		Nodes: []redlock.NodeInfo{{Node: 0, Addr: "127.0.0.1:1", Err: errors.New("dial tcp: connection refused"), RTT: 1500}},
+		Findings: []redlock.Finding{
+			{Node: 0, Check: "reachable", Severity: redlock.Critical, Message: "no answer", Fix: "Start the node."},
+			{Node: -1, Check: "nodes", Severity: redlock.Warning, Message: "1 node"},
+		},
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"addr":"127.0.0.1:1"`, `"reachable":false`, `"error":"dial tcp: connection refused"`, `"rtt_ns":1500`,
+		`"severity":"critical"`, `"severity":"warning"`, `"node":-1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("got %s, want %s in it", b, want)
+		}
+	}
+	var back struct{ Findings []redlock.Finding }
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Findings, rep.Findings) {
+		t.Errorf("findings after a round trip: got %+v, want %+v", back.Findings, rep.Findings)
+	}
+	var s redlock.Severity
+	if err := s.UnmarshalText([]byte("fatal")); err == nil {
+		t.Error(`UnmarshalText("fatal"): got no error, want one`)
+	}
 }

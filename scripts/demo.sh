@@ -6,7 +6,9 @@
 #
 # The nodes come from the local lab (`redlab lab up`, OpenTofu/Terraform +
 # supervised redis-server behind toxiproxy) when a tofu/terraform binary is
-# available; otherwise five plain redis-server processes on free ports.
+# available; otherwise five plain redis-server processes on free ports, and the
+# demo says so. `make demo` runs scripts/setup.sh demo first (redis-server);
+# it does not build OpenTofu, which takes 10-14 minutes: `make tools` does.
 #
 # Knobs: DEMO_RATE (100), DEMO_DURATION (30s), DEMO_KEYS (zipf:1000:0.99),
 # DEMO_NODE_TIMEOUT (the redlock default, 50ms), DEMO_OUT (runs/demo-TIMESTAMP),
@@ -59,6 +61,10 @@ mkdir -p bin
 
 tf=${REDLAB_TF:-$(command -v tofu || command -v terraform || true)}
 nodes=""
+if [ "${DEMO_NODES:-lab}" = lab ] && { [ -z "$tf" ] || [ ! -x "$tf" ]; }; then
+	echo "demo: no tofu or terraform (on PATH or ./bin/tofu): running on five plain redis-server nodes, not the Terraform-provisioned lab."
+	echo "demo: 'make tools' builds OpenTofu into ./bin (about 10-14 minutes on 2 cores); 'make demo' then uses the lab."
+fi
 if [ "${DEMO_NODES:-lab}" = lab ] && [ -n "$tf" ] && [ -x "$tf" ] && grep -q "^  lab " <<<"$("$BIN" help 2>&1)"; then
 	# A base port whose 15 ports (proxy, redis, control of five nodes) are free.
 	base=""
@@ -83,7 +89,7 @@ if [ "${DEMO_NODES:-lab}" = lab ] && [ -n "$tf" ] && [ -x "$tf" ] && grep -q "^ 
 fi
 
 if [ -z "$nodes" ]; then
-	command -v redis-server >/dev/null || { echo "demo: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
+	command -v redis-server >/dev/null || { echo "demo: redis-server is not installed; 'bash scripts/setup.sh demo' installs it (make demo runs it)" >&2; exit 1; }
 	echo "demo: starting five redis-server nodes"
 	addrs=()
 	port=$(shuf -i 20000-40000 -n 1)

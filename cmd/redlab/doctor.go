@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,109 +8,107 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
-func init() {
-	register(command{name: "doctor", summary: "audit Redis nodes against the Redlock practices", run: runDoctor})
-}
-
-// doctorOptions are the parsed flags of `redlab doctor`.
+// doctorOptions are the flags of `redlab doctor`.
 type doctorOptions struct {
-	nodes    []string
+	nodes    nodesFlag
 	ttl      time.Duration
 	timeout  time.Duration
 	username string
-	password string
+	asJSON   bool
 }
 
-func parseDoctor(e *env, args []string) (doctorOptions, error) {
-	fs := pflag.NewFlagSet("doctor", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var (
-		nodes nodesFlag
-		o     doctorOptions
-	)
-	fs.Var(&nodes, "nodes", "Redis nodes to audit, host:port[,host:port...] (default $REDLAB_NODES)")
-	fs.DurationVar(&o.ttl, "ttl", redlock.DefaultCheckTTL, "lock TTL in use, to judge the client timeouts against")
-	fs.DurationVar(&o.timeout, "timeout", redlock.DefaultNodeTimeout, "per-node dial/read/write timeout of the lock client")
-	fs.StringVar(&o.username, "username", "", "ACL user to connect as, e.g. the nodes' read-only monitor user; the password is read from $REDLAB_PASSWORD")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: redlab doctor --nodes ADDR[,ADDR...] [--ttl 10s] [--timeout 50ms] [--username monitor]")
-		fmt.Fprintln(e.stderr, "\nAudits every node (persistence, eviction, replication, run_id, clock, timeouts).")
-		fmt.Fprintln(e.stderr, "Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.\n\nflags:")
-		fs.PrintDefaults()
+func newDoctorCmd(e *env) *cobra.Command {
+	o := doctorOptions{ttl: redlock.DefaultCheckTTL, timeout: redlock.DefaultNodeTimeout}
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "audit Redis nodes against the Redlock practices",
+		Long: `Audits every node against the practices Redlock's safety rests on:
+persistence (appendonly, appendfsync), eviction, role and replicas, distinct
+run_ids, clock offset, and client timeouts against the lock TTL.
+
+Prints one finding per line and a summary: how many nodes were audited and
+how many did not answer, then the findings by severity (ok: the check
+passed). Findings are about single nodes and about the node set as a whole.
+With --json the same report goes to stdout as JSON: "nodes", "findings"
+(each "node" is an index into "nodes", -1 for the node set) and "summary".
+
+Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
+		Example: `  redlab doctor                                  # the nodes of $REDLAB_NODES
+  redlab doctor --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --ttl 30s
+  REDLAB_PASSWORD=... redlab doctor --username monitor --json`,
+		RunE: func(c *cobra.Command, _ []string) error {
+			addrs, err := o.nodes.orEnv()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			password := os.Getenv(envPassword)
+			switch {
+			case o.username != "" && password == "":
+				return usageErrorf("--username %s needs the password in $%s", o.username, envPassword)
+			case o.ttl <= 0:
+				return usageErrorf("--ttl must be positive, got %v", o.ttl)
+			case o.timeout <= 0:
+				return usageErrorf("--timeout must be positive, got %v", o.timeout)
+			}
+			return o.run(c, e, addrs, password)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	addrs, err := nodes.orEnv()
-	if err != nil {
-		return o, err
-	}
-	o.nodes = addrs
-	// The password never goes on the command line, where ps would show it.
-	o.password = os.Getenv("REDLAB_PASSWORD")
-	if o.username != "" && o.password == "" {
-		return o, fmt.Errorf("--username %s needs the password in $REDLAB_PASSWORD", o.username)
-	}
-	if o.ttl <= 0 {
-		return o, fmt.Errorf("--ttl must be positive, got %v", o.ttl)
-	}
-	if o.timeout <= 0 {
-		return o, fmt.Errorf("--timeout must be positive, got %v", o.timeout)
-	}
-	return o, nil
+	fs := c.Flags()
+	fs.Var(&o.nodes, "nodes", "Redis nodes to audit (default $"+envNodes+")")
+	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lock TTL in use, to judge the client timeouts against")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "per-node dial/read/write timeout of the lock client")
+	fs.StringVar(&o.username, "username", "", "ACL user to connect as, e.g. the nodes' read-only monitor user; the password is read from $"+envPassword)
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON, for scripts")
+	return c
 }
 
-func runDoctor(ctx context.Context, e *env, args []string) int {
-	o, err := parseDoctor(e, args)
-	if errors.Is(err, pflag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab doctor: %v\n", err)
-		return exitUsage
-	}
-
+func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, password string) error {
 	nopts := []redlock.NodeOption{redlock.WithNodeTimeout(o.timeout)}
-	if o.username != "" || o.password != "" {
-		nopts = append(nopts, redlock.WithAuth(o.username, o.password))
+	if o.username != "" || password != "" {
+		nopts = append(nopts, redlock.WithAuth(o.username, password))
 	}
-	nodes := redlock.NewNodes(o.nodes, nopts...)
+	nodes := redlock.NewNodes(addrs, nopts...)
 	defer func() {
 		for _, n := range nodes {
 			n.Close()
 		}
 	}()
-	c, err := redlock.New(nodes)
+	cl, err := redlock.New(nodes)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab doctor: %v\n", err)
-		return exitFailure
+		return err
 	}
-	defer c.Close()
-	rep, err := c.Check(ctx, redlock.WithTTL(o.ttl))
+	defer cl.Close()
+	rep, err := cl.Check(c.Context(), redlock.WithTTL(o.ttl))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab doctor: %v\n", err)
-		return exitFailure
+		return err
 	}
-	printReport(e.stdout, rep)
-	if rep.Critical() {
-		return exitFailure
+	sum := rep.Summary()
+	if o.asJSON {
+		err = writeJSON(e.stdout, struct {
+			redlock.Report
+			Summary redlock.Summary `json:"summary"`
+		}{rep, sum})
+	} else {
+		err = printReport(e.stdout, rep, sum)
 	}
-	return exitOK
+	if err != nil {
+		return err
+	}
+	if sum.Critical > 0 {
+		return fmt.Errorf("%s: see the FIX column", countOf(sum.Critical, "critical finding"))
+	}
+	return nil
 }
 
-// printReport writes the findings as an aligned table, then a summary line.
-func printReport(w io.Writer, rep redlock.Report) {
+// printReport writes the findings as an aligned table, then the summary.
+func printReport(w io.Writer, rep redlock.Report, sum redlock.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCHECK\tSEVERITY\tMESSAGE\tFIX")
-	var count [3]int
 	for _, f := range rep.Findings {
 		node := "all"
 		if f.Node >= 0 && f.Node < len(rep.Nodes) {
@@ -122,12 +118,19 @@ func printReport(w io.Writer, rep redlock.Report) {
 		if fix == "" {
 			fix = "-"
 		}
-		if int(f.Severity) < len(count) {
-			count[f.Severity]++
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", node, f.Check, f.Severity, f.Message, fix)
 	}
-	tw.Flush()
-	fmt.Fprintf(w, "\n%d nodes: %d critical, %d warning, %d ok\n",
-		len(rep.Nodes), count[redlock.Critical], count[redlock.Warning], count[redlock.Info])
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", sum)
+	return err
+}
+
+// countOf is "1 finding", "3 findings".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

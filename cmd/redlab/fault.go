@@ -9,179 +9,237 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
 )
 
-func init() {
-	register(command{name: "fault", summary: "inject a fault into a lab node: kill, restart, pause, partition, latency, clock-jump, ...", run: runFault})
-}
-
-const faultUsage = `usage: redlab fault KIND NODE... [flags] [--state-dir ./.redlab]
-
-  kill N                         SIGKILL redis-server; it restarts after the restart delay
-  restart N --delay D            the same, but the restart waits D (0: at once)
-  stop N / start N               clean shutdown (SIGTERM) / start again
-  pause N --for D                SIGSTOP redis-server for D (returns at once)
-  partition N...                 the proxy answers nothing: clients time out
-  heal [N...]                    remove partitions and latency (all nodes by default)
-  latency N --add D [--jitter D] delay every reply by D±jitter (--add 0 removes it)
-  clock-jump N --by D            model the node's clock stepping by D: every key's
-                                 TTL shortens by D, keys with D or less left expire
-                                 (--by=-D steps back: TTLs lengthen)
-  clock-rate N --factor F --for D  model a clock running F times real speed for D
-  list                           the faults recorded so far (faults.jsonl)
-
-Nodes are numbered from 1. Every fault is recorded with its start and end
-time in STATE_DIR/faults.jsonl.
-`
-
-// faultSpec describes one fault subcommand's arguments.
-type faultSpec struct {
-	minNodes, maxNodes int // maxNodes -1: any number
-}
-
-var faultSpecs = map[string]faultSpec{
-	"kill": {1, 1}, "restart": {1, 1}, "stop": {1, 1}, "start": {1, 1}, "pause": {1, 1},
-	"partition": {1, -1}, "heal": {0, -1}, "latency": {1, 1}, "clock-jump": {1, 1},
-	"clock-rate": {1, 1}, "list": {0, 0},
-}
-
-// faultOptions are every fault's flags; each subcommand requires its own.
+// faultOptions are the flags of `redlab fault`: the shared ones, and each
+// kind's own.
 type faultOptions struct {
 	stateDir    string
+	timeout     time.Duration
 	delay       time.Duration
 	forD        time.Duration
-	add, jitter time.Duration
+	add, jitter msDurationFlag
 	by          time.Duration
 	factor      float64
-	timeout     time.Duration
 }
 
-func runFault(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, faultUsage)
-		return exitUsage
+// faultKind is one `redlab fault` subcommand.
+type faultKind struct {
+	use, short string
+	// min and max bound the node arguments; max -1: any number.
+	min, max int
+	flags    func(fs *pflag.FlagSet, o *faultOptions)
+	// check validates the kind's flags; fs tells which were given.
+	check func(fs *pflag.FlagSet, o *faultOptions) error
+	// do injects the fault into the lab's nodes.
+	do func(ctx context.Context, l *lab.Lab, nodes []int, o *faultOptions) (lab.FaultResult, error)
+}
+
+var faultKinds = []faultKind{
+	{use: "kill N", short: "SIGKILL redis-server; it restarts after the restart delay", min: 1, max: 1,
+		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
+			return l.Kill(ctx, n[0])
+		}},
+	{use: "restart N --delay D", short: "SIGKILL redis-server and restart it after D (0: at once)", min: 1, max: 1,
+		flags: func(fs *pflag.FlagSet, o *faultOptions) {
+			fs.DurationVar(&o.delay, "delay", 0, "restart delay override (required; 0 restarts at once)")
+		},
+		check: func(fs *pflag.FlagSet, o *faultOptions) error {
+			if !fs.Changed("delay") || o.delay < 0 {
+				return errors.New("--delay D (>= 0) is required")
+			}
+			return nil
+		},
+		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
+			return l.Restart(ctx, n[0], o.delay)
+		}},
+	{use: "stop N", short: "shut redis-server down cleanly (SIGTERM); it stays down", min: 1, max: 1,
+		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
+			return l.Stop(ctx, n[0])
+		}},
+	{use: "start N", short: "start a stopped node again", min: 1, max: 1,
+		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
+			return l.Start(ctx, n[0])
+		}},
+	{use: "pause N --for D", short: "SIGSTOP redis-server for D (returns at once)", min: 1, max: 1,
+		flags: func(fs *pflag.FlagSet, o *faultOptions) {
+			fs.DurationVar(&o.forD, "for", 0, "how long the node stays paused (required)")
+		},
+		check: func(_ *pflag.FlagSet, o *faultOptions) error {
+			if o.forD <= 0 {
+				return errors.New("--for D (> 0) is required")
+			}
+			return nil
+		},
+		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
+			return l.Pause(ctx, n[0], o.forD)
+		}},
+	{use: "partition N...", short: "the proxy answers nothing: clients time out", min: 1, max: -1,
+		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
+			return lab.FaultResult{}, l.Partition(ctx, n...)
+		}},
+	{use: "heal [N...]", short: "remove partitions and latency (all nodes by default)", min: 0, max: -1,
+		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
+			return lab.FaultResult{}, l.Heal(ctx, n...)
+		}},
+	{use: "latency N --add D [--jitter D]", short: "delay every reply by D±jitter, in whole milliseconds (--add 0 removes it)", min: 1, max: 1,
+		flags: func(fs *pflag.FlagSet, o *faultOptions) {
+			fs.Var(&o.add, "add", "added delay per reply, whole milliseconds (required; 0 removes)")
+			fs.Var(&o.jitter, "jitter", "± jitter on the added delay, whole milliseconds")
+		},
+		check: func(fs *pflag.FlagSet, _ *faultOptions) error {
+			if !fs.Changed("add") {
+				return errors.New("--add D is required (0 removes the latency)")
+			}
+			return nil
+		},
+		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
+			return l.Latency(ctx, n[0], time.Duration(o.add), time.Duration(o.jitter))
+		}},
+	{use: "clock-jump N --by D", short: "model the node's clock stepping by D: every key's TTL shortens by D (--by=-D lengthens)", min: 1, max: 1,
+		flags: func(fs *pflag.FlagSet, o *faultOptions) {
+			fs.DurationVar(&o.by, "by", 0, "the step (required; negative steps back: --by=-5s)")
+		},
+		check: func(_ *pflag.FlagSet, o *faultOptions) error {
+			if o.by == 0 {
+				return errors.New("--by D (non-zero) is required")
+			}
+			return nil
+		},
+		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
+			return l.ClockJump(ctx, n[0], o.by)
+		}},
+	{use: "clock-rate N --factor F --for D", short: "model the node's clock running F times real speed for D", min: 1, max: 1,
+		flags: func(fs *pflag.FlagSet, o *faultOptions) {
+			fs.DurationVar(&o.forD, "for", 0, "how long the clock runs fast (required)")
+			fs.Float64Var(&o.factor, "factor", 0, "clock speed relative to real time, e.g. 1.5 (required)")
+		},
+		check: func(_ *pflag.FlagSet, o *faultOptions) error {
+			switch {
+			case o.forD <= 0:
+				return errors.New("--for D (> 0) is required")
+			case !(o.factor > 0):
+				return errors.New("--factor F (> 0) is required")
+			}
+			return nil
+		},
+		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
+			return l.ClockRate(ctx, n[0], o.factor, o.forD)
+		}},
+}
+
+func newFaultCmd(e *env) *cobra.Command {
+	o := &faultOptions{}
+	c := &cobra.Command{
+		Use:   "fault",
+		Short: "inject a fault into a lab node: kill, restart, pause, partition, latency, clock-jump, ...",
+		Long: `Injects a fault into a node of the lab. Nodes are numbered from 1. Every
+fault is recorded with its start and end time in STATE_DIR/faults.jsonl
+('redlab fault list' shows them).`,
 	}
-	kind := args[0]
-	if kind == "-h" || kind == "--help" || kind == "help" {
-		fmt.Fprint(e.stdout, faultUsage)
-		return exitOK
+	c.PersistentFlags().StringVar(&o.stateDir, "state-dir", "", stateDirUsage)
+	c.PersistentFlags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for the node after this long")
+	for _, k := range faultKinds {
+		c.AddCommand(newFaultKindCmd(e, k, o))
 	}
-	spec, ok := faultSpecs[kind]
-	if !ok {
-		fmt.Fprintf(e.stderr, "redlab fault: unknown fault %q\n\n%s", kind, faultUsage)
-		return exitUsage
+	c.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "the faults recorded so far (faults.jsonl)",
+		RunE: func(*cobra.Command, []string) error {
+			l, err := lab.Open(stateDir(o.stateDir))
+			if err != nil {
+				return err
+			}
+			return listFaults(e.stdout, l)
+		},
+	})
+	return c
+}
+
+func newFaultKindCmd(e *env, k faultKind, o *faultOptions) *cobra.Command {
+	c := &cobra.Command{
+		Use:   k.use,
+		Short: k.short,
+		Args:  nodeArgs(k.min, k.max),
 	}
-	fs := pflag.NewFlagSet("fault "+kind, pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var o faultOptions
-	fs.StringVar(&o.stateDir, "state-dir", lab.DefaultStateDir, "the lab's state directory")
-	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for the node after this long")
-	switch kind {
-	case "restart":
-		fs.DurationVar(&o.delay, "delay", -1, "restart delay override (required; 0 restarts at once)")
-	case "pause":
-		fs.DurationVar(&o.forD, "for", 0, "how long the node stays paused (required)")
-	case "clock-rate":
-		fs.DurationVar(&o.forD, "for", 0, "how long the clock runs fast (required)")
-		fs.Float64Var(&o.factor, "factor", 0, "clock speed relative to real time, e.g. 1.5 (required)")
-	case "latency":
-		fs.DurationVar(&o.add, "add", -1, "added delay per reply (required; 0 removes)")
-		fs.DurationVar(&o.jitter, "jitter", 0, "± jitter on the added delay")
-	case "clock-jump":
-		fs.DurationVar(&o.by, "by", 0, "the step (required; negative steps back: --by=-5s)")
+	if k.flags != nil {
+		k.flags(c.Flags(), o)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if o.timeout <= 0 {
+			return usageErrorf("--timeout must be positive, got %v", o.timeout)
+		}
+		if k.check != nil {
+			if err := k.check(c.Flags(), o); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+		}
+		nodes, _ := parseNodeNumbers(args) // nodeArgs accepted them
+		l, err := lab.Open(stateDir(o.stateDir))
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n > len(l.Nodes()) {
+				return usageErrorf("no node %d: the lab has nodes 1-%d", n, len(l.Nodes()))
+			}
+		}
+		ctx, cancel := context.WithTimeout(c.Context(), o.timeout)
+		defer cancel()
+		ctx, cancelSig := cancelOnSignal(ctx, e)
+		defer cancelSig()
+		res, err := k.do(ctx, l, nodes, o)
+		if errors.Is(err, lab.ErrInvalid) {
+			return &exitError{code: exitUsage, err: err}
+		}
+		if err != nil {
+			return err
+		}
+		printFaultResult(e.stdout, c.Name(), nodes, res)
+		return nil
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(e.stderr, "redlab fault %s: %s\n", kind, fmt.Sprintf(format, a...))
-		return exitUsage
+	return c
+}
+
+// nodeArgs accepts between min and max node numbers (max -1: any number).
+func nodeArgs(min, max int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if _, err := parseNodeNumbers(args); err != nil {
+			return err
+		}
+		switch {
+		case len(args) >= min && (max < 0 || len(args) <= max):
+			return nil
+		case max == 0:
+			return usageErrorf("takes no node, got %q", args)
+		case min == max:
+			return usageErrorf("takes exactly %s, got %d", nodeNumbers(min), len(args))
+		}
+		return usageErrorf("needs at least %s", nodeNumbers(min))
 	}
-	var nodes []int
-	for _, a := range fs.Args() {
+}
+
+func nodeNumbers(n int) string {
+	if n == 1 {
+		return "one node number"
+	}
+	return strconv.Itoa(n) + " node numbers"
+}
+
+func parseNodeNumbers(args []string) ([]int, error) {
+	nodes := make([]int, 0, len(args))
+	for _, a := range args {
 		n, err := strconv.Atoi(a)
 		if err != nil || n < 1 {
-			return usageErr("node %q: want a node number from 1", a)
+			return nil, usageErrorf("node %q: want a node number from 1", a)
 		}
 		nodes = append(nodes, n)
 	}
-	if len(nodes) < spec.minNodes || (spec.maxNodes >= 0 && len(nodes) > spec.maxNodes) {
-		switch {
-		case spec.maxNodes == 0:
-			return usageErr("takes no node")
-		case spec.maxNodes == 1:
-			return usageErr("takes exactly one node")
-		}
-		return usageErr("needs at least one node")
-	}
-	switch {
-	case kind == "restart" && o.delay < 0:
-		return usageErr("--delay D (>= 0) is required")
-	case (kind == "pause" || kind == "clock-rate") && o.forD <= 0:
-		return usageErr("--for D (> 0) is required")
-	case kind == "clock-rate" && o.factor <= 0:
-		return usageErr("--factor F (> 0) is required")
-	case kind == "latency" && o.add < 0:
-		return usageErr("--add D (>= 0) is required")
-	case kind == "latency" && o.jitter < 0:
-		return usageErr("--jitter must be >= 0")
-	case kind == "clock-jump" && o.by == 0:
-		return usageErr("--by D (non-zero) is required")
-	}
-
-	l, err := lab.Open(o.stateDir)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab fault %s: %v\n", kind, err)
-		return exitFailure
-	}
-	if kind == "list" {
-		return listFaults(e, l)
-	}
-	for _, n := range nodes {
-		if n > len(l.Nodes()) {
-			return usageErr("no node %d: the lab has nodes 1-%d", n, len(l.Nodes()))
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	ctx, cancelSig := cancelOnSignal(ctx, e)
-	defer cancelSig()
-
-	var res lab.FaultResult
-	switch kind {
-	case "kill":
-		res, err = l.Kill(ctx, nodes[0])
-	case "restart":
-		res, err = l.Restart(ctx, nodes[0], o.delay)
-	case "stop":
-		res, err = l.Stop(ctx, nodes[0])
-	case "start":
-		res, err = l.Start(ctx, nodes[0])
-	case "pause":
-		res, err = l.Pause(ctx, nodes[0], o.forD)
-	case "partition":
-		err = l.Partition(ctx, nodes...)
-	case "heal":
-		err = l.Heal(ctx, nodes...)
-	case "latency":
-		res, err = l.Latency(ctx, nodes[0], o.add, o.jitter)
-	case "clock-jump":
-		res, err = l.ClockJump(ctx, nodes[0], o.by)
-	case "clock-rate":
-		res, err = l.ClockRate(ctx, nodes[0], o.factor, o.forD)
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab fault %s: %v\n", kind, err)
-		if errors.Is(err, lab.ErrInvalid) {
-			return exitUsage
-		}
-		return exitFailure
-	}
-	printFaultResult(e.stdout, kind, nodes, res)
-	return exitOK
+	return nodes, nil
 }
 
 func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult) {
@@ -204,13 +262,12 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 	fmt.Fprintln(w)
 }
 
-func listFaults(e *env, l *lab.Lab) int {
+func listFaults(w io.Writer, l *lab.Lab) error {
 	fl, err := l.Faults()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab fault list: %v\n", err)
-		return exitFailure
+		return err
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tFAULT\tSTART\tEND\tPARAMS")
 	for _, f := range fl {
 		end := "active"
@@ -219,6 +276,5 @@ func listFaults(e *env, l *lab.Lab) int {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\n", f.Node, f.Kind, f.Start.Format("15:04:05.000"), end, f.Params)
 	}
-	tw.Flush()
-	return exitOK
+	return tw.Flush()
 }

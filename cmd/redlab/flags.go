@@ -3,20 +3,32 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/loadgen"
+)
+
+// The environment `redlab lab up` exports (see labExports) and the commands
+// read when their flag is not given.
+const (
+	envNodes    = "REDLAB_NODES"
+	envStateDir = "REDLAB_STATE_DIR"
+	// envPassword is never a flag: ps would show it.
+	envPassword = "REDLAB_PASSWORD"
 )
 
 // nodesFlag is the --nodes value every subcommand shares: ADDR[,ADDR…], each
-// host:port. When the flag is absent, REDLAB_NODES (as printed by
+// host:port. When the flag is absent, REDLAB_NODES (as exported by
 // `redlab lab up`) is used.
 type nodesFlag []string
 
 func (f *nodesFlag) String() string { return strings.Join(*f, ",") }
-
-func (f *nodesFlag) Type() string { return "ADDR[,ADDR...]" }
-
+func (f *nodesFlag) Type() string   { return "ADDR[,ADDR...]" }
 func (f *nodesFlag) Set(s string) error {
 	addrs, err := parseNodes(s)
 	if err != nil {
@@ -32,14 +44,14 @@ func (f nodesFlag) orEnv() ([]string, error) {
 	if len(f) > 0 {
 		return f, nil
 	}
-	if v := os.Getenv("REDLAB_NODES"); v != "" {
+	if v := os.Getenv(envNodes); v != "" {
 		addrs, err := parseNodes(v)
 		if err != nil {
-			return nil, fmt.Errorf("REDLAB_NODES: %w", err)
+			return nil, fmt.Errorf("%s: %w", envNodes, err)
 		}
 		return addrs, nil
 	}
-	return nil, fmt.Errorf("--nodes is required (or set REDLAB_NODES)")
+	return nil, fmt.Errorf("--nodes is required (or set %s: eval \"$(redlab lab up | tail -1)\")", envNodes)
 }
 
 func parseNodes(s string) ([]string, error) {
@@ -70,4 +82,222 @@ func parseNodes(s string) ([]string, error) {
 		return nil, fmt.Errorf("no nodes in %q", s)
 	}
 	return out, nil
+}
+
+// stateDir is the lab state directory a command works on: the flag, else
+// REDLAB_STATE_DIR (exported by `redlab lab up`), else ./.redlab.
+func stateDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := os.Getenv(envStateDir); v != "" {
+		return v
+	}
+	return lab.DefaultStateDir
+}
+
+const stateDirUsage = "the lab's state directory (default $" + envStateDir + ", else ./" + lab.DefaultStateDir + ")"
+
+// persistenceFlag is always|everysec|none.
+type persistenceFlag lab.Persistence
+
+func (f *persistenceFlag) String() string { return string(*f) }
+func (f *persistenceFlag) Type() string   { return "always|everysec|none" }
+func (f *persistenceFlag) Set(s string) error {
+	p, err := lab.ParsePersistence(s)
+	if err != nil {
+		return err
+	}
+	*f = persistenceFlag(p)
+	return nil
+}
+
+// msDurationFlag is a duration in whole milliseconds, >= 0: the lab's proxy
+// delays replies in whole milliseconds, and a value it would truncate
+// (500µs to nothing, 1.5ms to 1ms) is refused rather than silently changed.
+type msDurationFlag time.Duration
+
+func (f *msDurationFlag) String() string {
+	if *f == 0 {
+		return "0"
+	}
+	return time.Duration(*f).String()
+}
+func (f *msDurationFlag) Type() string { return "DURATION" }
+func (f *msDurationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	switch {
+	case d < 0:
+		return fmt.Errorf("%v is negative", d)
+	case d%time.Millisecond != 0:
+		return fmt.Errorf("%v is not a whole number of milliseconds: the lab's proxy delays in 1ms steps (use %v or %v)",
+			d, d.Truncate(time.Millisecond), d.Truncate(time.Millisecond)+time.Millisecond)
+	}
+	*f = msDurationFlag(d)
+	return nil
+}
+
+// rateFlag is --rate: "500" or "500/1s".
+type rateFlag struct{ v float64 }
+
+func (f *rateFlag) String() string { return strconv.FormatFloat(f.v, 'f', -1, 64) }
+func (f *rateFlag) Type() string   { return "N[/PERIOD]" }
+func (f *rateFlag) Set(s string) error {
+	r, err := loadgen.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	f.v = r
+	return nil
+}
+
+// ratesFlag is --rates: 500,1000,2000.
+type ratesFlag []float64
+
+func (f *ratesFlag) String() string {
+	parts := make([]string, len(*f))
+	for i, r := range *f {
+		parts[i] = strconv.FormatFloat(r, 'f', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+func (f *ratesFlag) Type() string { return "RATE,RATE,..." }
+func (f *ratesFlag) Set(s string) error {
+	r, err := loadgen.ParseRates(s)
+	if err != nil {
+		return err
+	}
+	*f = r
+	return nil
+}
+
+// stagesFlag is --stages: "30s:500,60s:2000,30s:0".
+type stagesFlag []loadgen.Stage
+
+func (f *stagesFlag) String() string { return loadgen.FormatStages(*f) }
+func (f *stagesFlag) Type() string   { return "DUR:RATE,..." }
+func (f *stagesFlag) Set(s string) error {
+	st, err := loadgen.ParseStages(s)
+	if err != nil {
+		return err
+	}
+	*f = st
+	return nil
+}
+
+// keysFlag is --keys: uniform:N, zipf:N:θ, hot:N:fraction[:hotkeys].
+type keysFlag loadgen.KeySpec
+
+func (f *keysFlag) String() string { return loadgen.KeySpec(*f).String() }
+func (f *keysFlag) Type() string   { return "SPEC" }
+func (f *keysFlag) Set(s string) error {
+	k, err := loadgen.ParseKeys(s)
+	if err != nil {
+		return err
+	}
+	*f = keysFlag(k)
+	return nil
+}
+
+// quantityFlag is --quantity: N, const:N or uniform:MIN:MAX.
+type quantityFlag loadgen.QuantitySpec
+
+func (f *quantityFlag) String() string { return loadgen.QuantitySpec(*f).String() }
+func (f *quantityFlag) Type() string   { return "SPEC" }
+func (f *quantityFlag) Set(s string) error {
+	q, err := loadgen.ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	*f = quantityFlag(q)
+	return nil
+}
+
+// thresholdsFlag is a repeatable --threshold (or --slo).
+type thresholdsFlag []loadgen.Threshold
+
+func (f *thresholdsFlag) String() string {
+	parts := make([]string, len(*f))
+	for i, t := range *f {
+		parts[i] = t.Expr
+	}
+	return strings.Join(parts, " ")
+}
+func (f *thresholdsFlag) Type() string { return "EXPR" }
+func (f *thresholdsFlag) Set(s string) error {
+	t, err := loadgen.ParseThreshold(s)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, t)
+	return nil
+}
+
+// checkNodes refuses a per-node threshold (node<N>.…) naming a node the run
+// does not time: nodes is how many lock nodes report per-node latency, and
+// why explains a count of zero. A run would otherwise fail only at its end.
+func (f thresholdsFlag) checkNodes(flag string, nodes int, why string) error {
+	for _, t := range f {
+		head, _, _ := strings.Cut(t.Metric, ".")
+		digits, ok := strings.CutPrefix(head, "node")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(digits) // ParseThreshold accepted it: node1, node2, …
+		if err != nil {
+			continue
+		}
+		switch {
+		case nodes == 0:
+			return fmt.Errorf("%s %q: %s", flag, t.Expr, why)
+		case n > nodes:
+			return fmt.Errorf("%s %q: there is no node%d; the run times %d lock nodes, node1 to node%d", flag, t.Expr, n, nodes, nodes)
+		}
+	}
+	return nil
+}
+
+// workerFlag is --worker i/M.
+type workerFlag loadgen.Shard
+
+func (f *workerFlag) String() string { return loadgen.Shard(*f).String() }
+func (f *workerFlag) Type() string   { return "i/M" }
+func (f *workerFlag) Set(s string) error {
+	sh, err := loadgen.ParseShard(s)
+	if err != nil {
+		return err
+	}
+	*f = workerFlag(sh)
+	return nil
+}
+
+// targetFlag is --target: "noop" or http(s) base URLs.
+type targetFlag []string
+
+func (f *targetFlag) String() string { return strings.Join(*f, ",") }
+func (f *targetFlag) Type() string   { return "noop|URL[,URL...]" }
+func (f *targetFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "noop" {
+		*f = []string{"noop"}
+		return nil
+	}
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("target %q: want noop or http(s)://host:port", u)
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("no target in %q", s)
+	}
+	*f = out
+	return nil
 }

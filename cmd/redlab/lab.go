@@ -1,172 +1,178 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
 )
 
-func init() {
-	register(command{name: "lab", summary: "the local lab: up | status | down (OpenTofu/Terraform + supervised nodes)", run: runLab})
-}
-
-const labUsage = `usage:
-  redlab lab up     [--count 5] [--base-port 7100] [--persistence always|everysec|none]
-                    [--restart-delay 5s] [--state-dir ./.redlab] [--infra-dir DIR] [--verbose]
-      create the lab, or bring an existing one in line (flags not given keep
-      the existing lab's values). Prints the nodes; the last line is
-      REDLAB_NODES=host:port,... (eval it, or pass it to --nodes).
-  redlab lab status [--state-dir DIR]
-  redlab lab down   [--state-dir DIR] [--verbose]
-      destroy the lab: no process, port or file of it is left.
+func newLabCmd(e *env) *cobra.Command {
+	var dir string
+	c := &cobra.Command{
+		Use:   "lab",
+		Short: "the local lab: up | status | down (OpenTofu/Terraform + supervised nodes)",
+		Long: `The local lab: independent Redis nodes, each behind a fault-injecting proxy
+and supervised by 'redlab node run', created with OpenTofu/Terraform
+(infra/envs/local).
 
 Node N's proxy (what clients use) is 127.0.0.1:base+N, its redis-server
 127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N.
 The tofu/terraform binary: $REDLAB_TF, else tofu, else terraform on PATH,
-else ./bin/tofu (make tools).
-`
-
-func runLab(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, labUsage)
-		return exitUsage
+else ./bin/tofu (make tools).`,
 	}
-	switch args[0] {
-	case "up":
-		return runLabUp(ctx, e, args[1:])
-	case "status":
-		return runLabStatus(ctx, e, args[1:])
-	case "down":
-		return runLabDown(ctx, e, args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(e.stdout, labUsage)
-		return exitOK
-	}
-	fmt.Fprintf(e.stderr, "redlab lab: unknown subcommand %q\n\n%s", args[0], labUsage)
-	return exitUsage
+	c.PersistentFlags().StringVar(&dir, "state-dir", "", stateDirUsage)
+	c.AddCommand(newLabUpCmd(e, &dir), newLabStatusCmd(e, &dir), newLabDownCmd(e, &dir))
+	return c
 }
 
-// persistenceFlag is a pflag.Value for always|everysec|none.
-type persistenceFlag lab.Persistence
+func newLabUpCmd(e *env, dir *string) *cobra.Command {
+	cfg := lab.Config{Count: lab.DefaultCount, BasePort: lab.DefaultBasePort, Persistence: lab.PersistAlways, RestartDelay: lab.DefaultRestartDelay}
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "up",
+		Short: "create the lab, or bring an existing one in line",
+		Long: `Creates the lab, or brings an existing one in line with the flags given
+(flags not given keep the existing lab's values). Prints the nodes; the last
+line exports the lab's environment for the other commands:
 
-func (f *persistenceFlag) String() string { return string(*f) }
+  eval "$(redlab lab up | tail -1)"
 
-func (f *persistenceFlag) Type() string { return "always|everysec|none" }
-
-func (f *persistenceFlag) Set(s string) error {
-	p, err := lab.ParsePersistence(s)
-	if err != nil {
-		return err
+after which doctor, load, serve, fault and lab status/down need neither
+--nodes nor --state-dir.`,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg.StateDir = stateDir(*dir)
+			fs := c.Flags()
+			// An existing lab keeps what the flags do not change.
+			if old, err := lab.Open(cfg.StateDir); err == nil {
+				if !fs.Changed("count") {
+					cfg.Count = len(old.Nodes())
+				}
+				if !fs.Changed("persistence") {
+					cfg.Persistence = old.Persistence()
+				}
+				if !fs.Changed("restart-delay") {
+					cfg.RestartDelay = old.RestartDelay()
+				}
+				if !fs.Changed("base-port") {
+					cfg.BasePort = old.BasePort()
+				}
+			}
+			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
+				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
+			}
+			if cfg.RestartDelay <= 0 {
+				return usageErrorf("--restart-delay must be > 0 (it is the max lock TTL), got %v", cfg.RestartDelay)
+			}
+			if verbose {
+				cfg.Log = e.stderr
+			}
+			ctx, cancel := cancelOnSignal(c.Context(), e)
+			defer cancel()
+			start := time.Now()
+			l, err := lab.Up(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v, state %s\n",
+				time.Since(start).Round(time.Millisecond), len(l.Nodes()), l.Persistence(), l.RestartDelay(), l.StateDir())
+			for _, n := range l.Nodes() {
+				fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control)
+			}
+			fmt.Fprintln(e.stdout, exportLine(labExports(l)))
+			return nil
+		},
 	}
-	*f = persistenceFlag(p)
-	return nil
-}
-
-// cancelOnSignal returns a context cancelled by the first signal: tofu gets
-// SIGINT and stops cleanly.
-func cancelOnSignal(ctx context.Context, e *env) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-e.signals:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-func runLabUp(ctx context.Context, e *env, args []string) int {
-	fs := pflag.NewFlagSet("lab up", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	cfg := lab.Config{Persistence: lab.PersistAlways}
-	fs.IntVar(&cfg.Count, "count", lab.DefaultCount, "nodes")
-	fs.IntVar(&cfg.BasePort, "base-port", lab.DefaultBasePort, "node N listens on base+N (proxy), base+100+N (redis), base+200+N (control)")
-	fs.Var((*persistenceFlag)(&cfg.Persistence), "persistence", "always | everysec | none")
-	fs.DurationVar(&cfg.RestartDelay, "restart-delay", lab.DefaultRestartDelay, "how long a crashed node stays down (= the max lock TTL)")
-	fs.StringVar(&cfg.StateDir, "state-dir", lab.DefaultStateDir, "state directory")
+	fs := c.Flags()
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of nodes")
+	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "node N listens on base+N (proxy), base+100+N (redis), base+200+N (control)")
+	fs.Var((*persistenceFlag)(&cfg.Persistence), "persistence", "appendfsync of every node")
+	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL)")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
-	verbose := fs.BoolP("verbose", "v", false, "show tofu/terraform output")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "redlab lab up: unexpected arguments %q\n", fs.Args())
-		return exitUsage
-	}
-	// An existing lab keeps what the flags do not change.
-	if old, err := lab.Open(cfg.StateDir); err == nil {
-		if !fs.Changed("count") {
-			cfg.Count = len(old.Nodes())
-		}
-		if !fs.Changed("persistence") {
-			cfg.Persistence = old.Persistence()
-		}
-		if !fs.Changed("restart-delay") {
-			cfg.RestartDelay = old.RestartDelay()
-		}
-		if !fs.Changed("base-port") {
-			cfg.BasePort = old.BasePort()
-		}
-	}
-	if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
-		fmt.Fprintf(e.stderr, "redlab lab up: --count %d: want 1-%d\n", cfg.Count, lab.MaxNodes)
-		return exitUsage
-	}
-	if cfg.RestartDelay <= 0 {
-		fmt.Fprintln(e.stderr, "redlab lab up: --restart-delay must be > 0 (it is the max lock TTL)")
-		return exitUsage
-	}
-	if *verbose {
-		cfg.Log = e.stderr
-	}
-	ctx, cancel := cancelOnSignal(ctx, e)
-	defer cancel()
-	start := time.Now()
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab lab up: %v\n", err)
-		return exitFailure
-	}
-	fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v, state %s\n",
-		time.Since(start).Round(time.Millisecond), len(l.Nodes()), l.Persistence(), l.RestartDelay(), l.StateDir())
-	for _, n := range l.Nodes() {
-		fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control)
-	}
-	fmt.Fprintf(e.stdout, "REDLAB_NODES=%s\n", strings.Join(l.Addrs(), ","))
-	return exitOK
+	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
+	return c
 }
 
-func runLabStatus(ctx context.Context, e *env, args []string) int {
-	fs := pflag.NewFlagSet("lab status", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	stateDir := fs.String("state-dir", lab.DefaultStateDir, "state directory")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+// envVar is one variable of the export line.
+type envVar struct{ name, value string }
+
+// labExports is the environment `lab up` hands to the shell: the other
+// commands read it in place of --nodes and --state-dir. Credentials join
+// this list when the lab turns ACLs on.
+func labExports(l *lab.Lab) []envVar {
+	return []envVar{
+		{envNodes, strings.Join(l.Addrs(), ",")},
+		{envStateDir, l.StateDir()},
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "redlab lab status: unexpected arguments %q\n", fs.Args())
-		return exitUsage
+}
+
+// exportLine renders vars as one line a POSIX shell can eval.
+func exportLine(vars []envVar) string {
+	var b strings.Builder
+	b.WriteString("export")
+	for _, v := range vars {
+		b.WriteString(" " + v.name + "=" + shellQuote(v.value))
 	}
-	l, err := lab.Open(*stateDir)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab lab status: %v\n", err)
-		return exitFailure
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell unless it is made only of
+// characters no shell treats specially.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,:/@%+=-") == "" {
+		return s
 	}
-	sts, err := l.Status(ctx)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab lab status: %v\n", err)
-		return exitFailure
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func newLabStatusCmd(e *env, dir *string) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "every node's state, pids, restarts, persistence and network faults",
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := lab.Open(stateDir(*dir))
+			if err != nil {
+				return err
+			}
+			sts, err := l.Status(c.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, labStatusJSON{
+					StateDir: l.StateDir(), Persistence: l.Persistence(), RestartDelay: lab.Duration(l.RestartDelay()),
+					Addrs: l.Addrs(), Nodes: sts,
+				})
+			}
+			printLabStatus(e.stdout, l, sts)
+			return nil
+		},
 	}
-	printLabStatus(e.stdout, l, sts)
-	return exitOK
+	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON, for scripts")
+	return c
+}
+
+// labStatusJSON is `lab status --json`: the lab's settings and every node's
+// status as the lab records it.
+type labStatusJSON struct {
+	StateDir     string           `json:"state_dir"`
+	Persistence  lab.Persistence  `json:"persistence"`
+	RestartDelay lab.Duration     `json:"restart_delay"`
+	Addrs        []string         `json:"addrs"`
+	Nodes        []lab.NodeStatus `json:"nodes"`
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
@@ -198,28 +204,25 @@ func pidOrDash(pid int) string {
 	return fmt.Sprint(pid)
 }
 
-func runLabDown(ctx context.Context, e *env, args []string) int {
-	fs := pflag.NewFlagSet("lab down", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	cfg := lab.Config{}
-	fs.StringVar(&cfg.StateDir, "state-dir", lab.DefaultStateDir, "state directory")
-	verbose := fs.BoolP("verbose", "v", false, "show tofu/terraform output")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+func newLabDownCmd(e *env, dir *string) *cobra.Command {
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "down",
+		Short: "destroy the lab: no process, port or file of it is left",
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg := lab.Config{StateDir: stateDir(*dir)}
+			if verbose {
+				cfg.Log = e.stderr
+			}
+			ctx, cancel := cancelOnSignal(c.Context(), e)
+			defer cancel()
+			if err := lab.Down(ctx, cfg); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "lab down: %s is clear\n", cfg.StateDir)
+			return nil
+		},
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "redlab lab down: unexpected arguments %q\n", fs.Args())
-		return exitUsage
-	}
-	if *verbose {
-		cfg.Log = e.stderr
-	}
-	ctx, cancel := cancelOnSignal(ctx, e)
-	defer cancel()
-	if err := lab.Down(ctx, cfg); err != nil {
-		fmt.Fprintf(e.stderr, "redlab lab down: %v\n", err)
-		return exitFailure
-	}
-	fmt.Fprintf(e.stdout, "lab down: %s is clear\n", cfg.StateDir)
-	return exitOK
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
+	return c
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,16 +133,18 @@ func TestLabCLI(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", base+i))
 	}
-	if got, want := lines[len(lines)-1], "REDLAB_NODES="+strings.Join(addrs, ","); got != want {
+	exports := lines[len(lines)-1]
+	if got, want := exports, "export REDLAB_NODES="+strings.Join(addrs, ",")+" REDLAB_STATE_DIR="+dir; got != want {
 		t.Errorf("last line of lab up: got %q, want %q", got, want)
 	}
+	checkExports(t, bin, exports, strings.Join(addrs, ","), dir)
 
 	steps := []struct {
 		args    []string
 		want    int
 		wantOut []string
 	}{
-		{[]string{"lab", "up"}, exitOK, []string{"3 nodes", "REDLAB_NODES=" + strings.Join(addrs, ",")}},
+		{[]string{"lab", "up"}, exitOK, []string{"3 nodes", "export REDLAB_NODES=" + strings.Join(addrs, ",")}},
 		{[]string{"fault", "partition", "2"}, exitOK, []string{"partition: nodes [2]"}},
 		{[]string{"lab", "status"}, exitOK, []string{"partitioned", "always", "kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss"}},
 		{[]string{"fault", "heal"}, exitOK, []string{"heal: all nodes"}},
@@ -173,5 +176,57 @@ func TestLabCLI(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("%s still exists after lab down", dir)
+	}
+}
+
+// checkExports evals the last line of `lab up` in bash, as the README says
+// (eval "$(redlab lab up | tail -1)"), and checks that the variables reach
+// a child process and that the commands then need no --nodes or
+// --state-dir.
+func checkExports(t *testing.T, bin, line, nodes, dir string) {
+	t.Helper()
+	testenv.Require(t, "bash")
+	// Neither the test's environment nor its working directory (no ./.redlab
+	// here) may stand in for what the line exports.
+	t.Setenv(envNodes, "")
+	t.Setenv(envStateDir, "")
+	shell := func(script string, args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command("bash", append([]string{"-c", `eval "$1" && shift && ` + script, "bash", line}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	code, out := shell(`exec env`)
+	if code != 0 || !strings.Contains(out, "\n"+envNodes+"="+nodes+"\n") || !strings.Contains(out, "\n"+envStateDir+"="+dir+"\n") {
+		t.Errorf("after eval, a child's environment: exit %d, want %s=%s and %s=%s in:\n%s", code, envNodes, nodes, envStateDir, dir, out)
+	}
+	runDir := filepath.Join(t.TempDir(), "run")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"doctor", "--timeout", "250ms"}, "3 nodes; "},
+		{[]string{"load", "--rate", "20", "--duration", "500ms", "--node-timeout", "1s", "--acquire-timeout", "20s",
+			"--out", runDir, "--threshold", "node3.p50>0s", "--threshold", "outcomes.error==0"}, "threshold node3.p50>0s: pass"},
+		{[]string{"fault", "list"}, "NODE"},
+		{[]string{"lab", "status", "--json"}, `"state_dir": "` + dir + `"`},
+	} {
+		code, out := shell(`exec "$@"`, append([]string{bin}, tc.args...)...)
+		if code != exitOK || !strings.Contains(out, tc.want) {
+			t.Errorf("after eval, redlab %s: exit %d, want 0 and %q in:\n%s", strings.Join(tc.args, " "), code, tc.want, out)
+		}
+	}
+	code, out = shell(`exec "$1" lab status --json 2>/dev/null`, bin)
+	var st labStatusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+		t.Fatalf("lab status --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if strings.Join(st.Addrs, ",") != nodes || len(st.Nodes) != 3 || st.Nodes[2].ID != 3 || st.Nodes[0].State == "" {
+		t.Errorf("lab status --json: got %+v, want the three nodes of %s", st, nodes)
 	}
 }

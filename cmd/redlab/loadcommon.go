@@ -5,29 +5,243 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/pflag"
 
+	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
 
-// startLoad finishes the parse of `redlab load` or `redlab sweep` (name):
-// --help exits 0 and a parse error is a usage error. Otherwise it silences
-// go-redis and runs fn until it returns or is interrupted (see interruptible).
-func startLoad(ctx context.Context, e *env, name string, parseErr error, fn func(ctx context.Context, stop <-chan struct{}) int) int {
-	if errors.Is(parseErr, pflag.ErrHelp) {
-		return exitOK
+// loadFlags are the flags `load` and `sweep` share: what to load and how.
+type loadFlags struct {
+	nodes          nodesFlag
+	guard          string
+	keys           keysFlag
+	quantity       quantityFlag
+	stock          int64
+	replicas       int
+	target         targetFlag
+	store          string
+	maxInFlight    int
+	lockTTL        time.Duration
+	acquireTimeout time.Duration
+	nodeTimeout    time.Duration
+	lockConc       int
+	lateTolerance  time.Duration
+	interval       time.Duration
+	progress       bool
+	metricsAddr    string
+	worker         workerFlag
+	seed           uint64
+	out            string
+
+	// resolved by validate
+	addrs []string
+	g     inventory.Guard
+}
+
+func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
+	f.keys = keysFlag{Kind: "uniform", N: 1000}
+	f.quantity = quantityFlag{Min: 1, Max: 1}
+	f.worker = workerFlag{Index: 0, Count: 1}
+	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or guards none/db-atomic")
+	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic")
+	fs.Var(&f.keys, "keys", "SKU distribution: uniform:N, zipf:N:θ (θ<1 YCSB-style), hot:N:fraction[:hotkeys]")
+	fs.Var(&f.quantity, "quantity", "units per reservation: N, const:N or uniform:MIN:MAX")
+	fs.Int64Var(&f.stock, "stock", 1_000_000, "stock seeded for every SKU before the run")
+	fs.IntVar(&f.replicas, "replicas", 2, "in-process inventory replicas, each with its own Redlock client and pools")
+	fs.Var(&f.target, "target", "send to remote inventory instances (http://a:8080,http://b:8080) or to nothing (noop) instead of in-process replicas")
+	fs.StringVar(&f.store, "store", "", "inventory store DSN, sqlite:PATH or postgres://... (default sqlite in the out dir; with --target: the instances' store, to audit it)")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", loadgen.DefaultMaxInFlight, "bound on concurrent operations; an operation with no free slot within --late-tolerance is counted late, not sent")
+	fs.DurationVar(&f.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock TTL of the in-process replicas")
+	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
+	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms)")
+	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "bound on the concurrent acquire attempts of each replica's Redlock client; excess attempts wait for a slot before their node timeout starts (default: unlimited)")
+	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")
+	fs.DurationVar(&f.interval, "interval", loadgen.DefaultInterval, "collection interval of histograms, counters and the status line")
+	fs.BoolVar(&f.progress, "progress", false, "print the status line every interval even when stderr is not a terminal")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the generator's own Prometheus metrics on this address (e.g. :9101)")
+	fs.Var(&f.worker, "worker", "this machine's share of a run split over M load machines: i/M (rate and keys are sharded)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the key and quantity draws (default: random, recorded in run.json)")
+	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; must not hold a run already")
+}
+
+// validate checks the shared flags and the run's thresholds (given as
+// thFlag); it has no side effects.
+func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFlag) error {
+	g, err := inventory.ParseGuard(f.guard)
+	if err != nil {
+		return err
 	}
-	if parseErr != nil {
-		fmt.Fprintf(e.stderr, "redlab %s: %v\n", name, parseErr)
-		return exitUsage
+	f.g = g
+	remote := len(f.target) > 0
+	if remote && fs.Changed("guard") {
+		return errors.New("--guard applies to in-process replicas; a --target runs the guard its instances were started with")
 	}
-	// Per-node failures are counted in the report; go-redis' own log line
-	// for every failed dial would bury the status line.
-	redis.SetLogger(quietRedis{})
-	return interruptible(ctx, e, name, fn)
+	if remote && fs.Changed("replicas") {
+		return errors.New("--replicas applies to in-process replicas, not to --target")
+	}
+	if remote && fs.Changed("lock-concurrency") {
+		return errors.New("--lock-concurrency applies to in-process replicas, not to --target")
+	}
+	needsNodes := !remote && g != inventory.GuardNone && g != inventory.GuardDBAtomic
+	if needsNodes || len(f.nodes) > 0 {
+		if f.addrs, err = f.nodes.orEnv(); err != nil && needsNodes {
+			return fmt.Errorf("%w (guard %s takes a lock)", err, g)
+		}
+		err = nil
+	}
+	if f.replicas < 1 || f.replicas > 64 {
+		return fmt.Errorf("--replicas must be 1..64, got %d", f.replicas)
+	}
+	if f.stock < 0 || f.stock > inventory.MaxStock {
+		return fmt.Errorf("--stock must be 0..%d, got %d", int64(inventory.MaxStock), f.stock)
+	}
+	if f.quantity.Max > inventory.MaxQuantity {
+		return fmt.Errorf("--quantity must stay within 1..%d", inventory.MaxQuantity)
+	}
+	if f.maxInFlight < 1 || f.maxInFlight > 1_000_000 {
+		return fmt.Errorf("--max-in-flight must be 1..1000000, got %d", f.maxInFlight)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--lock-ttl", f.lockTTL}, {"--acquire-timeout", f.acquireTimeout}, {"--late-tolerance", f.lateTolerance}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %v", d.name, d.v)
+		}
+	}
+	if f.nodeTimeout < 0 {
+		return fmt.Errorf("--node-timeout must not be negative, got %v", f.nodeTimeout)
+	}
+	if f.lockConc < 0 {
+		return fmt.Errorf("--lock-concurrency must not be negative, got %d", f.lockConc)
+	}
+	if f.interval < 100*time.Millisecond {
+		return fmt.Errorf("--interval must be at least 100ms, got %v", f.interval)
+	}
+	if f.store != "" {
+		if err := inventory.CheckDSN(f.store); err != nil {
+			return err
+		}
+	}
+	if f.out == "" {
+		return errors.New("--out must name a directory")
+	}
+	if _, err := loadgen.KeySpec(f.keys).Generator(loadgen.Shard(f.worker)); err != nil {
+		return err
+	}
+	n, why := f.timedNodes()
+	if err := ths.checkNodes(thFlag, n, why); err != nil {
+		return err
+	}
+	if !fs.Changed("seed") {
+		f.seed = rand.Uint64()
+	}
+	return nil
+}
+
+// timedNodes is how many lock nodes the run times one by one (node1…nodeN
+// in thresholds), and why there are none when it is 0: only the
+// in-process Redlock guards see each node's reply.
+func (f *loadFlags) timedNodes() (int, string) {
+	switch {
+	case f.targetKind() == "noop":
+		return 0, "--target noop takes no lock, so there is no per-node latency"
+	case f.targetKind() == "http":
+		return 0, "the --target instances take the locks, so this run sees no per-node latency"
+	case f.g != inventory.GuardRedlock && f.g != inventory.GuardRedlockFenced:
+		return 0, fmt.Sprintf("guard %s has no per-node latency (redlock and redlock-fenced have)", f.g)
+	}
+	return len(f.addrs), ""
+}
+
+// targetKind names the target in run.json.
+func (f *loadFlags) targetKind() string {
+	switch {
+	case len(f.target) == 1 && f.target[0] == "noop":
+		return "noop"
+	case len(f.target) > 0:
+		return "http"
+	}
+	return "inventory"
+}
+
+// newTarget builds the target the flags describe, with its store in dir
+// unless --store names one.
+func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Recorder) (loadgen.Target, error) {
+	switch f.targetKind() {
+	case "noop":
+		return loadgen.NoopTarget{}, nil
+	case "http":
+		return loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: f.target, StoreDSN: f.store, MaxConns: f.maxInFlight})
+	}
+	dsn := f.store
+	if dsn == "" {
+		dsn = "sqlite:" + filepath.Join(dir, "inventory.db")
+	}
+	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
+		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
+		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
+		LockConcurrency: f.lockConc, Recorder: rec,
+		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
+	})
+}
+
+// meta describes the run for run.json.
+func (f *loadFlags) meta(stages []loadgen.Stage, args []string, target loadgen.Target) loadgen.Meta {
+	m := loadgen.Meta{
+		Command: strings.Join(args, " "), Target: f.targetKind(), Stages: loadgen.FormatStages(stages),
+		Keys: loadgen.KeySpec(f.keys).String(), Quantity: loadgen.QuantitySpec(f.quantity).String(),
+		Worker: loadgen.Shard(f.worker).String(),
+	}
+	switch m.Target {
+	case "inventory":
+		m.Guard, m.Nodes, m.Replicas = string(f.g), f.addrs, f.replicas
+		m.LockTTLMs = float64(f.lockTTL) / 1e6
+		m.Store = "sqlite:inventory.db (in the run directory)"
+		if f.store != "" {
+			m.Store = inventory.RedactDSN(f.store)
+		}
+	case "http":
+		m.URLs = f.target
+		if h, ok := target.(*loadgen.HTTPTarget); ok {
+			m.Guard = h.Guard()
+		}
+		if f.store != "" {
+			m.Store = inventory.RedactDSN(f.store)
+		}
+	}
+	return m
+}
+
+// status returns where the live status line goes: stderr when it is a
+// terminal, or with --progress; nil otherwise.
+func (f *loadFlags) status(w io.Writer) (io.Writer, bool) {
+	tty := false
+	if file, ok := w.(*os.File); ok {
+		tty = isatty.IsTerminal(file.Fd())
+	}
+	if tty || f.progress {
+		return w, tty
+	}
+	return nil, false
+}
+
+// checkOut refuses an out directory that already holds a run.
+func checkOut(dir string) error {
+	for _, name := range []string{loadgen.MetaFile, loadgen.SweepFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("%s already holds a run; choose a new --out", dir)
+		}
+	}
+	return nil
 }
 
 // loadRig is what load and sweep set up once before their runs: the out
@@ -76,6 +290,19 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 	return r, nil
 }
 
+func (f *loadFlags) serveMetrics(ctx context.Context, e *env) (*loadgen.Metrics, func(), error) {
+	if f.metricsAddr == "" {
+		return nil, func() {}, nil
+	}
+	m := loadgen.NewMetrics()
+	bound, stop, err := m.Serve(ctx, f.metricsAddr)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(e.stderr, "generator metrics on http://%s/metrics\n", bound)
+	return m, stop, nil
+}
+
 // runSpec is one run of sched (the profile's schedule) into dir on the rig,
 // judged against thresholds; command is the argv recorded in run.json.
 func (f *loadFlags) runSpec(r *loadRig, dir string, profile []loadgen.Stage, sched *loadgen.Schedule, command []string, thresholds []loadgen.Threshold, stop <-chan struct{}) loadgen.RunSpec {
@@ -87,4 +314,21 @@ func (f *loadFlags) runSpec(r *loadRig, dir string, profile []loadgen.Stage, sch
 		},
 		Status: r.status, StatusTTY: r.tty, Metrics: r.metrics, Thresholds: thresholds, Stop: stop,
 	}
+}
+
+// report prints a run's text summary and its verdict: a threshold error
+// (exit 99) naming each failed threshold when any failed. load, merge and
+// report end with it.
+func report(e *env, r *loadgen.Report, failed []loadgen.ThresholdResult) error {
+	if err := r.WriteText(e.stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "report: %s\n", filepath.Join(r.Dir, loadgen.HTMLFile))
+	if len(failed) == 0 {
+		return nil
+	}
+	for _, f := range failed {
+		fmt.Fprintf(e.stderr, "threshold failed: %s (got %s)\n", f.Expr, f.Got)
+	}
+	return thresholdErrorf("%s failed", countOf(len(failed), "threshold"))
 }

@@ -1,63 +1,53 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/loadgen"
 )
 
-func init() {
-	register(command{name: "merge", summary: "merge the run directories of several load machines and judge the whole", run: runMerge})
-}
-
-func runMerge(ctx context.Context, e *env, args []string) int {
-	fs := pflag.NewFlagSet("merge", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func newMergeCmd(e *env) *cobra.Command {
 	var (
 		ths thresholdsFlag
 		out string
 	)
-	fs.StringVar(&out, "out", "", "directory for the merged run (required; must not hold a run)")
-	fs.Var(&ths, "threshold", "pass/fail condition on the merged run, repeatable: 'acquire.p99<20ms'")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: redlab merge DIR DIR... --out DIR [--threshold EXPR ...]")
-		fmt.Fprintln(e.stderr, "\nMerges runs of `redlab load --worker i/M` (or any runs side by side) per interval of wall-clock time:")
-		fmt.Fprintln(e.stderr, "histograms are merged, counters and safety counts summed; thresholds are judged on the merged histograms.")
-		fmt.Fprintln(e.stderr, "Exit 0 ok, 1 failure, 2 usage error, 99 a threshold failed.\n\nflags:")
-		fs.PrintDefaults()
+	c := &cobra.Command{
+		Use:   "merge DIR... --out DIR",
+		Short: "merge the run directories of several load machines and judge the whole",
+		Long: `Merges runs of 'redlab load --worker i/M' (or any runs side by side) per
+interval of wall-clock time: histograms are merged, counters and safety
+counts summed; thresholds are judged on the merged histograms.
+
+Exit 0 ok, 1 failure, 2 usage error, 99 a threshold failed.`,
+		Example: `  redlab merge runs/w0 runs/w1 --out runs/merged --threshold 'acquire.p99<20ms'`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("want one or more run directories")
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, dirs []string) error {
+			if out == "" {
+				return usageErrorf("--out is required")
+			}
+			if err := checkOut(out); err != nil {
+				return err
+			}
+			if err := loadgen.Merge(dirs, out, ths); err != nil {
+				return err
+			}
+			r, err := loadgen.LoadReport(out)
+			if err != nil {
+				return err
+			}
+			failed := r.Judge(ths)
+			if err := r.Write(); err != nil {
+				return err
+			}
+			return report(e, r, failed)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(e.stderr, "redlab merge: %v\n", err)
-		return exitUsage
-	}
-	if fs.NArg() < 1 || out == "" {
-		fmt.Fprintln(e.stderr, "redlab merge: want one or more run directories and --out")
-		return exitUsage
-	}
-	if err := checkOut(out); err != nil {
-		fmt.Fprintf(e.stderr, "redlab merge: %v\n", err)
-		return exitFailure
-	}
-	if err := loadgen.Merge(fs.Args(), out, ths); err != nil {
-		fmt.Fprintf(e.stderr, "redlab merge: %v\n", err)
-		return exitFailure
-	}
-	r, err := loadgen.LoadReport(out)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab merge: %v\n", err)
-		return exitFailure
-	}
-	failed := r.Judge(ths)
-	if err := r.Write(); err != nil {
-		fmt.Fprintf(e.stderr, "redlab merge: %v\n", err)
-		return exitFailure
-	}
-	return report(e, r, failed)
+	c.Flags().StringVar(&out, "out", "", "directory for the merged run (required; must not hold a run)")
+	c.Flags().Var(&ths, "threshold", "pass/fail condition on the merged run, repeatable: 'acquire.p99<20ms'")
+	return c
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -9,44 +8,24 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
 )
 
-func init() {
-	register(command{name: "node", summary: "one lab node's supervisor: start | run | stop (run by infra/envs/local)", run: runNode})
-}
-
-const nodeUsage = `usage:
-  redlab node start --id N --state-dir DIR [--port P --redis-port RP [--control-port CP]
-                    --conf-b64 B64 --guard-b64 B64 [--restart-delay D] [--redis-server PATH]]
-      write the node's files and start its supervisor detached; returns once
-      the node answers through its proxy. Without --conf-b64 the files already
-      in DIR/nodeN are used (restarting a supervisor that died).
-  redlab node run   (same flags)   the supervisor itself, in the foreground
-  redlab node stop  --id N --state-dir DIR [--purge]
-      stop the supervisor (redis-server cleanly), and anything it left;
-      --purge removes DIR/nodeN.
-`
-
-func runNode(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, nodeUsage)
-		return exitUsage
+// newNodeCmd is `redlab node`. The flags of node start/run/stop are what
+// infra/envs/local's provisioners pass: renaming one breaks every lab.
+func newNodeCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "node",
+		Short: "one lab node's supervisor: start | run | stop (run by infra/envs/local)",
+		Long: `One lab node's supervisor. The lab's Terraform provisioners call these; a
+person needs them only to repair a lab by hand ('redlab lab up' is the usual
+way in).`,
 	}
-	switch args[0] {
-	case "start", "run":
-		return runNodeStartOrRun(ctx, e, args[0], args[1:])
-	case "stop":
-		return runNodeStop(ctx, e, args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(e.stdout, nodeUsage)
-		return exitOK
-	}
-	fmt.Fprintf(e.stderr, "redlab node: unknown subcommand %q\n\n%s", args[0], nodeUsage)
-	return exitUsage
+	c.AddCommand(newNodeStartOrRunCmd(e, "start"), newNodeStartOrRunCmd(e, "run"), newNodeStopCmd(e))
+	return c
 }
 
 // nodeOptions are the flags of `node start` and `node run`.
@@ -60,8 +39,8 @@ type nodeOptions struct {
 }
 
 func (o *nodeOptions) flags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.id, "id", 0, "node number, from 1")
-	fs.StringVar(&o.stateDir, "state-dir", "", "the lab's state directory")
+	fs.IntVar(&o.id, "id", 0, "node number, from 1 (required)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "the lab's state directory (required)")
 	fs.IntVar(&o.port, "port", 0, "proxy port (what clients use)")
 	fs.IntVar(&o.redisPort, "redis-port", 0, "redis-server's private port")
 	fs.IntVar(&o.controlPort, "control-port", 0, "control endpoint port (default port+200)")
@@ -104,80 +83,76 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 	return spec, true, spec.Validate()
 }
 
-// quietRedis drops go-redis' own log lines: while a node starts, every
-// refused dial would be logged, burying the one error that matters.
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
-
-func runNodeStartOrRun(ctx context.Context, e *env, sub string, args []string) int {
-	redis.SetLogger(quietRedis{})
-	fs := pflag.NewFlagSet("node "+sub, pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
 	var o nodeOptions
-	o.flags(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "redlab node %s: unexpected arguments %q\n", sub, fs.Args())
-		return exitUsage
-	}
-	spec, full, err := o.spec()
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab node %s: %v\n", sub, err)
-		return exitUsage
-	}
-	if full {
-		if err := lab.PrepareNode(spec); err != nil {
-			fmt.Fprintf(e.stderr, "redlab node %s: %v\n", sub, err)
-			return exitFailure
-		}
+	c := &cobra.Command{
+		Use: sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64]",
+		RunE: func(c *cobra.Command, _ []string) error {
+			spec, full, err := o.spec()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if full {
+				if err := lab.PrepareNode(spec); err != nil {
+					return err
+				}
+			}
+			if sub == "start" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				if err := lab.StartNode(c.Context(), self, spec.StateDir, spec.ID); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "node %d up\n", spec.ID)
+				return nil
+			}
+			ctx, cancel := cancelOnSignal(c.Context(), e)
+			defer cancel()
+			return lab.RunNode(ctx, spec.StateDir, spec.ID, e.stdout)
+		},
 	}
 	if sub == "start" {
-		self, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(e.stderr, "redlab node start: %v\n", err)
-			return exitFailure
-		}
-		if err := lab.StartNode(ctx, self, spec.StateDir, spec.ID); err != nil {
-			fmt.Fprintf(e.stderr, "redlab node start: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintf(e.stdout, "node %d up\n", spec.ID)
-		return exitOK
+		c.Short = "write the node's files and start its supervisor detached"
+		c.Long = `Writes the node's files and starts its supervisor detached; returns once the
+node answers through its proxy. Without --conf-b64 the files already in
+DIR/nodeN are used (restarting a supervisor that died).`
+	} else {
+		c.Short = "the node's supervisor itself, in the foreground"
+		c.Long = `The node's supervisor itself, in the foreground: restart guard, redis-server,
+proxy and control endpoint. A signal stops redis-server cleanly.`
 	}
-	ctx, cancel := cancelOnSignal(ctx, e)
-	defer cancel()
-	if err := lab.RunNode(ctx, spec.StateDir, spec.ID, e.stdout); err != nil {
-		fmt.Fprintf(e.stderr, "redlab node run: %v\n", err)
-		return exitFailure
-	}
-	return exitOK
+	o.flags(c.Flags())
+	return c
 }
 
-func runNodeStop(ctx context.Context, e *env, args []string) int {
-	fs := pflag.NewFlagSet("node stop", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	id := fs.Int("id", 0, "node number, from 1")
-	stateDir := fs.String("state-dir", "", "the lab's state directory")
-	purge := fs.Bool("purge", false, "remove the node's directory afterwards")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+func newNodeStopCmd(e *env) *cobra.Command {
+	var (
+		id    int
+		dir   string
+		purge bool
+	)
+	c := &cobra.Command{
+		Use:   "stop --id N --state-dir DIR [--purge]",
+		Short: "stop the supervisor (redis-server cleanly) and anything it left",
+		RunE: func(c *cobra.Command, _ []string) error {
+			if id < 1 || dir == "" {
+				return usageErrorf("--id N (from 1) and --state-dir DIR are required")
+			}
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if err := lab.StopNode(c.Context(), abs, id, purge); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "node %d stopped\n", id)
+			return nil
+		},
 	}
-	if *id < 1 || *stateDir == "" || fs.NArg() > 0 {
-		fmt.Fprintln(e.stderr, "redlab node stop: --id N (from 1) and --state-dir DIR are required, nothing else")
-		return exitUsage
-	}
-	dir, err := filepath.Abs(*stateDir)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab node stop: %v\n", err)
-		return exitUsage
-	}
-	if err := lab.StopNode(ctx, dir, *id, *purge); err != nil {
-		fmt.Fprintf(e.stderr, "redlab node stop: %v\n", err)
-		return exitFailure
-	}
-	fmt.Fprintf(e.stdout, "node %d stopped\n", *id)
-	return exitOK
+	c.Flags().IntVar(&id, "id", 0, "node number, from 1 (required)")
+	c.Flags().StringVar(&dir, "state-dir", "", "the lab's state directory (required)")
+	c.Flags().BoolVar(&purge, "purge", false, "remove the node's directory afterwards")
+	return c
 }

@@ -11,19 +11,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
-func init() {
-	register(command{name: "serve", summary: "run the inventory reservation service (HTTP API)", run: runServe})
-}
-
-// serveOptions are the parsed flags of `redlab serve`.
+// serveOptions are the flags of `redlab serve`.
 type serveOptions struct {
-	nodes           []string // empty for guards without a lock
+	nodesFlag       nodesFlag
+	guardName       string
+	nodes           []string // resolved by validate; empty for guards without a lock
 	store           string
 	guard           inventory.Guard
 	listen          string
@@ -37,31 +36,30 @@ type serveOptions struct {
 	faultFraction   float64
 }
 
-const serveUsage = `usage: redlab serve [--nodes ADDR[,ADDR...]] [--store sqlite:PATH|postgres://...]
-                   [--guard NAME] [--listen HOST:PORT] [--lock-ttl 10s] [--fault-hooks]
-
-Runs the inventory reservation service: POST /v1/reservations, GET|PUT
+func newServeCmd(e *env) *cobra.Command {
+	o := &serveOptions{}
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "run the inventory reservation service (HTTP API)",
+		Long: `Runs the inventory reservation service: POST /v1/reservations, GET|PUT
 /v1/stock/{sku}, /healthz, /readyz, /metrics (see inventory/openapi.yaml).
 --nodes (or $REDLAB_NODES) is needed by the guards that lock: redis-single
 (uses the first node), redlock and redlock-fenced.
 
 The first SIGINT/SIGTERM drains: no new connections, in-flight reservations
 finish and release their locks. A second one exits at once.
-Exit 0 after a clean drain, 1 on failure, 2 on a usage error.
-
-flags:`
-
-func parseServe(e *env, args []string) (serveOptions, error) {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var (
-		nodes nodesFlag
-		guard string
-		o     serveOptions
-	)
-	fs.Var(&nodes, "nodes", "Redis nodes of the lock, host:port[,host:port...] (default $REDLAB_NODES)")
+Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := o.validate(c.Flags()); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return o.run(c.Context(), e)
+		},
+	}
+	fs := c.Flags()
+	fs.Var(&o.nodesFlag, "nodes", "Redis nodes of the lock (default $"+envNodes+")")
 	fs.StringVar(&o.store, "store", "sqlite:.redlab/inventory.db", "inventory database: sqlite:PATH or postgres://...")
-	fs.StringVar(&guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic")
+	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address, host:port (port 0 picks a free one)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock time to live")
 	fs.DurationVar(&o.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before answering 503 contended")
@@ -71,38 +69,33 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 	fs.BoolVar(&o.faultHooks, "fault-hooks", false, "enable fault injection: POST /v1/faults/pause and the --fault-pause flags")
 	fs.DurationVar(&o.faultPause, "fault-pause", 0, "with --fault-hooks: pause this long inside the critical section of --fault-fraction of the reservations")
 	fs.Float64Var(&o.faultFraction, "fault-fraction", 0, "with --fault-pause: the share of reservations to pause, 0..1")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, serveUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	g, err := inventory.ParseGuard(guard)
+	return c
+}
+
+// validate checks the flags; it has no side effects.
+func (o *serveOptions) validate(fs *pflag.FlagSet) error {
+	g, err := inventory.ParseGuard(o.guardName)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.guard = g
 	if g != inventory.GuardNone && g != inventory.GuardDBAtomic {
-		if o.nodes, err = nodes.orEnv(); err != nil {
-			return o, fmt.Errorf("guard %s: %w", g, err)
+		if o.nodes, err = o.nodesFlag.orEnv(); err != nil {
+			return fmt.Errorf("guard %s: %w", g, err)
 		}
 	}
 	if err := inventory.CheckDSN(o.store); err != nil {
-		return o, fmt.Errorf("--store: %w", err)
+		return fmt.Errorf("--store: %w", err)
 	}
 	_, port, err := net.SplitHostPort(o.listen) // an empty host is every interface
 	if err != nil {
-		return o, fmt.Errorf("--listen %q: want host:port: %w", o.listen, err)
+		return fmt.Errorf("--listen %q: want host:port: %w", o.listen, err)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return o, fmt.Errorf("--listen %q: port must be 0-65535", o.listen)
+		return fmt.Errorf("--listen %q: port must be 0-65535", o.listen)
 	}
 	if o.lockTTL < time.Millisecond {
-		return o, fmt.Errorf("--lock-ttl must be at least 1ms, got %v", o.lockTTL)
+		return fmt.Errorf("--lock-ttl must be at least 1ms, got %v", o.lockTTL)
 	}
 	for _, f := range []struct {
 		name string
@@ -111,43 +104,30 @@ func parseServe(e *env, args []string) (serveOptions, error) {
 		{"--acquire-timeout", o.acquireTimeout}, {"--node-timeout", o.nodeTimeout}, {"--shutdown-timeout", o.shutdownTimeout},
 	} {
 		if f.d <= 0 {
-			return o, fmt.Errorf("%s must be positive, got %v", f.name, f.d)
+			return fmt.Errorf("%s must be positive, got %v", f.name, f.d)
 		}
 	}
 	if !o.faultHooks && (fs.Changed("fault-pause") || fs.Changed("fault-fraction")) {
-		return o, errors.New("--fault-pause and --fault-fraction need --fault-hooks")
+		return errors.New("--fault-pause and --fault-fraction need --fault-hooks")
 	}
 	if o.faultPause < 0 || o.faultPause > inventory.MaxPause {
-		return o, fmt.Errorf("--fault-pause must be 0..%v, got %v", inventory.MaxPause, o.faultPause)
+		return fmt.Errorf("--fault-pause must be 0..%v, got %v", inventory.MaxPause, o.faultPause)
 	}
 	if !(o.faultFraction >= 0 && o.faultFraction <= 1) {
-		return o, fmt.Errorf("--fault-fraction must be 0..1, got %v", o.faultFraction)
+		return fmt.Errorf("--fault-fraction must be 0..1, got %v", o.faultFraction)
 	}
 	if (o.faultPause > 0) != (o.faultFraction > 0) {
-		return o, errors.New("--fault-pause and --fault-fraction go together (a pause length and a share of requests)")
+		return errors.New("--fault-pause and --fault-fraction go together (a pause length and a share of requests)")
 	}
-	return o, nil
+	return nil
 }
 
-func runServe(ctx context.Context, e *env, args []string) int {
-	o, err := parseServe(e, args)
-	if errors.Is(err, pflag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "redlab serve: %v\n", err)
-		return exitUsage
-	}
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(e.stderr, "redlab serve: "+format+"\n", args...)
-		return exitFailure
-	}
-
+func (o *serveOptions) run(ctx context.Context, e *env) error {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	store, err := inventory.OpenStore(octx, o.store)
 	cancel()
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
 	defer store.Close()
 
@@ -165,7 +145,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 			svcOpts = append(svcOpts, inventory.WithSingleNode(nodes[0]))
 		default:
 			if locker, err = redlock.New(nodes); err != nil {
-				return fail("%v", err)
+				return err
 			}
 			defer locker.Close() // before the nodes close: it waits for its background releases
 		}
@@ -179,14 +159,14 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	if o.faultHooks {
 		faults := inventory.NewFaults()
 		if err := faults.SetRandom(o.faultPause, o.faultFraction); err != nil {
-			return fail("%v", err)
+			return err
 		}
 		svcOpts = append(svcOpts, inventory.WithPauseHook(faults.Hook()))
 		handlerOpts = append(handlerOpts, inventory.WithFaults(faults))
 	}
 	svc, err := inventory.NewService(store, o.guard, locker, svcOpts...)
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -194,7 +174,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	srv := inventory.NewServer(o.listen, inventory.NewHandler(svc, reg, handlerOpts...))
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return fail("listen: %v", err)
+		return fmt.Errorf("listen: %w", err)
 	}
 	hooks := ""
 	if o.faultHooks {
@@ -207,7 +187,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
-		return fail("serve: %v", err)
+		return fmt.Errorf("serve: %w", err)
 	case <-e.signals:
 	case <-ctx.Done():
 	}
@@ -222,15 +202,15 @@ func runServe(ctx context.Context, e *env, args []string) int {
 		<-served
 		if err != nil {
 			srv.Close()
-			return fail("shutdown: %v (in-flight requests cut off)", err)
+			return fmt.Errorf("shutdown: %w (in-flight requests cut off)", err)
 		}
 		fmt.Fprintln(e.stderr, "redlab serve: stopped")
-		return exitOK
+		return nil
 	case <-e.signals:
 		srv.Close()
 		scancel()
 		<-drained
 		<-served
-		return fail("second signal: exiting without waiting for in-flight requests")
+		return errors.New("second signal: exited without waiting for in-flight requests")
 	}
 }

@@ -49,7 +49,6 @@ func TestServeFlags(t *testing.T) {
 		want int
 		msg  string
 	}{
-		{"help", []string{"--help"}, exitOK, "usage: redlab serve"},
 		{"unknown guard", []string{"--guard", "mutex", "--store", store}, exitUsage, "unknown guard"},
 		{"naive guard is not a service guard", []string{"--guard", "redlock-fenced-naive", "--store", store}, exitUsage, "unknown guard"},
 		{"redlock needs nodes", []string{"--guard", "redlock", "--store", store}, exitUsage, "--nodes is required"},
