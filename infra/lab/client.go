@@ -28,8 +28,8 @@ func (l *Lab) Status(ctx context.Context) ([]NodeStatus, error) {
 			}
 			_ = readJSONFile(nodeDir(l.stateDir, n.ID)+"/"+statusFile, &st)
 			st.ID, st.State, st.SupervisorPID, st.RedisPID = n.ID, NodeDown, 0, 0
-			if st.Persistence == "" {
-				st.Persistence = l.f.Persistence
+			if st.Persistence == "" && n.ID <= len(l.f.NodePersistence) {
+				st.Persistence = l.f.NodePersistence[n.ID-1]
 			}
 		}
 		out = append(out, st)
@@ -52,6 +52,17 @@ func (l *Lab) NodeStatus(ctx context.Context, id int) (NodeStatus, error) {
 // delay. Kill returns once the process is gone.
 func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
 	return l.fault(ctx, id, FaultKill, faultRequest{})
+}
+
+// PowerLoss cuts node id's power: a crash that also loses what the node had
+// not fsynced. With appendfsync always nothing acknowledged is lost; with
+// everysec the AOF is cut back to its size one second before the crash
+// (the result says how many bytes and commands); with persistence none
+// every key is lost, as after any restart. The node then restarts like
+// after Kill, through the restart guard and its delay. PowerLoss returns
+// once the AOF is cut; the fault ends when the node answers again.
+func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
+	return l.fault(ctx, id, FaultPowerLoss, faultRequest{})
 }
 
 // Restart crashes node id like Kill, but the restart waits delay instead of

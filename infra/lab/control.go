@@ -39,6 +39,8 @@ type FaultResult struct {
 	Fault *Fault `json:"fault,omitempty"`
 	// ClockJump is set for clock-jump.
 	ClockJump *ClockJumpResult `json:"clock_jump,omitempty"`
+	// PowerLoss is set for power-loss.
+	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
 	// Status is the node's status after the request.
 	Status NodeStatus `json:"status"`
 }
@@ -93,6 +95,8 @@ func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (
 	switch kind {
 	case string(FaultKill):
 		return s.kill(ctx, nil)
+	case string(FaultPowerLoss):
+		return s.powerLoss(ctx)
 	case string(FaultRestart):
 		if req.Delay == nil || *req.Delay < 0 {
 			return FaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
@@ -426,8 +430,20 @@ func (s *supervisor) startFaultLocked(kind FaultKind, params map[string]string) 
 
 func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
 	id := s.st.Active[kind]
+	notes := s.notes[kind]
+	delete(s.notes, kind)
 	if id == "" {
 		return
+	}
+	if len(notes) > 0 {
+		merged := make(map[string]string, len(notes)+len(params))
+		for k, v := range notes {
+			merged[k] = v
+		}
+		for k, v := range params {
+			merged[k] = v
+		}
+		params = merged
 	}
 	if err := s.rec.end(id, kind, params); err != nil {
 		s.log.Printf("record: %v", err)

@@ -10,17 +10,21 @@
 //     attaches to an existing one.
 //   - RunNode is the per-node supervisor: restart guard, redis-server,
 //     proxy and a loopback HTTP control endpoint that executes faults.
-//   - Lab's fault methods (Kill, Restart, Stop, Start, Pause, Partition,
-//     Heal, Latency, ClockJump, ClockRate) call that endpoint; every fault
-//     is recorded with its start and end time in faults.jsonl (ReadFaults).
+//   - Lab's fault methods (Kill, PowerLoss, Restart, Stop, Start, Pause,
+//     Partition, Heal, Latency, ClockJump, ClockRate) call that endpoint;
+//     every fault is recorded with its start and end time, to the
+//     nanosecond, in faults.jsonl (ReadFaults).
 //
 // Ports: node N's proxy (the address clients use) listens on BasePort+N,
 // its redis-server on BasePort+100+N and its control endpoint on
 // BasePort+200+N, all on 127.0.0.1.
 //
-// Power-loss fidelity: a kill -9 of redis-server keeps the writes it already
-// handed to the kernel (they sit in the page cache), so the lab cannot tell
-// appendfsync always from everysec by killing a process. The "none"
-// persistence profile (no AOF, no RDB) models the case that matters: the
-// key is gone after a restart.
+// Persistence is per node (Config.NodePersistence): always, everysec or
+// none. A kill -9 of redis-server keeps the writes it already handed to the
+// kernel (they sit in the page cache), so a kill cannot tell appendfsync
+// always from everysec. PowerLoss can: it also loses what was not fsynced.
+// Under always nothing acknowledged is lost; under everysec the supervisor,
+// which samples the size of the AOF's incr files every 50 ms, cuts them back
+// to their size one second before the crash (at a command boundary); under
+// none every key is lost, as after any restart.
 package lab

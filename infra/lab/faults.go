@@ -23,6 +23,7 @@ type FaultKind string
 // The faults a node supervisor can inject.
 const (
 	FaultKill      FaultKind = "kill"       // SIGKILL; ends when the node answers again
+	FaultPowerLoss FaultKind = "power-loss" // SIGKILL, unsynced AOF cut; ends when the node answers again
 	FaultRestart   FaultKind = "restart"    // SIGKILL, restart with a delay override; ends when up
 	FaultStop      FaultKind = "stop"       // clean stop; ends at the next start
 	FaultPause     FaultKind = "pause"      // SIGSTOP; ends at SIGCONT
@@ -33,7 +34,9 @@ const (
 )
 
 // Fault is one injected fault with its start and end time. End is zero
-// while the fault is still active.
+// while the fault is still active. faults.jsonl keeps both to the
+// nanosecond (RFC 3339, UTC), so a fault can be placed exactly among the
+// lock tenures of a run.
 type Fault struct {
 	ID     string            `json:"id"`
 	Node   int               `json:"node"`
@@ -69,7 +72,7 @@ func newRecorder(stateDir string, node int) *recorder {
 }
 
 func (r *recorder) start(kind FaultKind, params map[string]string) (Fault, error) {
-	now := time.Now()
+	now := time.Now().UTC()
 	f := Fault{
 		ID:     fmt.Sprintf("n%d-%s-%d-%d", r.node, kind, now.UnixNano(), r.seq.Add(1)),
 		Node:   r.node,
@@ -82,7 +85,7 @@ func (r *recorder) start(kind FaultKind, params map[string]string) (Fault, error
 }
 
 func (r *recorder) end(id string, kind FaultKind, params map[string]string) error {
-	return r.append(faultEvent{ID: id, Node: r.node, Kind: kind, Event: "end", Time: time.Now(), Params: params})
+	return r.append(faultEvent{ID: id, Node: r.node, Kind: kind, Event: "end", Time: time.Now().UTC(), Params: params})
 }
 
 func (r *recorder) append(ev faultEvent) error {

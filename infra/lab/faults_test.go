@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,5 +69,36 @@ func TestReadFaultsMissingAndBroken(t *testing.T) {
 	}
 	if _, err := ReadFaults(dir); err == nil {
 		t.Error("broken line: got no error, want one naming the line")
+	}
+}
+
+// TestFaultTimesKeepNanoseconds: a fault's times survive faults.jsonl to
+// the nanosecond, written as RFC 3339 in UTC.
+func TestFaultTimesKeepNanoseconds(t *testing.T) {
+	dir := t.TempDir()
+	r := newRecorder(dir, 1)
+	f, err := r.start(FaultPowerLoss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFaults(dir)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("got %v, %v; want one fault", got, err)
+	}
+	if !got[0].Start.Equal(f.Start) || got[0].Start.Nanosecond() != f.Start.Nanosecond() {
+		t.Errorf("start read back as %v, want %v (to the nanosecond)", got[0].Start, f.Start)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, FaultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		Time string `json:"time"`
+	}
+	if err := json.Unmarshal(b, &line); err != nil {
+		t.Fatal(err)
+	}
+	if want := f.Start.Format(time.RFC3339Nano); line.Time != want || !strings.HasSuffix(line.Time, "Z") {
+		t.Errorf("time in %s: got %q, want %q (RFC 3339, nanoseconds, UTC)", FaultsFile, line.Time, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,13 +44,44 @@ func ParsePersistence(s string) (Persistence, error) {
 	return "", fmt.Errorf("lab: persistence %q: want always, everysec or none", s)
 }
 
-// KillNote says plainly what a kill -9 of a node with this profile means.
+// persistenceMixed is what Lab.Persistence reports for a lab whose nodes
+// have different profiles; it is not a profile.
+const persistenceMixed Persistence = "mixed"
+
+// ParsePersistenceList parses a comma-separated list of profiles, one per
+// node ("always,always,everysec,everysec,everysec"), or a single profile
+// for every node.
+func ParsePersistenceList(s string) ([]Persistence, error) {
+	var out []Persistence
+	for i, f := range strings.Split(s, ",") {
+		p, err := ParsePersistence(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("lab: persistence list %q, item %d: %w", s, i+1, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// FormatPersistenceList renders profiles as ParsePersistenceList reads them.
+func FormatPersistenceList(ps []Persistence) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = string(p)
+	}
+	return strings.Join(parts, ",")
+}
+
+// KillNote says plainly what a kill -9 of a node with this profile means,
+// and which fault loses what it had not fsynced.
 func (p Persistence) KillNote() string {
 	switch p {
 	case PersistNone:
 		return "none: kill -9 (and any restart) loses every key, as a power loss without fsync would: this profile models key loss"
 	case PersistEverysec, PersistAlways:
-		return string(p) + ": kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss"
+		return string(p) + ": kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss; power-loss cuts what everysec had not fsynced"
+	case persistenceMixed:
+		return "mixed: see each node's profile; kill -9 keeps page-cache writes, power-loss cuts what everysec had not fsynced, none loses every key"
 	}
 	return string(p) + ": not a lab profile"
 }
@@ -67,11 +99,21 @@ var ErrNoLab = errors.New("lab: no lab in this state directory (run `redlab lab 
 
 // Config describes a lab. Zero fields take the defaults.
 type Config struct {
-	StateDir     string        // default ./.redlab; made absolute
-	Count        int           // nodes, default 5
-	BasePort     int           // default 7100: node N on BasePort+N (see the package doc)
-	Persistence  Persistence   // default always
-	RestartDelay time.Duration // the restart guard's delay = max lock TTL; default 5s
+	StateDir string // default ./.redlab; made absolute
+	Count    int    // nodes, default 5
+	BasePort int    // default 7100: node N on BasePort+N (see the package doc)
+	// Persistence is every node's profile, default always. Set it or
+	// NodePersistence.
+	Persistence Persistence
+	// NodePersistence gives each node its profile, in node order: Count
+	// items, or one for every node (see ParsePersistenceList).
+	NodePersistence []Persistence
+	// RestartDelay is the restart guard's delay after a crash (= the max
+	// lock TTL); default 5s.
+	RestartDelay time.Duration
+	// NoRestartDelay restarts a crashed node at once: the unsafe practice
+	// drills compare against. RestartDelay must then be 0.
+	NoRestartDelay bool
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.
 	Redlab string
@@ -102,13 +144,40 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BasePort == 0 {
 		c.BasePort = DefaultBasePort
 	}
-	if c.Persistence == "" {
-		c.Persistence = PersistAlways
+	if c.Persistence != "" && len(c.NodePersistence) > 0 && uniform(c.NodePersistence) != c.Persistence {
+		return c, fmt.Errorf("lab: persistence %s and per-node persistence %s disagree: set one of them",
+			c.Persistence, FormatPersistenceList(c.NodePersistence))
 	}
-	if c.RestartDelay == 0 {
+	switch {
+	case len(c.NodePersistence) == 0:
+		p := c.Persistence
+		if p == "" {
+			p = PersistAlways
+		}
+		c.NodePersistence = []Persistence{p}
+	case len(c.NodePersistence) != 1 && len(c.NodePersistence) != c.Count:
+		return c, fmt.Errorf("lab: %d persistence profiles (%s) for %d nodes: want one per node, or one for all",
+			len(c.NodePersistence), FormatPersistenceList(c.NodePersistence), c.Count)
+	}
+	if len(c.NodePersistence) == 1 && c.Count > 0 {
+		c.NodePersistence = slices.Repeat(c.NodePersistence[:1], c.Count)
+	}
+	c.NodePersistence = slices.Clone(c.NodePersistence)
+	c.Persistence = uniform(c.NodePersistence)
+	if c.RestartDelay == 0 && !c.NoRestartDelay {
 		c.RestartDelay = DefaultRestartDelay
 	}
 	return c, c.validate()
+}
+
+// uniform returns the profile every node shares, or persistenceMixed.
+func uniform(ps []Persistence) Persistence {
+	for _, p := range ps[1:] {
+		if p != ps[0] {
+			return persistenceMixed
+		}
+	}
+	return ps[0]
 }
 
 func (c Config) validate() error {
@@ -118,11 +187,18 @@ func (c Config) validate() error {
 	if c.BasePort < 1024 || c.BasePort+controlPortOffset+c.Count > 65535 {
 		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, controlPortOffset, c.Count)
 	}
-	if _, err := ParsePersistence(string(c.Persistence)); err != nil {
-		return err
+	for i, p := range c.NodePersistence {
+		if _, err := ParsePersistence(string(p)); err != nil {
+			return fmt.Errorf("%w (node %d)", err, i+1)
+		}
 	}
-	if c.RestartDelay < time.Millisecond {
-		return fmt.Errorf("lab: restart delay %v: want >= 1ms (it is the max lock TTL)", c.RestartDelay)
+	switch {
+	case c.NoRestartDelay && c.RestartDelay != 0:
+		return fmt.Errorf("lab: restart delay %v with NoRestartDelay: want 0, or leave NoRestartDelay off", c.RestartDelay)
+	case !c.NoRestartDelay && c.RestartDelay < time.Millisecond:
+		return fmt.Errorf("lab: restart delay %v: want >= 1ms (it is the max lock TTL), or NoRestartDelay for none", c.RestartDelay)
+	case c.RestartDelay > time.Hour:
+		return fmt.Errorf("lab: restart delay %v: want at most 1h", c.RestartDelay)
 	}
 	if !labPath.MatchString(c.StateDir) {
 		return fmt.Errorf("lab: state dir %q: the node files live under it, so it may hold only letters, digits, '.', '_', '-' and '/'", c.StateDir)
@@ -133,12 +209,13 @@ func (c Config) validate() error {
 // labPath is what infra/modules/redis-node accepts in a path.
 var labPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
 
-// vars are the root module's variables.
+// vars are the root module's variables (c has its defaults).
 func (c Config) vars() map[string]string {
+	persistence, _ := json.Marshal(c.NodePersistence)
 	return map[string]string{
 		"node_count":            strconv.Itoa(c.Count),
 		"base_port":             strconv.Itoa(c.BasePort),
-		"persistence":           string(c.Persistence),
+		"persistence":           string(persistence),
 		"restart_delay_seconds": strconv.FormatFloat(c.RestartDelay.Seconds(), 'f', -1, 64),
 		"state_dir":             c.StateDir,
 		"redlab_bin":            c.Redlab,
@@ -156,15 +233,19 @@ type Node struct {
 
 // labFile is stateDir/lab.json.
 type labFile struct {
-	Count        int         `json:"count"`
-	BasePort     int         `json:"base_port"`
-	Persistence  Persistence `json:"persistence"`
-	RestartDelay Duration    `json:"restart_delay"`
-	Redlab       string      `json:"redlab"`
-	RedisServer  string      `json:"redis_server"`
-	Terraform    string      `json:"terraform"`
-	InfraDir     string      `json:"infra_dir"`
-	Nodes        []Node      `json:"nodes"`
+	Count    int `json:"count"`
+	BasePort int `json:"base_port"`
+	// Persistence is the profile every node shares, or "mixed".
+	Persistence Persistence `json:"persistence"`
+	// NodePersistence is each node's profile, in node order.
+	NodePersistence []Persistence `json:"node_persistence"`
+	RestartDelay    Duration      `json:"restart_delay"`
+	NoRestartDelay  bool          `json:"no_restart_delay,omitempty"`
+	Redlab          string        `json:"redlab"`
+	RedisServer     string        `json:"redis_server"`
+	Terraform       string        `json:"terraform"`
+	InfraDir        string        `json:"infra_dir"`
+	Nodes           []Node        `json:"nodes"`
 }
 
 const (
@@ -197,7 +278,21 @@ func Open(stateDir string) (*Lab, error) {
 		}
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	f.upgrade()
 	return &Lab{stateDir: abs, f: f}, nil
+}
+
+// upgrade fills in what a lab.json written before profiles were per node
+// lacks.
+func (f *labFile) upgrade() {
+	if len(f.NodePersistence) > 0 {
+		return
+	}
+	p := f.Persistence
+	if p == "" {
+		p = PersistAlways
+	}
+	f.NodePersistence = slices.Repeat([]Persistence{p}, max(f.Count, 1))
 }
 
 // StateDir is the lab's state directory.
@@ -218,11 +313,28 @@ func (l *Lab) Addrs() []string {
 // BasePort is the lab's base port.
 func (l *Lab) BasePort() int { return l.f.BasePort }
 
-// Persistence is the lab's persistence profile.
+// Persistence is the profile every node shares, or "mixed" (not a profile:
+// see NodePersistence).
 func (l *Lab) Persistence() Persistence { return l.f.Persistence }
 
-// RestartDelay is the configured restart delay.
+// NodePersistence is each node's profile, in node order.
+func (l *Lab) NodePersistence() []Persistence { return slices.Clone(l.f.NodePersistence) }
+
+// RestartDelay is the configured restart delay (0 with NoRestartDelay).
 func (l *Lab) RestartDelay() time.Duration { return time.Duration(l.f.RestartDelay) }
+
+// NoRestartDelay reports whether crashed nodes restart at once.
+func (l *Lab) NoRestartDelay() bool { return l.f.NoRestartDelay }
+
+// Config returns the configuration the lab was brought up with: a `lab up`
+// that changes one setting starts from it, so the others stay as they are.
+func (l *Lab) Config() Config {
+	return Config{
+		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
+		NodePersistence: l.NodePersistence(), RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay,
+		Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
+	}
+}
 
 func (l *Lab) node(id int) (Node, error) {
 	for _, n := range l.f.Nodes {
@@ -298,9 +410,9 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	// Record the config first: a failed apply still leaves what `down`
 	// needs to destroy.
 	f := labFile{
-		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence,
-		RestartDelay: Duration(cfg.RestartDelay), Redlab: cfg.Redlab, RedisServer: cfg.RedisServer,
-		Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
+		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay,
+		Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
 	}
 	if old != nil {
 		f.Nodes = old.f.Nodes
@@ -382,6 +494,7 @@ func Down(ctx context.Context, cfg Config) error {
 	root := filepath.Join(dir, workspaceDir, rootModule)
 	var f labFile
 	haveLab := readJSONFile(filepath.Join(dir, labFileName), &f) == nil
+	f.upgrade()
 	// The destroy provisioners run the redlab binary that created the lab;
 	// when it is gone (a `go run` build), the sweep below does their work.
 	if haveLab && fileExists(filepath.Join(root, "terraform.tfstate")) && executable(f.Redlab) == nil {
@@ -441,8 +554,9 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	}
 	defer logf.Close()
 	c := Config{
-		StateDir: dir, Count: f.Count, BasePort: f.BasePort, Persistence: f.Persistence,
-		RestartDelay: time.Duration(f.RestartDelay), Redlab: f.Redlab, RedisServer: f.RedisServer,
+		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
+		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay,
+		Redlab: f.Redlab, RedisServer: f.RedisServer,
 	}
 	return tf.Destroy(ctx, c.vars())
 }

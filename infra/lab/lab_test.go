@@ -3,7 +3,10 @@ package lab
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,6 +78,7 @@ func TestLab(t *testing.T) {
 	t.Run("pause", func(t *testing.T) { checkPause(t, l, 3, time.Second) })
 	t.Run("clock-jump", func(t *testing.T) { checkClockJump(t, l, 1) })
 	t.Run("kill", func(t *testing.T) { checkKill(t, l, 2, delay, true) })
+	t.Run("power-loss", func(t *testing.T) { checkPowerLoss(t, l, 2, PersistAlways) })
 	t.Run("restart", func(t *testing.T) { checkRestartOverride(t, l, 2) })
 	t.Run("stop-start", func(t *testing.T) { checkStopStart(t, l, 3, true) })
 	t.Run("clock-rate", func(t *testing.T) { checkClockRate(t, l, 1) })
@@ -113,7 +117,7 @@ func TestLab(t *testing.T) {
 				t.Errorf("fault %s still active", f.ID)
 			}
 		}
-		for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultRestart, FaultStop, FaultClockRate} {
+		for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultPowerLoss, FaultRestart, FaultStop, FaultClockRate} {
 			if seen[k] == 0 {
 				t.Errorf("no %s in %s", k, FaultsFile)
 			}
@@ -199,4 +203,121 @@ func checkNothingLeft(t *testing.T, dir string, base, n int) {
 	if fileExists(dir) {
 		t.Errorf("state dir %s still there after down", dir)
 	}
+}
+
+// TestLabProfiles provisions a lab whose nodes have different persistence
+// profiles and no restart delay: each node renders and reports its own
+// profile, a killed node comes back without waiting, and a power loss
+// loses what its profile says.
+func TestLabProfiles(t *testing.T) {
+	redlab, tf := requireLab(t)
+	const n = 3
+	dir := filepath.Join(t.TempDir(), "lab")
+	base := freeBasePort(t, n)
+	profiles, err := ParsePersistenceList("always,everysec,none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		StateDir: dir, Count: n, BasePort: base, NodePersistence: profiles, NoRestartDelay: true,
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := Down(context.Background(), cfg); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	l, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("each node its profile", func(t *testing.T) {
+		wantFsync := map[Persistence][2]string{
+			PersistAlways: {"yes", "always"}, PersistEverysec: {"yes", "everysec"}, PersistNone: {"no", "always"},
+		}
+		sts, err := l.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range profiles {
+			c := client(t, l.Nodes()[i].Addr, 2*time.Second)
+			got, err := c.ConfigGet(ctx, "append*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := wantFsync[p]; got["appendonly"] != w[0] || got["appendfsync"] != w[1] {
+				t.Errorf("node %d (%s): appendonly %q appendfsync %q, want %q %q", i+1, p, got["appendonly"], got["appendfsync"], w[0], w[1])
+			}
+			if v, _ := c.ConfigGet(ctx, "aof-load-truncated").Result(); v["aof-load-truncated"] != "yes" {
+				t.Errorf("node %d: aof-load-truncated %q, want yes (a partial last command is dropped on load)", i+1, v["aof-load-truncated"])
+			}
+			if sts[i].Persistence != p {
+				t.Errorf("node %d status: persistence %s, want %s", i+1, sts[i].Persistence, p)
+			}
+		}
+		if got := l.NodePersistence(); FormatPersistenceList(got) != "always,everysec,none" || l.Persistence() != "mixed" {
+			t.Errorf("lab: node persistence %v, persistence %s; want always,everysec,none and mixed", got, l.Persistence())
+		}
+		reopened, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := reopened.Config(); FormatPersistenceList(got.NodePersistence) != "always,everysec,none" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
+			t.Errorf("lab.json: config %+v, want the three profiles, no restart delay, %d nodes", got, n)
+		}
+	})
+
+	t.Run("kill with no restart delay", func(t *testing.T) {
+		const zeroWait = "restart-guard: holding Redis back for 0s: last stop was 'unclean'"
+		logPath := filepath.Join(nodeDir(dir, 1), supervisorLogFile)
+		guardLog := func() string {
+			b, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		before := strings.Count(guardLog(), zeroWait)
+		if _, err := l.Kill(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "killed node back", func() error { return ping(l.Nodes()[0].Addr, 300*time.Millisecond) })
+		log := guardLog()
+		if got := strings.Count(log, zeroWait); got != before+1 {
+			t.Errorf("guard log lines %q: got %d more, want 1\n%s", zeroWait, got-before, tail(log, 2000))
+		}
+		if strings.Contains(log, "holding Redis back for 0.") || regexp.MustCompile(`holding Redis back for [1-9]`).MatchString(log) {
+			t.Errorf("the guard held the node back for a delay:\n%s", tail(log, 2000))
+		}
+		if b, _ := os.ReadFile(filepath.Join(nodeDir(dir, 1), "guard", "last-stop")); strings.TrimSpace(string(b)) != "running" {
+			t.Errorf("guard state after the restart: %q, want running", b)
+		}
+	})
+
+	t.Run("power-loss everysec", func(t *testing.T) { checkPowerLoss(t, l, 2, PersistEverysec) })
+	t.Run("power-loss always", func(t *testing.T) { checkPowerLoss(t, l, 1, PersistAlways) })
+	t.Run("power-loss none", func(t *testing.T) { checkPowerLoss(t, l, 3, PersistNone) })
+
+	t.Run("one profile for all again", func(t *testing.T) {
+		c := l.Config()
+		c.NodePersistence = []Persistence{PersistEverysec}
+		l2, err := Up(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts, err := l2.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Persistence != PersistEverysec || st.State != NodeUp {
+				t.Errorf("node %d: %s %s, want up everysec", st.ID, st.State, st.Persistence)
+			}
+		}
+		if l2.Persistence() != PersistEverysec {
+			t.Errorf("lab persistence %s, want everysec", l2.Persistence())
+		}
+	})
 }

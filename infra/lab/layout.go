@@ -129,7 +129,17 @@ type redisConf struct {
 	appendOnly  bool
 	appendFsync string
 	save        bool
+	// appendDirName and appendFilename locate the multi-part AOF (Redis 7):
+	// dir/appendDirName/appendFilename.manifest and the files it names.
+	appendDirName  string
+	appendFilename string
 }
+
+// aofDir is the directory of the multi-part AOF.
+func (c redisConf) aofDir() string { return filepath.Join(c.dir, c.appendDirName) }
+
+// aofManifest is the manifest's file name in aofDir.
+func (c redisConf) aofManifest() string { return c.appendFilename + ".manifest" }
 
 // persistence names the profile the configuration implements.
 func (c redisConf) persistence() Persistence {
@@ -146,7 +156,8 @@ func (c redisConf) persistence() Persistence {
 
 func parseRedisConf(b []byte) redisConf {
 	// Redis' defaults for what the file does not set.
-	c := redisConf{port: 6379, appendFsync: "everysec", save: true}
+	c := redisConf{port: 6379, appendFsync: "everysec", save: true,
+		appendDirName: "appendonlydir", appendFilename: "appendonly.aof"}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -165,6 +176,10 @@ func parseRedisConf(b []byte) redisConf {
 			c.appendFsync = arg
 		case "save":
 			c.save = arg != ""
+		case "appenddirname":
+			c.appendDirName = arg
+		case "appendfilename":
+			c.appendFilename = arg
 		}
 	}
 	return c
@@ -201,6 +216,16 @@ type NodeStatus struct {
 	Since         time.Time   `json:"since"`
 	// Active maps each fault in effect on the node to its ID in faults.jsonl.
 	Active map[FaultKind]string `json:"active_faults,omitempty"`
+	// AOF is the newest sample of the AOF's incr files, kept for the
+	// power-loss model (appendfsync everysec only).
+	AOF *AOFSample `json:"aof,omitempty"`
+}
+
+// AOFSample is the size of a node's AOF incr files at one instant: a power
+// loss one second or more after At keeps at least Bytes of them.
+type AOFSample struct {
+	At    time.Time `json:"at"`
+	Bytes int64     `json:"bytes"`
 }
 
 // Addr is the proxied address clients use.

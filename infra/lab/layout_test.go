@@ -76,6 +76,16 @@ func TestConfigValidate(t *testing.T) {
 		{"bad persistence", Config{StateDir: "/tmp/x", Persistence: "sometimes"}, false},
 		{"space in state dir", Config{StateDir: "/tmp/my lab"}, false},
 		{"negative delay", Config{StateDir: "/tmp/x", RestartDelay: -time.Second}, false},
+		{"no restart delay", Config{StateDir: "/tmp/x", NoRestartDelay: true}, true},
+		{"no restart delay and a delay", Config{StateDir: "/tmp/x", NoRestartDelay: true, RestartDelay: time.Second}, false},
+		{"delay over an hour", Config{StateDir: "/tmp/x", RestartDelay: 2 * time.Hour}, false},
+		{"one profile per node", Config{StateDir: "/tmp/x", Count: 3, NodePersistence: []Persistence{PersistAlways, PersistEverysec, PersistNone}}, true},
+		{"one profile for all", Config{StateDir: "/tmp/x", Count: 3, NodePersistence: []Persistence{PersistNone}}, true},
+		{"profiles for too few nodes", Config{StateDir: "/tmp/x", Count: 3, NodePersistence: []Persistence{PersistAlways, PersistNone}}, false},
+		{"profiles for too many nodes", Config{StateDir: "/tmp/x", Count: 1, NodePersistence: []Persistence{PersistAlways, PersistNone}}, false},
+		{"bad profile in the list", Config{StateDir: "/tmp/x", Count: 2, NodePersistence: []Persistence{PersistAlways, "sometimes"}}, false},
+		{"both fields, agreeing", Config{StateDir: "/tmp/x", Persistence: PersistNone, NodePersistence: []Persistence{PersistNone}}, true},
+		{"both fields, disagreeing", Config{StateDir: "/tmp/x", Persistence: PersistNone, NodePersistence: []Persistence{PersistAlways}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,7 +104,7 @@ func TestConfigVars(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"node_count": "5", "base_port": "7100", "persistence": "none", "restart_delay_seconds": "1.5",
+		"node_count": "5", "base_port": "7100", "persistence": `["none","none","none","none","none"]`, "restart_delay_seconds": "1.5",
 		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server",
 	}
 	got := cfg.vars()
@@ -105,6 +115,66 @@ func TestConfigVars(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %d vars, want %d: %v", len(got), len(want), got)
+	}
+
+	cfg, err = Config{StateDir: "/tmp/x", Count: 3, NoRestartDelay: true,
+		NodePersistence: []Persistence{PersistAlways, PersistEverysec, PersistNone}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = cfg.vars()
+	if got["persistence"] != `["always","everysec","none"]` || got["restart_delay_seconds"] != "0" {
+		t.Errorf("per-node profiles, no delay: persistence %s restart_delay_seconds %s, want [\"always\",\"everysec\",\"none\"] and 0",
+			got["persistence"], got["restart_delay_seconds"])
+	}
+	if cfg.Persistence != "mixed" {
+		t.Errorf("persistence of a mixed lab: got %q, want mixed", cfg.Persistence)
+	}
+}
+
+func TestParsePersistenceList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // FormatPersistenceList of the result; "" for an error
+	}{
+		{"always,always,everysec,everysec,everysec", "always,always,everysec,everysec,everysec"},
+		{"none", "none"},
+		{"always, everysec", "always,everysec"},
+		{"always,,none", ""},
+		{"always,sometimes", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		got, err := ParsePersistenceList(tt.in)
+		if tt.want == "" {
+			if err == nil {
+				t.Errorf("%q: got %v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || FormatPersistenceList(got) != tt.want {
+			t.Errorf("%q: got %v, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestOpenOldLabFile: a lab.json from before per-node profiles still opens,
+// with its one profile on every node.
+func TestOpenOldLabFile(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"count": 3, "base_port": 7100, "persistence": "everysec", "restart_delay": "5s", "nodes": []}`
+	if err := os.WriteFile(filepath.Join(dir, labFileName), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatPersistenceList(l.NodePersistence()); got != "everysec,everysec,everysec" || l.Persistence() != PersistEverysec {
+		t.Errorf("got %s (%s), want everysec on every node", got, l.Persistence())
+	}
+	if c := l.Config(); c.RestartDelay != 5*time.Second || c.NoRestartDelay || c.Count != 3 {
+		t.Errorf("config: got %+v, want 3 nodes, 5s restart delay", c)
 	}
 }
 

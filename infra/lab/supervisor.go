@@ -74,8 +74,12 @@ type supervisor struct {
 	pauseStop   context.CancelFunc // ends the pause timer goroutine
 	pausedProc  *redisProc
 	rateStop    context.CancelFunc
-	wake        chan struct{} // the loop re-reads wantUp
-	changed     chan struct{} // closed and replaced on every state change
+	aof         *aofSampler // set for appendfsync everysec: the power-loss model
+	pendingCut  *powerCut   // a power loss waiting for its process to die
+	// notes are parameters for the end event of an active fault.
+	notes   map[FaultKind]map[string]string
+	wake    chan struct{} // the loop re-reads wantUp
+	changed chan struct{} // closed and replaced on every state change
 
 	wg sync.WaitGroup // goroutines other than the loop
 }
@@ -110,6 +114,9 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		PoolSize: 2,
 	})
 	defer s.direct.Close()
+	if s.conf.persistence() == PersistEverysec {
+		s.aof = newAOFSampler(s.conf)
+	}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
 		return fmt.Errorf("lab: node %d: %w", id, err)
 	}
@@ -147,6 +154,13 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		}
 	}()
 
+	if s.aof != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.aof.run(ctx.Done(), aofSampleEvery)
+		}()
+	}
 	s.adoptOrphans()
 	s.log.Printf("supervising: proxy 127.0.0.1:%d -> redis 127.0.0.1:%d, control 127.0.0.1:%d", spec.Port, spec.RedisPort, spec.ControlPort)
 	s.loop(ctx)
@@ -398,14 +412,21 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		return
 	}
 	s.setStateLocked(NodeUp)
-	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
+	for _, k := range []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop} {
 		s.endFaultLocked(k, nil)
 	}
 }
 
-// onExit records how p ended and tells the restart guard.
+// onExit records how p ended, applies a power loss that killed it (before
+// anything can start redis-server again), and tells the restart guard.
 func (s *supervisor) onExit(p *redisProc) {
 	s.mu.Lock()
+	cut := s.pendingCut
+	if cut != nil && cut.proc == p {
+		s.pendingCut = nil
+	} else {
+		cut = nil
+	}
 	clean := s.stopping && !p.killed
 	if !clean && s.wantUp {
 		s.st.Restarts++
@@ -430,6 +451,9 @@ func (s *supervisor) onExit(p *redisProc) {
 		how = "clean"
 	}
 	s.log.Printf("redis-server pid %d ended (%s): %s", p.pid, how, p.exit)
+	if cut != nil {
+		s.applyPowerLoss(cut)
+	}
 	gctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
 	defer cancel()
 	if err := s.guard(gctx, nil, "post-stop", how); err != nil {
@@ -541,11 +565,14 @@ func (s *supervisor) waitFor(ctx context.Context, ok func(NodeStatus) bool) erro
 
 func (s *supervisor) status() NodeStatus {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	st := s.st
 	st.Active = make(map[FaultKind]string, len(s.st.Active))
 	for k, v := range s.st.Active {
 		st.Active[k] = v
+	}
+	s.mu.Unlock()
+	if s.aof != nil {
+		st.AOF = s.aof.latest()
 	}
 	return st
 }

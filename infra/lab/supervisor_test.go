@@ -281,3 +281,53 @@ func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan s
 	})
 	return orphan, done
 }
+
+// TestSupervisorPowerLoss cuts the power of a node per profile: everysec
+// loses the last second of writes, always nothing, none everything; a kill
+// of an everysec node keeps everything (the page cache survives it).
+func TestSupervisorPowerLoss(t *testing.T) {
+	tests := []struct {
+		prof Persistence
+		conf string
+	}{
+		{PersistEverysec, "appendonly yes\nappendfsync everysec\n"},
+		{PersistAlways, "appendonly yes\nappendfsync always\n"},
+		{PersistNone, "appendonly no\n"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.prof), func(t *testing.T) {
+			l := runTestSupervisor(t, prepareTestNodeConf(t, tt.conf))
+			if st := status(t, l, 1); st.Persistence != tt.prof || (st.AOF != nil) != (tt.prof == PersistEverysec) {
+				t.Fatalf("status %+v: want %s, an AOF sample only for everysec", st, tt.prof)
+			}
+			checkPowerLoss(t, l, 1, tt.prof)
+			if tt.prof == PersistEverysec {
+				checkKill(t, l, 1, testGuardDelay, true)
+				checkPowerLoss(t, l, 1, tt.prof) // the history restarted after the cut
+			}
+		})
+	}
+}
+
+func TestSupervisorPowerLossNotRunning(t *testing.T) {
+	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync everysec\n"))
+	ctx := context.Background()
+	if _, err := l.Stop(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.PowerLoss(ctx, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("power loss of a stopped node: got %v, want ErrNotRunning", err)
+	}
+}
+
+// TestSupervisorPowerLossCustomProfile: appendfsync no is no lab profile,
+// and the power-loss model does not guess what it would lose.
+func TestSupervisorPowerLossCustomProfile(t *testing.T) {
+	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync no\n"))
+	if _, err := l.PowerLoss(context.Background(), 1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("power loss with appendfsync no: got %v, want ErrInvalid", err)
+	}
+	if st := status(t, l, 1); st.State != NodeUp {
+		t.Errorf("after a refused power loss: state %s, want up", st.State)
+	}
+}

@@ -11,7 +11,9 @@
 #   - the guard's runtime directory is not on tmpfs, so a machine reboot is
 #     not seen as a boot (the guard's last-stop state still makes a node whose
 #     supervisor vanished wait);
-#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds.
+#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds,
+#     which may be 0 (restart at once: the unsafe practice drills compare);
+#   - each node may have its own persistence profile.
 
 locals {
   nodes = {
@@ -21,6 +23,9 @@ locals {
       redis_port   = var.base_port + 100 + i
       control_port = var.base_port + 200 + i
       dir          = "${var.state_dir}/node${i}"
+      # One profile per node, or one for every node. A list of another
+      # length fails terraform_data.node's precondition.
+      persistence = try(var.persistence[i - 1], var.persistence[0])
     }
   }
 }
@@ -34,8 +39,8 @@ module "node" {
   max_lock_ttl      = var.restart_delay_seconds
   restart_margin    = var.restart_margin
   maxmemory         = var.maxmemory
-  fsync             = var.persistence == "everysec" ? "everysec" : "always"
-  persistence       = var.persistence != "none"
+  fsync             = each.value.persistence == "everysec" ? "everysec" : "always"
+  persistence       = each.value.persistence != "none"
   acl_enabled       = false
   data_dir          = "${each.value.dir}/data"
   log_file          = "${each.value.dir}/redis.log"
@@ -82,6 +87,13 @@ resource "terraform_data" "node" {
       "--conf-b64", base64encode(nonsensitive(module.node[each.key].redis_conf)),
     ]
     command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
+  }
+
+  lifecycle {
+    precondition {
+      condition     = length(var.persistence) == 1 || length(var.persistence) == var.node_count
+      error_message = "persistence must list one profile for every node, or exactly node_count profiles (one per node)."
+    }
   }
 
   provisioner "local-exec" {

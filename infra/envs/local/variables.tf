@@ -19,22 +19,25 @@ variable "base_port" {
 }
 
 variable "persistence" {
-  description = "always: AOF, appendfsync always (the Redlock practice). everysec: AOF, appendfsync everysec. none: no AOF and no RDB, so a restarted node has lost every key (the restart guard then waits after every stop)."
-  type        = string
-  default     = "always"
+  description = "Each node's persistence profile, in node order (node_count items), or one item for every node. always: AOF, appendfsync always (the Redlock practice). everysec: AOF, appendfsync everysec. none: no AOF and no RDB, so a restarted node has lost every key (the restart guard then waits after every stop)."
+  type        = list(string)
+  default     = ["always"]
   validation {
-    condition     = contains(["always", "everysec", "none"], var.persistence)
-    error_message = "persistence must be one of always, everysec, none."
+    condition     = length(var.persistence) >= 1 && alltrue([for p in var.persistence : contains(["always", "everysec", "none"], p)])
+    error_message = "persistence must list at least one profile, each one of always, everysec, none."
   }
+  # That the list has one item or node_count items is a precondition of
+  # terraform_data.node: a validation block may refer to another variable
+  # only from Terraform 1.9, and not in every OpenTofu.
 }
 
 variable "restart_delay_seconds" {
-  description = "How long a node stays down after a crash (and, for persistence none, after any stop). It is the longest lock TTL the lab's clients may use: the module's max_lock_ttl."
+  description = "How long a node stays down after a crash (and, for persistence none, after any stop). It is the longest lock TTL the lab's clients may use: the module's max_lock_ttl. 0 restarts at once: the unsafe practice the lab's drills compare against."
   type        = number
   default     = 5
   validation {
-    condition     = var.restart_delay_seconds > 0 && var.restart_delay_seconds <= 3600
-    error_message = "restart_delay_seconds must be > 0 and <= 3600."
+    condition     = var.restart_delay_seconds >= 0 && var.restart_delay_seconds <= 3600
+    error_message = "restart_delay_seconds must be >= 0 and <= 3600."
   }
 }
 

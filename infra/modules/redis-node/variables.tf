@@ -22,11 +22,11 @@ variable "bind_address" {
 }
 
 variable "max_lock_ttl" {
-  description = "Longest lock TTL any client uses, in seconds (fractions allowed). After a crash or a boot Redis is held back this long plus restart_margin, so every lock the node may have lost has expired."
+  description = "Longest lock TTL any client uses, in seconds (fractions allowed). After a crash or a boot Redis is held back this long plus restart_margin, so every lock the node may have lost has expired. 0 (with restart_margin 0: no delay at all) exists for the local lab's unsafe-practice drills; modules/aws requires more than 0."
   type        = number
   validation {
-    condition     = var.max_lock_ttl > 0 && var.max_lock_ttl <= 86400
-    error_message = "max_lock_ttl must be > 0 and <= 86400 seconds."
+    condition     = var.max_lock_ttl >= 0 && var.max_lock_ttl <= 86400
+    error_message = "max_lock_ttl must be >= 0 and <= 86400 seconds."
   }
 }
 

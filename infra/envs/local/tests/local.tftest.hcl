@@ -60,7 +60,7 @@ run "everysec" {
   command = plan
   variables {
     node_count  = 1
-    persistence = "everysec"
+    persistence = ["everysec"]
   }
   assert {
     condition     = strcontains(module.node["1"].redis_conf, "appendonly yes\n") && strcontains(module.node["1"].redis_conf, "appendfsync everysec\n")
@@ -72,7 +72,7 @@ run "none" {
   command = plan
   variables {
     node_count  = 1
-    persistence = "none"
+    persistence = ["none"]
   }
   assert {
     condition     = strcontains(module.node["1"].redis_conf, "appendonly no\n") && strcontains(module.node["1"].redis_conf, "save \"\"\n")
@@ -84,12 +84,77 @@ run "none" {
   }
 }
 
+run "per_node_persistence" {
+  command = plan
+  variables {
+    node_count  = 3
+    persistence = ["always", "everysec", "none"]
+  }
+  assert {
+    condition = alltrue([
+      strcontains(module.node["1"].redis_conf, "appendonly yes\n") && strcontains(module.node["1"].redis_conf, "appendfsync always\n"),
+      strcontains(module.node["2"].redis_conf, "appendonly yes\n") && strcontains(module.node["2"].redis_conf, "appendfsync everysec\n"),
+      strcontains(module.node["3"].redis_conf, "appendonly no\n") && strcontains(module.node["3"].redis_conf, "save \"\"\n"),
+    ])
+    error_message = "each node renders its own profile, in node order"
+  }
+}
+
+run "one_profile_for_every_node" {
+  command = plan
+  variables {
+    node_count  = 3
+    persistence = ["everysec"]
+  }
+  assert {
+    condition     = alltrue([for k in ["1", "2", "3"] : strcontains(module.node[k].redis_conf, "appendfsync everysec\n")])
+    error_message = "a one-item list applies to every node"
+  }
+}
+
+run "persistence_list_length" {
+  command = plan
+  variables {
+    node_count  = 3
+    persistence = ["always", "everysec"]
+  }
+  expect_failures = [terraform_data.node]
+}
+
 run "bad_persistence" {
   command = plan
   variables {
-    persistence = "sometimes"
+    persistence = ["sometimes"]
   }
   expect_failures = [var.persistence]
+}
+
+run "empty_persistence" {
+  command = plan
+  variables {
+    persistence = []
+  }
+  expect_failures = [var.persistence]
+}
+
+run "no_restart_delay" {
+  command = plan
+  variables {
+    node_count            = 1
+    restart_delay_seconds = 0
+  }
+  assert {
+    condition     = strcontains(module.node["1"].restart_guard, "REDIS_GUARD_DELAY:-0}") && output.restart_delay_seconds == 0
+    error_message = "restart_delay_seconds = 0 renders a guard that does not wait"
+  }
+}
+
+run "negative_restart_delay" {
+  command = plan
+  variables {
+    restart_delay_seconds = -1
+  }
+  expect_failures = [var.restart_delay_seconds]
 }
 
 run "bad_node_count" {

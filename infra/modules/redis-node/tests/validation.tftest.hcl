@@ -30,10 +30,23 @@ run "bind_not_an_address" {
   expect_failures = [var.bind_address]
 }
 
-run "ttl_zero" {
+run "ttl_negative" {
   command = plan
-  variables { max_lock_ttl = 0 }
+  variables { max_lock_ttl = -1 }
   expect_failures = [var.max_lock_ttl]
+}
+
+# 0 is the local lab's "restart at once" (modules/aws refuses it).
+run "ttl_zero_no_margin" {
+  command = plan
+  variables {
+    max_lock_ttl   = 0
+    restart_margin = 0
+  }
+  assert {
+    condition     = output.restart_delay_seconds == 0 && strcontains(output.restart_guard, "REDIS_GUARD_DELAY:-0}")
+    error_message = "max_lock_ttl 0 with restart_margin 0 renders a guard that does not wait."
+  }
 }
 
 run "margin_negative" {
