@@ -30,6 +30,8 @@ type nodeFaults interface {
 	ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (lab.FaultResult, error)
 }
 
+var _ nodeFaults = (*lab.Lab)(nil)
+
 // pauser freezes lock holders inside their critical section: the
 // process-pause (GC) scenario. It is a guard's pause hook; Arm makes the next
 // count holders that reach the hook stop for d, ignoring their context, as a

@@ -67,7 +67,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg := opts.Lab
 	cfg.StateDir = state
 	cfg.Count = spec.Lab.Nodes
-	cfg.Persistence = spec.Lab.Persistence[0] // TEMPSHIM
+	cfg.NodePersistence = spec.Lab.Persistence
+	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
 	cfg.RestartDelay = spec.Lab.RestartDelay
 	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes); err != nil {
 		return nil, err
@@ -214,7 +215,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	}
 
 	// The fault schedule, from the instant the loads start.
-	in := &injector{nodes: shim{l}, pausers: map[inventory.Guard]*pauser{}, log: logf, nodeN: spec.Lab.Nodes}
+	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, log: logf, nodeN: spec.Lab.Nodes}
 	for _, gr := range runs {
 		in.pausers[gr.guard] = gr.pause
 	}
@@ -384,8 +385,3 @@ func copyFile(src, dst string) error {
 	return nil
 }
 
-type shim struct{ *lab.Lab } // TEMPSHIM
-
-func (shim) PowerLoss(context.Context, int) (lab.FaultResult, error) {
-	return lab.FaultResult{}, errors.New("TEMPSHIM")
-}
