@@ -384,4 +384,3 @@ func copyFile(src, dst string) error {
 	}
 	return nil
 }
-
