@@ -16,7 +16,8 @@
 //	status.go     the live status line
 //	safety.go     the double-grant checker and the safety verdict
 //	rundir.go     the run directory's raw record (run.json, intervals.jsonl)
-//	hlog.go       the .hlog interval log and .hgrm spectra
+//	hlog.go       the .hlog interval log
+//	percentile.go percentiles, means and .hgrm spectra, by the reference HdrHistogram's rules
 //	report.go     a run directory read back: totals, time series, faults
 //	summary.go    summary.json and the text table
 //	html.go       report.html (report.html.tmpl, embedded)

@@ -17,55 +17,68 @@ import (
 const HlogFile = "latency.hlog"
 
 // hlogWriter appends every interval's histograms, one line per tag, to an
-// HdrHistogram interval log (format 1.3, readable by HistogramLogProcessor,
-// HistogramLogAnalyzer and hdrhistogram-go's HistogramLogReader). Timestamps
-// are relative to a whole-second base time written in the header.
+// HdrHistogram interval log in the format of Java's HistogramLogWriter
+// (format 1.3, readable by HistogramLogProcessor, HistogramLogAnalyzer,
+// hdr-histogram-js and hdrhistogram-go's HistogramLogReader). Interval
+// timestamps are seconds from the run's start, which the header gives to
+// the millisecond as both StartTime and BaseTime.
 type hlogWriter struct {
-	f  *os.File
-	bw *bufio.Writer
-	w  *hdr.HistogramLogWriter
+	f      *os.File
+	bw     *bufio.Writer
+	baseMs int64
 }
 
-func createHlog(path string, start time.Time, comment string) (*hlogWriter, error) {
+// hlogUnits is the header comment that says what the numbers are.
+// Interval_Max is the interval's maximum divided by hlogMaxRatio(tag).
+const hlogUnits = "[Values in nanoseconds; Tag=attempts counts lock acquire attempts. " +
+	"Interval_Max in milliseconds; for Tag=attempts, in attempts.]"
+
+func hlogMaxRatio(tag string) float64 {
+	if tag == TagAttempts {
+		return 1
+	}
+	return 1e6
+}
+
+// oneLine keeps the command on its comment line.
+var oneLine = strings.NewReplacer("\r", " ", "\n", " ")
+
+// createHlog starts the interval log of a run that started at start;
+// command is the redlab command line without "redlab", for the header.
+func createHlog(path string, start time.Time, command string) (*hlogWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: %w", err)
 	}
-	bw := bufio.NewWriter(f)
-	w := hdr.NewHistogramLogWriter(bw)
 	startMs := start.UnixMilli()
-	// The reader parses whole seconds only, so the base is the second the
-	// run started in and the interval timestamps carry the rest.
-	base := startMs / 1000 * 1000
-	w.SetBaseTime(base)
-	for _, step := range []func() error{
-		w.OutputLogFormatVersion,
-		func() error { return w.OutputComment(strings.ReplaceAll(comment, "\n", " ")) },
-		func() error {
-			return w.OutputComment("values in nanoseconds except Tag=attempts (a count); Interval_Max in ms")
-		},
-		func() error { return w.OutputStartTime(startMs) },
-		func() error { return w.OutputBaseTime(base) },
-		w.OutputLegend,
-	} {
-		if err := step(); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("loadgen: write %s: %w", path, err)
-		}
+	secs := formatFixed(float64(startMs)/1000, 3)
+	bw := bufio.NewWriter(f)
+	fmt.Fprintf(bw, "#[Histogram log format version 1.3]\n")
+	fmt.Fprintf(bw, "#%s\n", oneLine.Replace(strings.TrimSpace("redlab "+command)))
+	fmt.Fprintf(bw, "#%s\n", hlogUnits)
+	// Java writes Date.toString(); this is its layout, in UTC.
+	fmt.Fprintf(bw, "#[StartTime: %s (seconds since epoch), %s]\n", secs, time.UnixMilli(startMs).UTC().Format("Mon Jan 02 15:04:05 MST 2006"))
+	fmt.Fprintf(bw, "#[BaseTime: %s (seconds since epoch)]\n", secs)
+	fmt.Fprintf(bw, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n")
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("loadgen: write %s: %w", path, err)
 	}
-	return &hlogWriter{f: f, bw: bw, w: w}, nil
+	return &hlogWriter{f: f, bw: bw, baseMs: startMs}, nil
 }
 
 // write logs every histogram of one interval and flushes, so an aborted run
 // keeps what it measured.
 func (h *hlogWriter) write(set *HistSet, start, end time.Time) error {
+	from := formatFixed(float64(start.UnixMilli()-h.baseMs)/1000, 3)
+	length := formatFixed(float64(end.UnixMilli()-start.UnixMilli())/1000, 3)
 	for _, t := range set.Tagged() {
-		t.Hist.SetTag(t.Tag)
-		t.Hist.SetStartTimeMs(start.UnixMilli())
-		t.Hist.SetEndTimeMs(end.UnixMilli())
-		if err := h.w.OutputIntervalHistogram(t.Hist); err != nil {
-			return fmt.Errorf("loadgen: write %s: %w", HlogFile, err)
+		payload, err := t.Hist.EncodeV2()
+		if err != nil {
+			return fmt.Errorf("loadgen: write %s: encode %s: %w", HlogFile, t.Tag, err)
 		}
+		maxV := formatFixed(float64(histMax(t.Hist))/hlogMaxRatio(t.Tag), 3)
+		fmt.Fprintf(h.bw, "Tag=%s,%s,%s,%s,%s\n", t.Tag, from, length, maxV, payload)
 	}
 	if err := h.bw.Flush(); err != nil {
 		return fmt.Errorf("loadgen: write %s: %w", HlogFile, err)
@@ -164,26 +177,4 @@ func readHlogFile(dir string, fn func(*hlogEntry) error) error {
 			return err
 		}
 	}
-}
-
-// writeHgrm writes a wrk2-style percentile spectrum (HdrHistogram's
-// "Value Percentile TotalCount 1/(1-Percentile)" table) of h, in ms for
-// latencies and in units for counts.
-func writeHgrm(path string, h *hdr.Histogram, scale float64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	bw := bufio.NewWriter(f)
-	_, err = h.PercentilesPrint(bw, 5, scale)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("loadgen: write %s: %w", path, err)
-	}
-	return nil
 }

@@ -166,7 +166,7 @@ func (w *Writer) hlogInterval(iv *Interval) error {
 	if w.hlog == nil {
 		start := iv.Start.Add(-time.Duration(iv.Index) * w.meta.Interval())
 		var err error
-		if w.hlog, err = createHlog(filepath.Join(w.dir, HlogFile), start, "redlab "+w.meta.Command); err != nil {
+		if w.hlog, err = createHlog(filepath.Join(w.dir, HlogFile), start, w.meta.Command); err != nil {
 			return err
 		}
 	}

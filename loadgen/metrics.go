@@ -36,6 +36,14 @@ var metricQuantiles = []struct {
 	q     float64
 }{{"50", 50}, {"90", 90}, {"99", 99}, {"99.9", 99.9}}
 
+var metricPercentiles = func() []float64 {
+	qs := make([]float64, len(metricQuantiles))
+	for i, q := range metricQuantiles {
+		qs[i] = q.q
+	}
+	return qs
+}()
+
 // NewMetrics registers the generator's metrics on a fresh registry, with the
 // Go and process collectors.
 func NewMetrics() *Metrics {
@@ -100,8 +108,9 @@ func (m *Metrics) Interval(iv *Interval) error {
 		if t.Tag == TagAttempts || t.Hist.TotalCount() == 0 {
 			continue
 		}
-		for _, q := range metricQuantiles {
-			m.latency.WithLabelValues(t.Tag, q.label).Set(float64(t.Hist.ValueAtQuantile(q.q)) / 1e9)
+		vals := atPercentiles(t.Hist, metricPercentiles...)
+		for i, q := range metricQuantiles {
+			m.latency.WithLabelValues(t.Tag, q.label).Set(float64(vals[i]) / 1e9)
 		}
 	}
 	for i, no := range h.NodeOutcomes {

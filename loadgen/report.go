@@ -68,6 +68,14 @@ var seriesStats = []struct {
 	q    float64 // percentile; 100 = max
 }{{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}, {"max", 100}}
 
+var seriesQuantiles = func() []float64 {
+	qs := make([]float64, len(seriesStats))
+	for i, st := range seriesStats {
+		qs[i] = st.q
+	}
+	return qs
+}()
+
 // LoadReport reads a run directory. It fails on a directory without a run.
 func LoadReport(dir string) (*Report, error) {
 	meta, err := readMeta(dir)
@@ -211,12 +219,9 @@ func (r *Report) addHist(e *hlogEntry, i int) {
 	if e.Tag == TagAttempts {
 		scale = 1
 	}
-	for _, st := range seriesStats {
-		v := e.Hist.Max()
-		if st.q < 100 {
-			v = e.Hist.ValueAtQuantile(st.q)
-		}
-		cols[st.name][i] = optFloat(math.Round(float64(v)/scale*1000) / 1000)
+	vals := atPercentiles(e.Hist, seriesQuantiles...)
+	for j, st := range seriesStats {
+		cols[st.name][i] = optFloat(math.Round(float64(vals[j])/scale*1000) / 1000)
 	}
 }
 
@@ -297,11 +302,11 @@ func (r *Report) Write() error {
 		return fmt.Errorf("loadgen: %w", err)
 	}
 	for _, t := range r.Totals.Tagged() {
-		scale := 1e6
+		scale, unit := 1e6, "milliseconds (recorded in nanoseconds, divided by 1000000)"
 		if t.Tag == TagAttempts {
-			scale = 1
+			scale, unit = 1, "lock acquire attempts per acquire (a count, not a time)"
 		}
-		if err := writeHgrm(filepath.Join(r.Dir, t.Tag+".hgrm"), t.Hist, scale); err != nil {
+		if err := writeHgrm(filepath.Join(r.Dir, t.Tag+".hgrm"), t.Hist, scale, unit); err != nil {
 			return err
 		}
 	}
@@ -427,18 +432,12 @@ func faultTime(raw map[string]any, keys ...string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// spectrum is the percentile distribution of h for the log-axis chart.
+// spectrum is the percentile distribution of h for the log-axis chart: the
+// points of its .hgrm file.
 func spectrum(h *hdr.Histogram, scale float64) []specPoint {
-	if h == nil || h.TotalCount() == 0 {
-		return nil
-	}
 	var out []specPoint
-	for _, b := range h.CumulativeDistributionWithTicks(5) {
-		if b.Quantile >= 100 {
-			out = append(out, specPoint{P: 100, V: math.Round(float64(b.ValueAt)/scale*1000) / 1000})
-			break
-		}
-		out = append(out, specPoint{P: b.Quantile, V: math.Round(float64(b.ValueAt)/scale*1000) / 1000})
+	for _, s := range percentileDistribution(h, hgrmTicksPerHalf) {
+		out = append(out, specPoint{P: s.Level, V: math.Round(float64(s.Value)/scale*1000) / 1000})
 	}
 	return out
 }

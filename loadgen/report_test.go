@@ -175,7 +175,7 @@ func TestExecuteWritesEveryOutput(t *testing.T) {
 		}
 	}
 	hgrm, _ := os.ReadFile(filepath.Join(dir, "acquire.hgrm"))
-	if !strings.Contains(string(hgrm), "Value\tPercentile\tTotalCount\t1/(1-Percentile)") || !strings.Contains(string(hgrm), "Total count    =          400") {
+	if !strings.Contains(string(hgrm), "       Value     Percentile TotalCount 1/(1-Percentile)\n") || !strings.Contains(string(hgrm), "Total count    =          400") {
 		t.Errorf("acquire.hgrm is not a percentile spectrum:\n%.400s", hgrm)
 	}
 	// Re-rendering from the directory gives the same summary, judged by the

@@ -154,7 +154,7 @@ func (w *Writer) Interval(iv *Interval) error {
 			return err
 		}
 		var err error
-		if w.hlog, err = createHlog(filepath.Join(w.dir, HlogFile), start, "redlab load "+w.meta.Command); err != nil {
+		if w.hlog, err = createHlog(filepath.Join(w.dir, HlogFile), start, w.meta.Command); err != nil {
 			return err
 		}
 	}

@@ -42,9 +42,11 @@ func (s *statusLine) Interval(iv *Interval) error {
 	}
 	fmt.Fprintf(b, "%5.0fs  rate %.1f/s (target %.1f)  in-flight %d", iv.End.Sub(s.start).Seconds(), rate, iv.TargetRate, iv.InFlight)
 	if h.Acquire.TotalCount() > 0 {
-		fmt.Fprintf(b, "  acquire p50 %s p99 %s", fmtDur(h.Acquire.ValueAtQuantile(50)), fmtDur(h.Acquire.ValueAtQuantile(99)))
+		v := atPercentiles(h.Acquire, 50, 99)
+		fmt.Fprintf(b, "  acquire p50 %s p99 %s", fmtDur(v[0]), fmtDur(v[1]))
 	} else if h.E2E.TotalCount() > 0 {
-		fmt.Fprintf(b, "  e2e p50 %s p99 %s", fmtDur(h.E2E.ValueAtQuantile(50)), fmtDur(h.E2E.ValueAtQuantile(99)))
+		v := atPercentiles(h.E2E, 50, 99)
+		fmt.Fprintf(b, "  e2e p50 %s p99 %s", fmtDur(v[0]), fmtDur(v[1]))
 	}
 	b.WriteString(" |")
 	for i, c := range s.total {

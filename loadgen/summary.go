@@ -72,11 +72,12 @@ func percentilesOf(h *hdr.Histogram) Percentiles {
 	if h == nil || h.TotalCount() == 0 {
 		return Percentiles{}
 	}
+	v := atPercentiles(h, 50, 90, 99, 99.9)
+	mean, _ := histStats(h)
 	return Percentiles{
 		Count: h.TotalCount(),
-		P50:   ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)),
-		P99: ms(h.ValueAtQuantile(99)), P999: ms(h.ValueAtQuantile(99.9)),
-		Max: ms(h.Max()), Mean: ms(int64(h.Mean())),
+		P50:   ms(v[0]), P90: ms(v[1]), P99: ms(v[2]), P999: ms(v[3]),
+		Max: ms(h.Max()), Mean: ms(int64(mean)),
 	}
 }
 
@@ -112,8 +113,9 @@ func buildSummary(r *Report) Summary {
 		}
 	}
 	if n := t.Attempts.TotalCount(); n > 0 {
-		s.Attempts = AttemptStats{Count: n, Mean: math.Round(t.Attempts.Mean()*1000) / 1000,
-			P99: t.Attempts.ValueAtQuantile(99), Max: t.Attempts.Max()}
+		mean, _ := histStats(t.Attempts)
+		s.Attempts = AttemptStats{Count: n, Mean: math.Round(mean*1000) / 1000,
+			P99: atPercentile(t.Attempts, 99), Max: t.Attempts.Max()}
 	}
 	for i, h := range t.Nodes {
 		ns := NodeSummary{Node: nodeNumber(i), LatencyMs: percentilesOf(h), Outcomes: make(map[string]int64, numNodeOutcomes)}

@@ -240,9 +240,10 @@ func statOf(h *hdr.Histogram, q float64) float64 {
 	case -1:
 		return float64(h.Min())
 	case -2:
-		return h.Mean()
+		mean, _ := histStats(h)
+		return mean
 	case 100:
 		return float64(h.Max())
 	}
-	return float64(h.ValueAtQuantile(q))
+	return float64(atPercentile(h, q))
 }
