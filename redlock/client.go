@@ -13,15 +13,21 @@ import (
 )
 
 // Client acquires locks over a fixed set of independent Redis nodes. It is
-// safe for concurrent use. Close it to wait for the background cleanup of
-// failed attempts and releases; closing does not close the node clients,
-// which belong to the caller.
+// safe for concurrent use. Close it to end the background cleanup of failed
+// attempts and releases; closing does not close the node clients, which
+// belong to the caller.
 type Client struct {
 	nodes   []*redis.Client
 	addrs   []string
 	quorum  int
 	cfg     config
 	timeout time.Duration // per-attempt request timeout
+	retry   Backoff       // between background release retries (settle)
+	breaker *breaker      // nil when switched off
+
+	// retrySlots[i] bounds the background release retries in flight to
+	// node i (releaseRetryConcurrency).
+	retrySlots []chan struct{}
 
 	// slots is the admission semaphore of acquire attempts (nil: unlimited,
 	// see WithMaxConcurrentAttempts); an attempt holds a slot from admission
@@ -73,6 +79,14 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 			c.timeout = DefaultNodeTimeout
 		}
 	}
+	c.retry = ExponentialBackoff(c.timeout, max(c.timeout, releaseRetryCap))
+	c.retrySlots = make([]chan struct{}, len(nodes))
+	for i := range c.retrySlots {
+		c.retrySlots[i] = make(chan struct{}, releaseRetryConcurrency)
+	}
+	if !c.cfg.breakerOff {
+		c.breaker = newBreaker(c.cfg.breakerThreshold, c.cfg.breakerCooldown, time.Now)
+	}
 	return c, nil
 }
 
@@ -82,11 +96,20 @@ func (c *Client) Quorum() int { return c.quorum }
 // Size returns the number of nodes.
 func (c *Client) Size() int { return len(c.nodes) }
 
-// Close waits for the background work of earlier operations (releasing keys
-// of failed attempts, releasing on slow nodes) and makes later operations
-// fail with ErrClosed; callers still waiting for an attempt slot (see
-// WithMaxConcurrentAttempts) return ErrClosed at once. It is idempotent and
-// does not close the node clients.
+// Close ends the background work of earlier operations and makes later
+// operations fail with ErrClosed; callers still waiting for an attempt slot
+// (see WithMaxConcurrentAttempts) return ErrClosed at once. It is idempotent
+// and does not close the node clients.
+//
+// Background work is the release of the keys of failed attempts and of the
+// nodes a Release did not wait for. Requests already in flight finish (each
+// is bounded by the request timeout). A release still being retried on a node
+// whose outcome is unknown (see the package documentation) makes one last
+// try at once and stops, rather than retrying until the key's TTL has passed:
+// a Close that waited for TTLs would hold up a shutdown for seconds or
+// minutes, while one last try still catches a node that has resumed, so
+// Close returns within about one request timeout. A key left behind by a node
+// that is still stalled then expires at the end of its TTL.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if !c.closed {
@@ -134,6 +157,42 @@ func (c *Client) admit(ctx context.Context) error {
 	}
 }
 
+// gate asks the circuit breaker whether an acquire attempt may go out; with
+// the breaker off every attempt may. A passNormal or passProbe must be
+// reported back with passed.
+func (c *Client) gate() (pass, BreakerState) {
+	if c.breaker == nil {
+		return passNormal, 0
+	}
+	return c.breaker.admit()
+}
+
+// passed reports to the breaker how an attempt that gate let through went,
+// and returns the breaker's state afterwards (0 with the breaker off) and
+// whether the attempt changed it.
+func (c *Client) passed(p pass, h quorumHealth) (BreakerState, bool) {
+	if c.breaker == nil {
+		return 0, false
+	}
+	return c.breaker.done(p, h)
+}
+
+// reject reports an attempt that the breaker refused and returns its Event.
+func (c *Client) reject(key string, n int, state BreakerState) Event {
+	ev := Event{
+		Op:       OpAcquire,
+		Key:      key,
+		Attempt:  n,
+		Quorum:   c.quorum,
+		Start:    time.Now(),
+		Err:      ErrCircuitOpen,
+		Breaker:  state,
+		Rejected: true,
+	}
+	c.observe(ev)
+	return ev
+}
+
 // leave frees the slot taken by admit.
 func (c *Client) leave() {
 	if c.slots != nil {
@@ -145,11 +204,11 @@ func (c *Client) leave() {
 // within the request timeout; err wraps ErrUnavailable when fewer than a
 // quorum did, or the context's error.
 func (c *Client) Ping(ctx context.Context) (up int, err error) {
-	r, err := c.fanout(ctx, c.timeout, func(ctx context.Context, node *redis.Client, _ int) (Outcome, error) {
+	r, err := c.fanout(ctx, c.timeout, func(ctx context.Context, node *redis.Client, _ int) answer {
 		if err := node.Ping(ctx).Err(); err != nil {
-			return 0, err
+			return answer{err: err}
 		}
-		return Granted, nil
+		return answer{outcome: Granted}
 	}, nil)
 	if err != nil {
 		return 0, err

@@ -6,12 +6,51 @@
 // quorum (N/2+1) granted or a quorum can no longer be reached; it never waits
 // for a slow node after the decision. The lock is granted only when a quorum
 // granted and the validity left, ttl − elapsed − (ttl·drift + fixed drift),
-// is still positive, elapsed being measured on the monotonic clock. A failed
-// attempt releases the key on every node that may hold it, including nodes
-// that timed out (a SET that timed out on the client may have succeeded on the
-// server) and nodes that answer only after the decision; that cleanup runs in
-// the background and Client.Close waits for it. Release and Extend are Lua
-// compare-and-delete and compare-and-pexpire on every node in parallel.
+// is still positive, elapsed being measured on the monotonic clock. Release
+// and Extend are Lua compare-and-delete and compare-and-pexpire on every node
+// in parallel; Extend also sets the key again (SET NX) on a node where it is
+// missing, such as a node that restarted without its data, so that a holder
+// that keeps extending does not lose its majority one restart at a time.
+//
+// # Cleanup of failed attempts and releases
+//
+// A failed attempt releases the key on every node that may hold it: nodes
+// that granted, nodes whose SET timed out or whose connection broke (a SET
+// that timed out on the client may have succeeded on the server, or may still
+// be queued on a stalled one), and nodes that answer only after the decision.
+// A node that answered "not set" or an error, or that the request never
+// reached (a refused connection), holds nothing and is left alone. This
+// cleanup runs in the background, owned by the Client.
+//
+// A release whose outcome on a node is unknown (a timeout, a broken
+// connection, a node that is down) is retried on that node with backoff,
+// from the request timeout doubling up to one second, until the node gives a
+// definite answer or the key's TTL has passed. This matters when a majority
+// of nodes stalls (SIGSTOP, a long pause, a frozen VM) for longer than the
+// request timeout: the SET waits queued on the stalled node while a single
+// release, which cannot get through, would be lost, and the SET would then
+// hold the key, owned by nobody, for a whole TTL once the node resumes. A
+// resumed node works through what was queued in the order it arrived, and
+// every retry is sent after the SET, so the release it answers runs after
+// the SET; when the SET's own outcome was unknown, an answer "not there" is
+// confirmed by one more release a backoff step later, in case a proxy or the
+// network delayed the SET more than the release. Lock.Release does the same for the nodes a released lock may hold
+// and that did not answer. Limits: a node stalled for longer than the TTL may
+// run a queued SET after the retries have stopped, and that key then lives
+// for a TTL from when it ran; Client.Close ends the retries after one last
+// try (see Close).
+//
+// # Circuit breaker
+//
+// When DefaultBreakerThreshold consecutive acquire attempts found too few
+// nodes answering for a quorum, the Client's circuit breaker opens: Acquire,
+// TryAcquire and Do fail at once with an error that wraps ErrCircuitOpen and
+// ErrUnavailable instead of retrying until their context ends. After
+// DefaultBreakerCooldown one attempt at a time goes to the nodes as a probe;
+// when a quorum answers it (granted or contended), the breaker closes. Any
+// attempt that finds a quorum answering closes it, and contention never opens
+// it. Every acquire Event reports the breaker's state; see WithCircuitBreaker
+// and WithBreakerPolicy.
 //
 // # What a Redlock token does not guarantee
 //
@@ -38,5 +77,6 @@
 // *AttemptError that wraps one of ErrContended, ErrUnavailable,
 // ErrValidityExhausted, ErrExpired or ErrNotHeld, and the context's error when
 // the context ended the call, so both errors.Is(err, ErrContended) and
-// errors.Is(err, context.DeadlineExceeded) work.
+// errors.Is(err, context.DeadlineExceeded) work. An acquire that the circuit
+// breaker stopped wraps ErrCircuitOpen, which itself wraps ErrUnavailable.
 package redlock

@@ -25,16 +25,31 @@ var (
 	ErrNotHeld = errors.New("redlock: lock not held on a quorum")
 	// ErrClosed is returned by operations started after Client.Close.
 	ErrClosed = errors.New("redlock: client closed")
+	// ErrCircuitOpen means the Client's circuit breaker refused the acquire
+	// attempt without sending it: the last attempts found too few nodes
+	// for a quorum (see WithCircuitBreaker). It wraps ErrUnavailable, so
+	// errors.Is(err, ErrUnavailable) holds too.
+	ErrCircuitOpen error = circuitOpenError{}
 )
+
+type circuitOpenError struct{}
+
+func (circuitOpenError) Error() string {
+	return "redlock: circuit breaker open (no quorum on the last attempts)"
+}
+
+func (circuitOpenError) Unwrap() error { return ErrUnavailable }
 
 // AttemptError is the error of a failed lock operation. It wraps the sentinel
 // that describes the last attempt (ErrContended, ErrUnavailable, …) and, when
 // the context ended the operation, the context's error too.
 type AttemptError struct {
-	// Attempts is how many attempts were made (0 when refused before the
-	// first one, e.g. Extend after expiry or a context that was already done).
+	// Attempts is how many attempts were sent to the nodes (0 when refused
+	// before the first one, e.g. Extend after expiry, a context that was
+	// already done, or an open circuit breaker).
 	Attempts int
-	// Last holds the facts of the last attempt, including per-node outcomes.
+	// Last holds the facts of the last attempt sent, including per-node
+	// outcomes, or of the refusal when none was sent.
 	Last Event
 
 	errs []error

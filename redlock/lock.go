@@ -30,6 +30,41 @@ type Lock struct {
 	// for it on those nodes, so it cannot overtake a late SET.
 	late     []bool
 	setsDone <-chan struct{}
+
+	// set is the acquire round: its answers say which nodes the SET may
+	// have written to (a late node's answer only once setsDone is closed).
+	// extended adds, per node, what Extend learnt (extMayHold, extUnsure).
+	set      *round
+	extended []atomic.Uint32
+	// expiry (since epoch) is when every key this lock may have set or
+	// extended has expired, drift included: background release retries
+	// stop there.
+	expiry atomic.Int64
+}
+
+// Bits of Lock.extended.
+const (
+	extMayHold uint32 = 1 << iota // an extend restored or may have restored the key
+	extUnsure                     // an extend's outcome on the node is unknown
+)
+
+// holds reports whether node i may hold the lock's key, and whether that is
+// unknown rather than known (see written). For a late node it must be called
+// only once setsDone is closed.
+func (l *Lock) holds(i int) (mayHold, unsure bool) {
+	mayHold, unsure = written(l.set.answers[i])
+	x := l.extended[i].Load()
+	return mayHold || x&extMayHold != 0, unsure || x&extUnsure != 0
+}
+
+// expireLater moves expiry to at when that is later.
+func (l *Lock) expireLater(at time.Duration) {
+	for {
+		cur := l.expiry.Load()
+		if int64(at) <= cur || l.expiry.CompareAndSwap(cur, int64(at)) {
+			return
+		}
+	}
 }
 
 // Key returns the lock's key.
@@ -90,6 +125,9 @@ func checkArgs(key string, ttl time.Duration) error {
 // holder that does not extend has expired, so waiting longer is a caller's
 // explicit choice (give a context with a deadline).
 //
+// It stops early when the circuit breaker is open (see WithCircuitBreaker):
+// the error then wraps ErrCircuitOpen and ErrUnavailable.
+//
 // ttl is used in whole milliseconds. The returned Lock's Validity is what is
 // left of ttl after the attempt and the drift allowance.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
@@ -111,7 +149,16 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if err := ctx.Err(); err != nil {
 			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
+		p, state := c.gate()
+		if p == passRejected {
+			ev := c.reject(key, n, state)
+			if last.Op == 0 { // refused before the first attempt
+				last = ev
+			}
+			return nil, newAttemptError(n-1, last, sentinel, ErrCircuitOpen)
+		}
 		if err := c.admit(ctx); err != nil {
+			c.passed(p, quorumUnknown)
 			if errors.Is(err, ErrClosed) {
 				return nil, err
 			}
@@ -120,7 +167,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			}
 			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
-		l, ev, err := c.attempt(ctx, key, ttl, n)
+		l, ev, err := c.attempt(ctx, key, ttl, n, p)
 		if err == nil {
 			l.attempts, l.acquireTime = n, time.Since(start)
 			return l, nil
@@ -133,6 +180,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return nil, newAttemptError(n, last, sentinel, ctxErr)
 		}
 		sentinel = err
+		if ev.Breaker == BreakerOpen || ev.Breaker == BreakerHalfOpen {
+			// The quorum is unreachable (this attempt opened the breaker,
+			// or another caller's probe is out): a retry would be refused.
+			return nil, newAttemptError(n, last, sentinel, ErrCircuitOpen)
+		}
 		if c.cfg.maxAttempts > 0 && n >= c.cfg.maxAttempts {
 			return nil, newAttemptError(n, last, sentinel)
 		}
@@ -154,19 +206,26 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	}
 }
 
-// TryAcquire makes exactly one attempt to take the lock on key for ttl.
+// TryAcquire makes exactly one attempt to take the lock on key for ttl, or
+// none when the circuit breaker refuses it (the error then wraps
+// ErrCircuitOpen and ErrUnavailable).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := checkArgs(key, ttl); err != nil {
 		return nil, err
 	}
 	start := time.Now()
+	p, state := c.gate()
+	if p == passRejected {
+		return nil, newAttemptError(0, c.reject(key, 1, state), ErrCircuitOpen)
+	}
 	if err := c.admit(ctx); err != nil {
+		c.passed(p, quorumUnknown)
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
 		return nil, newAttemptError(0, Event{Op: OpAcquire, Key: key, Quorum: c.quorum, Start: start}, err)
 	}
-	l, ev, err := c.attempt(ctx, key, ttl, 1)
+	l, ev, err := c.attempt(ctx, key, ttl, 1, p)
 	if err != nil {
 		if ev.Op == 0 {
 			return nil, err
@@ -180,9 +239,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // attempt is one Redlock round. On failure it returns the attempt's Event
 // and its reason (a sentinel or the context's error); an Event with Op 0
 // means the round never started (closed client, token failure). The caller
-// has been admitted (Client.admit); attempt frees the slot once the round is
-// decided, or when it never starts.
-func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int) (*Lock, Event, error) {
+// has been admitted (Client.admit) and let through by the breaker as p;
+// attempt frees the slot once the round is decided, or when it never starts,
+// and reports the round to the breaker.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int, p pass) (*Lock, Event, error) {
 	admitted := true
 	leave := func() {
 		if admitted {
@@ -191,35 +251,43 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 		}
 	}
 	defer leave()
+	reported := false
+	defer func() {
+		if !reported {
+			c.passed(p, quorumUnknown)
+		}
+	}()
 	token, err := newToken()
 	if err != nil {
 		return nil, Event{}, err
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
-	set := func(ctx context.Context, node *redis.Client, _ int) (Outcome, error) {
+	set := func(ctx context.Context, node *redis.Client, _ int) answer {
 		cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ms, "nx")
 		if err := node.Process(ctx, cmd); err != nil {
-			return 0, err
+			return answer{err: err}
 		}
 		if cmd.Val() {
-			return Granted, nil
+			return answer{outcome: Granted}
 		}
-		return Taken, nil
+		return answer{outcome: Taken}
 	}
+	// A key this attempt sets has expired everywhere by then (a SET that a
+	// stalled node runs later excepted; see settle).
+	until := time.Since(epoch) + ttl + c.cfg.drift(ttl)
+	base := context.WithoutCancel(ctx)
 	// Runs on each node's goroutine once the attempt is decided, so a SET that
 	// answers after a lost decision, or timed out on the client but may have
-	// landed on the server, is released too. Taken is a definite "not
-	// written" and needs nothing.
-	cleanup := func(i int, o Outcome, won bool) {
-		if won || o == Taken {
+	// landed on the server (or still be queued there), is released too, and
+	// retried until the node answers. Taken, a Redis error or a request that
+	// never left is a definite "not written" and needs nothing.
+	cleanup := func(i int, a answer, won bool) {
+		mayHold, unsure := written(a)
+		if won || !mayHold {
 			return
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-		defer cancel()
-		// EVAL, not EVALSHA: a slow node may not have the script cached, and
-		// the NOSCRIPT round trip would cost a second timeout.
-		_ = releaseScript.Eval(rctx, c.nodes[i], []string{key}, token).Err()
+		c.settle(base, i, key, token, c.releaseOnce(base, i, key, token), unsure, until)
 	}
 	r, err := c.fanout(ctx, min(c.timeout, ttl), set, cleanup)
 	if err != nil {
@@ -231,6 +299,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	r.decide(err == nil)
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
+	ev.Probe = p == passProbe
+	ev.Breaker, ev.BreakerChanged = c.passed(p, health(t, err))
+	reported = true
 	// Decided: the slot goes to the next attempt; late nodes and the
 	// cleanup of a lost round go on in the background.
 	leave()
@@ -241,8 +312,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.Validity = validity
 	c.observe(ev)
 
-	l := &Lock{c: c, key: key, token: token}
+	l := &Lock{c: c, key: key, token: token, set: r, extended: make([]atomic.Uint32, len(c.nodes))}
 	l.deadline.Store(int64(deadline))
+	l.expiry.Store(int64(until))
 	for i, nr := range t.nodes {
 		if nr.Outcome == Abandoned || nr.Outcome == TimedOut {
 			if l.late == nil {
@@ -257,12 +329,29 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	return l, ev, nil
 }
 
+// health is what a decided acquire round says about the quorum, for the
+// breaker: a quorum answered when the attempt was granted, contended or
+// granted too late; ErrUnavailable means it did not; a round ended by the
+// caller's context says nothing.
+func health(t tally, err error) quorumHealth {
+	switch {
+	case t.ctxErr != nil:
+		return quorumUnknown
+	case errors.Is(err, ErrUnavailable):
+		return quorumDown
+	default:
+		return quorumUp
+	}
+}
+
 // Release deletes the lock's key on every node where it still carries this
 // lock's token (Lua compare-and-delete, all nodes in parallel). It returns
-// once a quorum answered; the remaining nodes are released in the background
-// (Client.Close waits for them). The context bounds the wait, not the
-// deletion: a cancelled context still releases what it can within the
-// request timeout.
+// once a quorum answered; the remaining nodes are released in the background.
+// A node that may hold the key and whose release did not get an answer (a
+// timeout, a broken connection, a node that is down) is retried in the
+// background, with backoff, until it answers or the key has expired; Close
+// ends those retries (see Client.Close). The context bounds the wait, not the
+// deletion: a cancelled context still releases what it can.
 //
 // Errors wrap ErrExpired when the validity had run out before the call (the
 // keys are still deleted where they remain: the critical section outlived
@@ -272,7 +361,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	expired := l.Validity() <= 0
 	keys := []string{l.key}
-	del := func(ctx context.Context, node *redis.Client, i int) (Outcome, error) {
+	base := context.WithoutCancel(ctx)
+	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := releaseScript.Run
 		if l.late != nil && l.late[i] && !closed(l.setsDone) {
 			// Wait for the late SET (bounded by its own timeout), then
@@ -281,20 +371,20 @@ func (l *Lock) Release(ctx context.Context) error {
 			// would cost a second timeout.
 			<-l.setsDone
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+			ctx, cancel = context.WithTimeout(base, c.timeout)
 			defer cancel()
 			run = releaseScript.Eval
 		}
-		v, err := run(ctx, node, keys, l.token).Int64()
-		if err != nil {
-			return 0, err
-		}
-		if v == 1 {
-			return Granted, nil
-		}
-		return Taken, nil
+		return releaseAnswer(run(ctx, node, keys, l.token).Int64())
 	}
-	r, err := c.fanout(ctx, c.timeout, del, nil)
+	// Runs on each node's goroutine once Release has decided (a late node's
+	// SET has returned by then: del waited for it).
+	after := func(i int, a answer, _ bool) {
+		if mayHold, unsure := l.holds(i); mayHold {
+			c.settle(base, i, l.key, l.token, a, unsure, time.Duration(l.expiry.Load()))
+		}
+	}
+	r, err := c.fanout(ctx, c.timeout, del, after)
 	if err != nil {
 		return err
 	}
@@ -319,11 +409,16 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 // Extend resets the lock's TTL to ttl on every node where it still carries
-// this lock's token (Lua compare-and-pexpire, all nodes in parallel). It
-// succeeds only when a quorum extended and validity is left, measured from
-// the start of the call; the Lock's Deadline then moves. It is refused with
-// ErrExpired, without touching the nodes, once the validity has run out:
-// another client may already hold the lock.
+// this lock's token (Lua compare-and-pexpire, all nodes in parallel). Where
+// the key is missing altogether, as on a node that restarted without its
+// data, it sets it again with our token (SET NX PX, so never over another
+// owner's key) and counts that node's vote as restored (Event.Restored):
+// without that, a holder that extends would quietly lose its majority one
+// node restart at a time. It succeeds only when a quorum extended or
+// restored and validity is left, measured from the start of the call; the
+// Lock's Deadline then moves. It is refused with ErrExpired, without
+// touching the nodes, once the validity has run out: another client may
+// already hold the lock, and restoring would be unsafe.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	if err := checkArgs(l.key, ttl); err != nil {
@@ -335,22 +430,45 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
 	keys := []string{l.key}
-	pexpire := func(ctx context.Context, node *redis.Client, _ int) (Outcome, error) {
+	pexpire := func(ctx context.Context, node *redis.Client, _ int) answer {
 		v, err := extendScript.Run(ctx, node, keys, l.token, ms).Int64()
-		if err != nil {
-			return 0, err
+		switch {
+		case err != nil:
+			return answer{err: err}
+		case v == 1:
+			return answer{outcome: Granted}
+		case v == 2:
+			return answer{outcome: Granted, restored: true}
 		}
-		if v == 1 {
-			return Granted, nil
-		}
-		return Taken, nil
+		return answer{outcome: Taken}
 	}
+	until := time.Since(epoch) + ttl + c.cfg.drift(ttl)
 	r, err := c.fanout(ctx, min(c.timeout, ttl), pexpire, nil)
 	if err != nil {
 		return err
 	}
 	t := r.collect(ctx, c.quorum, true)
 	r.decide(true)
+
+	// Whatever the verdict, Release must know where this round may have
+	// extended or restored the key, and until when.
+	touched := false
+	for i, nr := range t.nodes {
+		var bits uint32
+		switch {
+		case nr.Outcome == Granted:
+			bits = extMayHold
+		case nr.Outcome == Abandoned || unknown(nr.Err):
+			bits = extMayHold | extUnsure
+		}
+		if bits != 0 {
+			l.extended[i].Or(bits)
+			touched = true
+		}
+	}
+	if touched {
+		l.expireLater(until)
+	}
 
 	deadline, validity, err := r.grant(t, ttl, ErrNotHeld)
 	ev := r.event(OpExtend, l.key, 1, c.quorum, t, err)

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Observer receives one Event per acquire attempt, release and extend. It is
+// Observer receives one Event per acquire attempt (including attempts the
+// circuit breaker refused, marked Rejected), release and extend. It is
 // called synchronously on the caller's goroutine right after the decision,
 // so it must be fast and safe for concurrent use (update counters, record a
 // histogram; do no I/O).
@@ -97,6 +98,10 @@ type Event struct {
 	Quorum int
 	// Votes is the number of nodes that answered Granted by the decision.
 	Votes int
+	// Restored is, for extend, how many of the Votes came from nodes where
+	// the key was missing (a node that restarted without its data) and our
+	// token was set again; 0 otherwise.
+	Restored int
 	// Start is when the attempt began.
 	Start time.Time
 	// Elapsed is the time from Start to the decision (monotonic clock).
@@ -109,6 +114,21 @@ type Event struct {
 	// Err is nil on success, else the sentinel (ErrContended, …) or the
 	// context's error that ended the attempt.
 	Err error
+
+	// Breaker is, for acquire attempts, the state of the Client's circuit
+	// breaker once the attempt was decided (see WithCircuitBreaker); zero
+	// when the breaker is off and for release and extend.
+	Breaker BreakerState
+	// BreakerChanged reports that this attempt moved the breaker into
+	// Breaker: the attempt that opened it, or a probe (or any attempt that
+	// found a quorum) that closed it, or a probe that reopened it.
+	BreakerChanged bool
+	// Rejected reports that the breaker refused the attempt: nothing was
+	// sent, Nodes is empty and Err is ErrCircuitOpen.
+	Rejected bool
+	// Probe reports that the attempt was the one the half-open breaker let
+	// through to find out whether a quorum answers again.
+	Probe bool
 }
 
 // NodeResult is one node's outcome and latency within an attempt.
@@ -124,4 +144,7 @@ type NodeResult struct {
 	Latency time.Duration
 	// Err is the node's error for Failed and TimedOut outcomes.
 	Err error
+	// Restored reports, for extend, that the key was missing on the node and
+	// our token was set again (a Granted vote).
+	Restored bool
 }

@@ -15,6 +15,29 @@ const (
 	DefaultDriftFactor = 0.01
 	// DefaultDriftFixed is the fixed drift added to every validity.
 	DefaultDriftFixed = 2 * time.Millisecond
+	// DefaultBreakerThreshold is how many consecutive acquire attempts must
+	// find the quorum unreachable (ErrUnavailable) before the circuit
+	// breaker opens. More than one, so that a single slow attempt on a busy
+	// machine does not cut a Client off; any attempt that finds a quorum
+	// answering (granted or contended) resets the count.
+	DefaultBreakerThreshold = 5
+	// DefaultBreakerCooldown is how long an open breaker refuses attempts
+	// before it lets one probe through: about the cap of DefaultBackoff, so
+	// an open breaker probes the nodes no more often than one caller
+	// retrying at that cap would, however many callers there are, and a
+	// quorum that is back is found within half a second.
+	DefaultBreakerCooldown = 500 * time.Millisecond
+)
+
+// Background retries of a release whose outcome on a node is unknown (see
+// Client.settle) start at the request timeout and double up to
+// releaseRetryCap. At most releaseRetryConcurrency of them are in flight per
+// node: a node that answers, but later than the request timeout (added
+// latency), never gives a retry a definite answer, and every lock released
+// meanwhile would otherwise keep a request to it in flight until its TTL.
+const (
+	releaseRetryCap         = time.Second
+	releaseRetryConcurrency = 4
 )
 
 // Backoff returns the wait before retry n (n >= 1, the number of attempts
@@ -84,13 +107,19 @@ type config struct {
 	timeout     time.Duration // per-node request timeout; 0 = from the node clients
 
 	maxConcurrent int // bound on acquire attempts in flight; 0 = unlimited
+
+	breakerOff       bool
+	breakerThreshold int
+	breakerCooldown  time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		backoff:     DefaultBackoff,
-		driftFactor: DefaultDriftFactor,
-		driftFixed:  DefaultDriftFixed,
+		backoff:          DefaultBackoff,
+		driftFactor:      DefaultDriftFactor,
+		driftFixed:       DefaultDriftFixed,
+		breakerThreshold: DefaultBreakerThreshold,
+		breakerCooldown:  DefaultBreakerCooldown,
 	}
 }
 
@@ -150,6 +179,43 @@ func WithRequestTimeout(d time.Duration) Option {
 // nodes ends. Release and Extend are never bounded.
 func WithMaxConcurrentAttempts(n int) Option {
 	return func(c *config) { c.maxConcurrent = max(n, 0) }
+}
+
+// WithCircuitBreaker switches the circuit breaker of acquire attempts on (the
+// default) or off. When DefaultBreakerThreshold consecutive attempts (see
+// WithBreakerPolicy) found too few nodes answering for a quorum, the breaker
+// opens: Acquire, TryAcquire and Do then fail at once, without sending
+// anything, with an error that wraps ErrCircuitOpen and ErrUnavailable,
+// instead of retrying until their context ends. Once the cooldown has passed,
+// the next attempt goes to the nodes as a probe while the others are still
+// refused; the probe closes the breaker when a quorum answers (whether it was
+// granted or contended) and reopens it otherwise. Any attempt that finds a
+// quorum answering closes it. Release and Extend are never refused.
+//
+// Every acquire Event carries the breaker's state (Event.Breaker), and marks
+// refused attempts (Rejected), probes (Probe) and the attempts that changed
+// the state (BreakerChanged).
+//
+// Switch it off when a caller must keep trying for its whole context, e.g. to
+// measure how long a deployment is unavailable.
+func WithCircuitBreaker(on bool) Option {
+	return func(c *config) { c.breakerOff = !on }
+}
+
+// WithBreakerPolicy sets after how many consecutive unavailable acquire
+// attempts the circuit breaker opens (default DefaultBreakerThreshold) and
+// how long it then refuses attempts before it lets a probe through (default
+// DefaultBreakerCooldown). Values <= 0 keep the default. It does not switch
+// a breaker on that WithCircuitBreaker(false) switched off.
+func WithBreakerPolicy(threshold int, cooldown time.Duration) Option {
+	return func(c *config) {
+		if threshold > 0 {
+			c.breakerThreshold = threshold
+		}
+		if cooldown > 0 {
+			c.breakerCooldown = cooldown
+		}
+	}
 }
 
 func (c *config) drift(ttl time.Duration) time.Duration {

@@ -284,8 +284,10 @@ func TestExtend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
+		// Lost and taken over: another token everywhere (a missing key
+		// would be restored, see TestExtendRestoresLostKey).
 		for _, n := range cl.Nodes {
-			n.Client().Del(ctx, "extend-lost")
+			n.Client().Set(ctx, "extend-lost", "other", time.Minute)
 		}
 		if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, redlock.ErrNotHeld) {
 			t.Errorf("Extend of a deleted lock: got %v, want ErrNotHeld", err)
@@ -311,7 +313,12 @@ func slowSetup(t *testing.T, latency, nodeTimeout time.Duration) (*redistest.Clu
 		defer mu.Unlock()
 		events = append(events, e)
 	})
-	nodes := redlock.NewNodes([]string{cl.Nodes[0].Addr, cl.Nodes[1].Addr, proxy.Addr}, redlock.WithNodeTimeout(nodeTimeout))
+	// No idle connections dialled in the background: one that completes
+	// after the warm-up below would sit on top of the pool without its
+	// HELLO, which the slow node answers too late, and the test's SET would
+	// never be sent.
+	noMinIdle := redlock.NodeOption(func(o *redis.Options) { o.MinIdleConns = 0 })
+	nodes := redlock.NewNodes([]string{cl.Nodes[0].Addr, cl.Nodes[1].Addr, proxy.Addr}, redlock.WithNodeTimeout(nodeTimeout), noMinIdle)
 	c, err := redlock.New(nodes, redlock.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
@@ -535,7 +542,7 @@ func TestDo(t *testing.T) {
 		var cause error
 		err := c.Do(ctx, "do-lost", 10*time.Second, func(ctx context.Context) error {
 			for _, n := range cl.Nodes {
-				n.Client().Del(ctx, "do-lost")
+				n.Client().Set(ctx, "do-lost", "other", time.Minute)
 			}
 			<-ctx.Done()
 			cause = context.Cause(ctx)
@@ -769,6 +776,10 @@ func TestStrings(t *testing.T) {
 		{redlock.Info.String(), "info"},
 		{redlock.Warning.String(), "warning"},
 		{redlock.Critical.String(), "critical"},
+		{redlock.BreakerClosed.String(), "closed"},
+		{redlock.BreakerOpen.String(), "open"},
+		{redlock.BreakerHalfOpen.String(), "half-open"},
+		{redlock.BreakerState(0).String(), "breaker(0)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

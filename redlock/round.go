@@ -24,21 +24,33 @@ type round struct {
 	won     bool // written before decided is closed
 	pending atomic.Int32
 	done    chan struct{} // closed when every node goroutine has ended
+
+	// answers[i] is node i's own answer, written by its goroutine before
+	// it sends its reply: read it after receiving that reply, or after done.
+	answers []answer
+}
+
+// answer is what one node's request came to.
+type answer struct {
+	outcome  Outcome // Granted or Taken; Failed or TimedOut when err is set
+	restored bool    // extend: the key was missing and our token was set again
+	err      error
 }
 
 type reply struct {
-	node    int
-	outcome Outcome
-	at      time.Duration
-	err     error
+	node int
+	answer
+	at time.Duration
 }
 
-// nodeOp runs the round's request on one node. It returns Granted or Taken,
+// nodeOp runs the round's request on one node. It answers Granted or Taken,
 // or an error (classified as Failed or TimedOut).
-type nodeOp func(ctx context.Context, node *redis.Client, i int) (Outcome, error)
+type nodeOp func(ctx context.Context, node *redis.Client, i int) answer
 
-// afterOp runs on the node's goroutine once the round is decided.
-type afterOp func(i int, o Outcome, won bool)
+// afterOp runs on the node's goroutine once the round is decided, with the
+// node's own answer (not the collector's view: a node given up on as
+// Abandoned or TimedOut may have answered since).
+type afterOp func(i int, a answer, won bool)
 
 // fanout starts op on every node. The node requests are detached from ctx's
 // cancellation (their results are needed for cleanup) and bounded by timeout.
@@ -52,6 +64,7 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, a
 		replies: make(chan reply, n),
 		decided: make(chan struct{}),
 		done:    make(chan struct{}),
+		answers: make([]answer, n),
 	}
 	r.pending.Store(int32(n))
 	r.start = time.Now()
@@ -64,14 +77,15 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, a
 
 func (r *round) run(i int, node *redis.Client, op nodeOp, after afterOp) {
 	defer r.c.wg.Done()
-	o, err := op(r.ctx, node, i)
-	if err != nil {
-		o = classify(err)
+	a := op(r.ctx, node, i)
+	if a.err != nil {
+		a.outcome = classify(a.err)
 	}
-	r.replies <- reply{node: i, outcome: o, at: time.Since(r.start), err: err}
+	r.answers[i] = a
+	r.replies <- reply{node: i, answer: a, at: time.Since(r.start)}
 	if after != nil {
 		<-r.decided
-		after(i, o, r.won)
+		after(i, a, r.won)
 	}
 	if r.pending.Add(-1) == 0 {
 		r.cancel()
@@ -87,9 +101,31 @@ func classify(err error) Outcome {
 	return Failed
 }
 
+// unknown reports whether a request that failed with err may still have
+// run, or may run later, on the node. A Redis error reply is a definite
+// answer (the command did not run); a failed dial, a wait for a pooled
+// connection that ran out and a closed client sent nothing. Anything else
+// (a timeout, a connection that broke after the write) leaves the outcome
+// unknown: a stalled server may still have the request queued.
+func unknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return false
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return false
+	}
+	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrClosed)
+}
+
 // tally is what the collector knew when it stopped.
 type tally struct {
 	yes, no, failed int
+	restored        int // of the yes votes, keys set again by extend
 	nodes           []NodeResult
 	ctxErr          error // the caller's context ended first
 }
@@ -110,9 +146,13 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 		t.nodes[rep.node].Outcome = rep.outcome
 		t.nodes[rep.node].Latency = rep.at
 		t.nodes[rep.node].Err = rep.err
+		t.nodes[rep.node].Restored = rep.restored
 		switch rep.outcome {
 		case Granted:
 			t.yes++
+			if rep.restored {
+				t.restored++
+			}
 		case Taken:
 			t.no++
 		default:
@@ -171,15 +211,16 @@ func (r *round) decide(won bool) {
 // event builds the Event of a decided round.
 func (r *round) event(op Op, key string, attempt, quorum int, t tally, err error) Event {
 	return Event{
-		Op:      op,
-		Key:     key,
-		Attempt: attempt,
-		Quorum:  quorum,
-		Votes:   t.yes,
-		Start:   r.start,
-		Elapsed: time.Since(r.start),
-		Nodes:   t.nodes,
-		Err:     err,
+		Op:       op,
+		Key:      key,
+		Attempt:  attempt,
+		Quorum:   quorum,
+		Votes:    t.yes,
+		Restored: t.restored,
+		Start:    r.start,
+		Elapsed:  time.Since(r.start),
+		Nodes:    t.nodes,
+		Err:      err,
 	}
 }
 

@@ -279,7 +279,7 @@ setup_hdrjs() {
 	have=$(cat "$dir/node_modules/.redlab-setup" 2>/dev/null || true)
 	[ "$want" != "$have" ] || return 0
 	step="npm ci --prefix $dir"
-	echo "setup: npm ci --prefix $dir (node_modules missing or older than package-lock.json)"
+	echo "setup: npm ci --prefix $dir (node_modules missing, or not installed from this package.json and package-lock.json)"
 	run_quiet npm ci --prefix "$dir" --no-audit --no-fund
 	mkdir -p "$dir/node_modules"
 	printf '%s\n' "$want" >"$dir/node_modules/.redlab-setup"
