@@ -68,6 +68,10 @@ func (g Guard) known() bool {
 	return err == nil || g == guardRedlockFencedNaive
 }
 
+// NeedsNodes reports whether the guard takes a lock on Redis nodes (and so
+// needs lock nodes to run).
+func (g Guard) NeedsNodes() bool { return g.redlock() || g == GuardRedisSingle }
+
 // redlock reports whether the guard takes a Redlock lock.
 func (g Guard) redlock() bool {
 	return g == GuardRedlock || g == GuardRedlockFenced || g == guardRedlockFencedNaive
@@ -112,7 +116,7 @@ func (s *Service) withRedlock(ctx context.Context, req Request, body func(contex
 		_ = lock.Release(rctx)
 		cancel()
 		t.Release = time.Since(released)
-		s.observe(Hold{Key: key, Holder: s.cfg.holder, Token: lock.Token(), Granted: granted, Released: released})
+		s.observe(Hold{Key: key, Holder: s.cfg.holder, Token: lock.Token(), Granted: granted, Released: released, ValidUntil: lock.Deadline()})
 	}()
 	r, err = body(ctx)
 	return r, t, err
@@ -146,7 +150,8 @@ func (s *Service) withSingleLock(ctx context.Context, req Request, body func(con
 	key := lockKey(req.SKU)
 	token := randomHex(16)
 	start := time.Now()
-	t.Attempts, err = s.acquireSingle(ctx, key, token)
+	var sent time.Time
+	t.Attempts, sent, err = s.acquireSingle(ctx, key, token)
 	t.Acquire = time.Since(start)
 	if err != nil {
 		return Reservation{}, t, err
@@ -159,21 +164,23 @@ func (s *Service) withSingleLock(ctx context.Context, req Request, body func(con
 		_ = releaseScript.Run(rctx, s.cfg.single, []string{key}, token).Err()
 		cancel()
 		t.Release = time.Since(released)
-		s.observe(Hold{Key: key, Holder: s.cfg.holder, Token: token, Granted: granted, Released: released})
+		s.observe(Hold{Key: key, Holder: s.cfg.holder, Token: token, Granted: granted, Released: released, ValidUntil: sent.Add(s.cfg.ttl)})
 	}()
 	r, err = body(ctx)
 	return r, t, err
 }
 
 // acquireSingle retries SET NX PX with jittered backoff until it wins or the
-// acquire timeout ends, and returns the attempts made.
-func (s *Service) acquireSingle(ctx context.Context, key, token string) (int, error) {
+// acquire timeout ends, and returns the attempts made and when the winning
+// SET was sent (its TTL runs from no earlier than that).
+func (s *Service) acquireSingle(ctx context.Context, key, token string) (int, time.Time, error) {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.acquireTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
+		sent := time.Now()
 		ok, err := s.cfg.single.SetNX(actx, key, token, s.cfg.ttl).Result()
 		if err == nil && ok {
-			return attempt, nil
+			return attempt, sent, nil
 		}
 		cause := fmt.Errorf("%w: %q is held", ErrContended, key)
 		if err != nil {
@@ -189,9 +196,9 @@ func (s *Service) acquireSingle(ctx context.Context, key, token string) (int, er
 		case <-actx.Done():
 			timer.Stop()
 			if ctx.Err() != nil {
-				return attempt, fmt.Errorf("inventory: acquire lock: %w", ctx.Err())
+				return attempt, time.Time{}, fmt.Errorf("inventory: acquire lock: %w", ctx.Err())
 			}
-			return attempt, cause
+			return attempt, time.Time{}, cause
 		}
 	}
 }

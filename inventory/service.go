@@ -100,10 +100,15 @@ type Timing struct {
 
 // Hold is one holder's tenure of a lock, on this process's clock, for the
 // double-grant checker: two holds of one key whose [Granted, Released)
-// intervals overlap are a double grant.
+// intervals overlap are a double grant, and a lock violation when the overlap
+// falls before both holders' ValidUntil. ValidUntil is when the lock's
+// validity ran out as its client computed it at the grant (for Redlock, the
+// Lock's Deadline; for the single-node lock, the winning SET's send time plus
+// the TTL); it carries a monotonic reading.
 type Hold struct {
 	Key, Holder, Token string
 	Granted, Released  time.Time
+	ValidUntil         time.Time
 }
 
 // PauseHook runs inside the critical section, after the stock was read and

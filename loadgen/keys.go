@@ -154,6 +154,16 @@ func (k KeySpec) Generator(shard Shard) (*KeyGen, error) {
 	return g, nil
 }
 
+// Prefix puts p in front of every SKU this generator names, so that runs
+// sharing lock nodes and a store (the guards of a drill) never touch each
+// other's keys. It returns g.
+func (g *KeyGen) Prefix(p string) *KeyGen {
+	for i, n := range g.names {
+		g.names[i] = p + n
+	}
+	return g
+}
+
 // Len is the number of keys this shard uses.
 func (g *KeyGen) Len() int { return g.n }
 

@@ -30,6 +30,11 @@ type RunSpec struct {
 	// Stop, when closed, ends the schedule early; the run then drains and is
 	// reported as usual (the first interrupt).
 	Stop <-chan struct{}
+	// Gate, when set, is called once the target is prepared (stock seeded)
+	// and before the schedule starts; the run starts when it returns, and is
+	// abandoned when it returns an error. Runs that must start at one instant
+	// (the guards of a drill) share a barrier here.
+	Gate func(ctx context.Context) error
 }
 
 // ErrAborted is returned when ctx ended before the run was recorded.
@@ -114,6 +119,11 @@ func Execute(ctx context.Context, spec RunSpec) (*Report, []ThresholdResult, err
 			case <-done:
 			}
 		}()
+	}
+	if spec.Gate != nil {
+		if err := spec.Gate(ctx); err != nil {
+			return nil, nil, err
+		}
 	}
 	info, err := engine.Run(ctx)
 	if ctx.Err() != nil {

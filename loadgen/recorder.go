@@ -316,7 +316,12 @@ func (r *Recorder) Nodes() int { return r.nodes }
 func (r *Recorder) Record(shard int, s Sample) {
 	sh := &r.shards[shard%len(r.shards)]
 	sh.mu.Lock()
-	h := sh.cur
+	sh.cur.add(s)
+	sh.mu.Unlock()
+}
+
+// add counts one completed operation.
+func (h *HistSet) add(s Sample) {
 	h.Outcomes[s.Outcome]++
 	h.recordLatency(h.E2E, s.E2E)
 	h.recordLatency(h.E2EUncorrected, s.E2EUncorrected)
@@ -333,7 +338,6 @@ func (r *Recorder) Record(shard int, s Sample) {
 			_ = h.Attempts.RecordValue(int64(min(s.Attempts, attemptsHighest)))
 		}
 	}
-	sh.mu.Unlock()
 }
 
 // RecordLate counts an operation that was never sent.

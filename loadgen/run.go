@@ -42,6 +42,11 @@ type Config struct {
 	// OnStart, when set, is called with the run's start time before the
 	// first operation is scheduled.
 	OnStart func(start time.Time)
+	// OnResult, when set, is called on the worker's goroutine after every
+	// operation sent, with its result and when it ended (for per-phase
+	// figures kept outside the run). It must be fast and safe for
+	// concurrent use.
+	OnResult func(op Op, res Result, ended time.Time)
 }
 
 // IntervalSink consumes one collected interval. iv.Hists is reused after the
@@ -291,6 +296,9 @@ func (e *Engine) do(ctx context.Context, shard int, op Op) {
 		case e.freed <- struct{}{}:
 		default:
 		}
+	}
+	if e.cfg.OnResult != nil {
+		e.cfg.OnResult(op, res, ended)
 	}
 	e.cfg.Recorder.Record(shard, Sample{
 		Outcome:        res.Outcome,

@@ -13,8 +13,14 @@ import (
 // target).
 type Safety struct {
 	// DoubleGrants counts pairs of holds of one key, by different holders'
-	// tokens, whose [granted, released) intervals overlap on one clock.
+	// tokens, whose [granted, released) intervals overlap on one clock: what
+	// the protected resource sees.
 	DoubleGrants int64 `json:"double_grants"`
+	// LockViolations counts the double grants whose overlap falls while both
+	// holders were still inside their validity ([granted, min(released,
+	// valid until))): a failure of the lock itself, as opposed to a holder
+	// that outlived its lock (a process pause).
+	LockViolations int64 `json:"lock_violations"`
 	// LostUpdates is Σ|initial − final − ledger| units over the SKUs.
 	LostUpdates int64 `json:"lost_updates"`
 	// Oversell is the number of SKUs whose stock went below zero.
@@ -31,6 +37,7 @@ type Safety struct {
 // Add merges o into s (runs from several load machines).
 func (s *Safety) Add(o Safety) {
 	s.DoubleGrants += o.DoubleGrants
+	s.LockViolations += o.LockViolations
 	s.LostUpdates += o.LostUpdates
 	s.Oversell += o.Oversell
 	s.FencedRejections += o.FencedRejections
@@ -49,25 +56,32 @@ func (s Safety) Violations() int64 {
 }
 
 // Hold is one lock holder's tenure on a key, as the service saw it: from the
-// grant to the release, both read from the same in-process clock.
+// grant to the release, both read from the same in-process clock. ValidUntil
+// is the end of the lock's validity as the lock client computed it at the
+// grant (zero when unknown: the hold then counts as valid until released).
 type Hold struct {
 	Key, Holder, Token string
 	Granted, Released  time.Time
+	ValidUntil         time.Time
 }
 
 // DoubleGrant is one overlap the checker found.
 type DoubleGrant struct {
-	Key    string   `json:"key"`
-	First  HoldSpan `json:"first"`
-	Second HoldSpan `json:"second"`
+	Key string `json:"key"`
+	// LockViolation is set when both holders were inside their validity
+	// during the overlap.
+	LockViolation bool     `json:"lock_violation,omitempty"`
+	First         HoldSpan `json:"first"`
+	Second        HoldSpan `json:"second"`
 }
 
 // HoldSpan is a hold in a report: times are offsets from the run start.
 type HoldSpan struct {
-	Holder     string  `json:"holder"`
-	Token      string  `json:"token,omitempty"`
-	GrantedMs  float64 `json:"granted_ms"`
-	ReleasedMs float64 `json:"released_ms"`
+	Holder       string  `json:"holder"`
+	Token        string  `json:"token,omitempty"`
+	GrantedMs    float64 `json:"granted_ms"`
+	ReleasedMs   float64 `json:"released_ms"`
+	ValidUntilMs float64 `json:"valid_until_ms"`
 }
 
 const (
@@ -91,8 +105,9 @@ const (
 // overlapping more than pairWindow earlier ones counts pairWindow pairs.
 // Safe for concurrent use.
 type HoldChecker struct {
-	base  time.Time
-	count atomic.Int64
+	base       time.Time
+	count      atomic.Int64
+	violations atomic.Int64
 
 	mu        sync.Mutex
 	pending   holdHeap
@@ -110,7 +125,7 @@ type keyState struct {
 
 type span struct {
 	key           string
-	g, r          int64 // ns from base
+	g, r, v       int64 // ns from base; v = min(valid until, r)
 	holder, token string
 }
 
@@ -125,6 +140,10 @@ func (c *HoldChecker) Observe(h Hold) {
 	s := span{key: h.Key, g: int64(h.Granted.Sub(c.base)), r: int64(h.Released.Sub(c.base)), holder: h.Holder, token: h.Token}
 	if h.Released.IsZero() || s.r < s.g {
 		s.r = s.g
+	}
+	s.v = s.r
+	if !h.ValidUntil.IsZero() {
+		s.v = max(min(s.v, int64(h.ValidUntil.Sub(c.base))), s.g)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,8 +179,12 @@ func (c *HoldChecker) check(s span) {
 		p := ks.recent[i]
 		if s.g < p.r && p.g < s.r && p.token != s.token {
 			c.count.Add(1)
+			violation := s.g < p.v && p.g < s.v
+			if violation {
+				c.violations.Add(1)
+			}
 			if len(c.examples) < maxExamples {
-				c.examples = append(c.examples, DoubleGrant{Key: s.key, First: p.report(), Second: s.report()})
+				c.examples = append(c.examples, DoubleGrant{Key: s.key, LockViolation: violation, First: p.report(), Second: s.report()})
 			}
 		}
 	}
@@ -173,12 +196,16 @@ func (c *HoldChecker) check(s span) {
 }
 
 func (s span) report() HoldSpan {
-	return HoldSpan{Holder: s.holder, Token: s.token, GrantedMs: float64(s.g) / 1e6, ReleasedMs: float64(s.r) / 1e6}
+	return HoldSpan{Holder: s.holder, Token: s.token, GrantedMs: float64(s.g) / 1e6, ReleasedMs: float64(s.r) / 1e6, ValidUntilMs: float64(s.v) / 1e6}
 }
 
 // DoubleGrants is the number of double grants found so far (holds still in
 // the reorder window are not counted until checked).
 func (c *HoldChecker) DoubleGrants() int64 { return c.count.Load() }
+
+// LockViolations is the number of double grants found so far whose overlap
+// fell inside both holders' validity.
+func (c *HoldChecker) LockViolations() int64 { return c.violations.Load() }
 
 // Examples returns the first double grants found.
 func (c *HoldChecker) Examples() []DoubleGrant {

@@ -53,6 +53,41 @@ func TestHoldChecker(t *testing.T) {
 	}
 }
 
+// TestHoldCheckerLockViolations: a double grant is a lock violation only when
+// the overlap falls inside both holders' validity.
+func TestHoldCheckerLockViolations(t *testing.T) {
+	base := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	hold := func(token string, g, v, r int) Hold {
+		h := Hold{Key: "k", Holder: token, Token: token, Granted: at(g), Released: at(r)}
+		if v >= 0 {
+			h.ValidUntil = at(v)
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name   string
+		holds  []Hold
+		dg, lv int64
+	}{
+		{"holder outlived its validity", []Hold{hold("1", 0, 8, 10), hold("2", 9, 30, 20)}, 1, 0},
+		{"both valid", []Hold{hold("1", 0, 10, 10), hold("2", 5, 30, 20)}, 1, 1},
+		{"no validity known: valid until released", []Hold{hold("1", 0, -1, 10), hold("2", 5, -1, 20)}, 1, 1},
+		{"validity ends exactly at the second grant", []Hold{hold("1", 0, 5, 10), hold("2", 5, 30, 20)}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewHoldChecker(base)
+			for _, h := range tc.holds {
+				c.Observe(h)
+			}
+			c.Flush()
+			if dg, lv := c.DoubleGrants(), c.LockViolations(); dg != tc.dg || lv != tc.lv {
+				t.Errorf("got %d double grants, %d lock violations; want %d, %d", dg, lv, tc.dg, tc.lv)
+			}
+		})
+	}
+}
+
 func TestHoldCheckerConcurrentAndBounded(t *testing.T) {
 	base := time.Now()
 	c := NewHoldChecker(base)

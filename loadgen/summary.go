@@ -197,14 +197,14 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("\n")
 	sf := s.Safety
 	if sf.DoubleGrantsChecked || sf.AuditChecked {
-		dg, lu := "not checked", "not checked"
+		dg, lv, lu := "not checked", "not checked", "not checked"
 		if sf.DoubleGrantsChecked {
-			dg = fmt.Sprint(sf.DoubleGrants)
+			dg, lv = fmt.Sprint(sf.DoubleGrants), fmt.Sprint(sf.LockViolations)
 		}
 		if sf.AuditChecked {
 			lu = fmt.Sprint(sf.LostUpdates)
 		}
-		fmt.Fprintf(&b, "safety: double grants %s, lost updates %s, oversell %d, fenced rejections %d\n", dg, lu, sf.Oversell, sf.FencedRejections)
+		fmt.Fprintf(&b, "safety: double grants %s (lock violations %s), lost updates %s, oversell %d, fenced rejections %d\n", dg, lv, lu, sf.Oversell, sf.FencedRejections)
 	} else {
 		b.WriteString("safety: not checked (this target reports no holds and has no store to audit)\n")
 	}

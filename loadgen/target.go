@@ -94,8 +94,16 @@ type InventoryConfig struct {
 	PoolSize int
 	// Recorder receives every acquire attempt's per-node results.
 	Recorder *Recorder
-	// PauseHook, when set, runs inside every critical section (a fault hook).
+	// Hold is the time every reservation spends inside its critical section
+	// (after the read, before the write); zero adds none.
+	Hold HoldSpec
+	// PauseHook, when set, runs inside every critical section (a fault hook),
+	// after the hold.
 	PauseHook inventory.PauseHook
+	// OnHold, when set, receives every lock tenure as the hold checker does
+	// (for a history kept outside the run). It is called concurrently and
+	// must not block.
+	OnHold func(Hold)
 	// RunID prefixes request IDs so that runs never collide in the ledger.
 	RunID string
 }
@@ -159,8 +167,8 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 		if cfg.AcquireTimeout > 0 {
 			opts = append(opts, inventory.WithAcquireTimeout(cfg.AcquireTimeout))
 		}
-		if cfg.PauseHook != nil {
-			opts = append(opts, inventory.WithPauseHook(cfg.PauseHook))
+		if hook := cfg.criticalSection(); hook != nil {
+			opts = append(opts, inventory.WithPauseHook(hook))
 		}
 		var locker *redlock.Client
 		switch cfg.Guard {
@@ -214,8 +222,28 @@ func (o nodeObserver) Observe(e redlock.Event) {
 	o.rec.RecordNodes(nr)
 }
 
+// criticalSection is the hook run inside every critical section: the hold,
+// then the fault hook; nil when there is neither.
+func (cfg InventoryConfig) criticalSection() inventory.PauseHook {
+	hold, pause := cfg.Hold, cfg.PauseHook
+	switch {
+	case hold.IsZero():
+		return pause
+	case pause == nil:
+		return func(ctx context.Context, _ inventory.Request) { hold.Sleep(ctx) }
+	}
+	return func(ctx context.Context, req inventory.Request) {
+		hold.Sleep(ctx)
+		pause(ctx, req)
+	}
+}
+
 func (t *InventoryTarget) observeHold(h inventory.Hold) {
-	t.checker.Load().Observe(Hold{Key: h.Key, Holder: h.Holder, Token: h.Token, Granted: h.Granted, Released: h.Released})
+	hold := Hold{Key: h.Key, Holder: h.Holder, Token: h.Token, Granted: h.Granted, Released: h.Released, ValidUntil: h.ValidUntil}
+	t.checker.Load().Observe(hold)
+	if t.cfg.OnHold != nil {
+		t.cfg.OnHold(hold)
+	}
 }
 
 // Begin starts a fresh double-grant check for a run starting at start.
@@ -303,7 +331,7 @@ func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	s := Safety{DoubleGrantsChecked: t.locks}
 	c := t.checker.Load()
 	c.Flush()
-	s.DoubleGrants, s.Examples = c.DoubleGrants(), c.Examples()
+	s.DoubleGrants, s.LockViolations, s.Examples = c.DoubleGrants(), c.LockViolations(), c.Examples()
 	if len(t.skus) == 0 {
 		return s, nil
 	}

@@ -18,8 +18,8 @@ import (
 //	node1.max<50ms          p999 = 99.9, p99.99…), min, max, mean; the value
 //	                        needs a unit
 //	attempts.mean<1.5       attempts: pNN, min, max, mean (a count)
-//	safety.lost_updates==0  safety: double_grants, lost_updates, oversell,
-//	                        fenced_rejections
+//	safety.lost_updates==0  safety: double_grants, lock_violations,
+//	                        lost_updates, oversell, fenced_rejections
 //	outcomes.error<10       outcomes.<name>: a count, or a share of requests
 //	outcomes.late<1%        with a % value
 //	throughput>=500         operations ended per second
@@ -75,9 +75,9 @@ func ParseThreshold(s string) (Threshold, error) {
 		}
 	case head == "safety":
 		switch stat {
-		case "double_grants", "lost_updates", "oversell", "fenced_rejections", "violations":
+		case "double_grants", "lock_violations", "lost_updates", "oversell", "fenced_rejections", "violations":
 		default:
-			return bad("unknown safety metric %q (double_grants, lost_updates, oversell, fenced_rejections)", stat)
+			return bad("unknown safety metric %q (double_grants, lock_violations, lost_updates, oversell, fenced_rejections, violations)", stat)
 		}
 	case head == "outcomes":
 		if _, ok := parseOutcome(stat); !ok {
@@ -208,6 +208,8 @@ func (t Threshold) value(r *Report) (float64, string, bool) {
 		switch stat {
 		case "double_grants":
 			v, checked = sf.DoubleGrants, sf.DoubleGrantsChecked
+		case "lock_violations":
+			v, checked = sf.LockViolations, sf.DoubleGrantsChecked
 		case "lost_updates":
 			v = sf.LostUpdates
 		case "oversell":

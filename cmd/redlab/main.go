@@ -28,6 +28,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newReportCmd,
 	newMergeCmd,
 	newDoctorCmd,
+	newDrillCmd,
 	newVersionCmd,
 }
 

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/redlocklab/redlocklab/drill"
+)
+
+func newDrillCmd(e *env) *cobra.Command {
+	var (
+		out    string
+		matrix string
+		seed   uint64
+	)
+	c := &cobra.Command{
+		Use:   "drill FILE... | --matrix DIR",
+		Short: "run executable runbooks: lab, load, faults on schedule, counts checked against expectations",
+		Long: `Runs each drill (a runbook under runbooks/drills/ whose YAML front matter is
+the spec): brings a lab up with the drill's profile, starts every guard's load
+at once on it, injects the faults on schedule, heals, drains, counts double
+grants and lock violations from the recorded history, audits each guard's
+store, and checks every expectation in both directions. The lab goes down
+afterwards, also on error or interrupt.
+
+Each drill writes OUT/<drill>/: result.json (the verdict and counts),
+history.jsonl (every lock tenure and fault event), faults.jsonl (the lab's
+fault log) and one load run directory per guard (<guard>/run/report.html).
+
+With --matrix DIR every *.md in DIR runs, and OUT gets matrix.md,
+matrix.json and matrix.html: drills × guards.
+
+Every spec is read before anything starts: a spec error is a usage error
+naming the file, the line and the field.
+
+Exit 0 every expectation held, 1 one did not (each is named) or a drill could
+not run, 2 usage or spec error.`,
+		Example: `  redlab drill runbooks/drills/power-loss-everysec-no-delay.md
+  redlab drill --matrix runbooks/drills/ --out runs/drills`,
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case matrix == "" && len(args) == 0:
+				return usageErrorf("give drill files, or --matrix DIR")
+			case matrix != "" && len(args) > 0:
+				return usageErrorf("give drill files or --matrix DIR, not both")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			files := args
+			if matrix != "" {
+				var err error
+				if files, err = drillFiles(matrix); err != nil {
+					return usageErrorf("%v", err)
+				}
+			}
+			specs := make([]*drill.Spec, 0, len(files))
+			var errs []string
+			for _, f := range files {
+				s, err := drill.ReadFile(f)
+				if err != nil {
+					errs = append(errs, strings.TrimPrefix(err.Error(), "drill: "))
+					continue
+				}
+				specs = append(specs, s)
+			}
+			if len(errs) > 0 {
+				return usageErrorf("%d invalid drill spec(s):\n  %s", len(errs), strings.Join(errs, "\n  "))
+			}
+			if err := uniqueNames(specs); err != nil {
+				return usageErrorf("%v", err)
+			}
+			opts := drill.Options{Out: out, Log: e.stderr}
+			if c.Flags().Changed("seed") {
+				opts.Seed, opts.SeedSet = seed, true
+			}
+			ctx, cancel := cancelOnSignal(c.Context(), e)
+			defer cancel()
+			return runDrills(ctx, e, specs, opts, matrix != "")
+		},
+	}
+	c.Flags().StringVar(&out, "out", "runs/drills", "directory for the drills' results (OUT/<drill>/); an earlier run of a drill there is replaced")
+	c.Flags().StringVar(&matrix, "matrix", "", "run every drill in this directory and write matrix.md, matrix.json and matrix.html into --out")
+	c.Flags().Uint64Var(&seed, "seed", 0, "seed for every drill's key and quantity draws (default: each spec's workload.seed)")
+	return c
+}
+
+// drillFiles lists the runbooks of a directory, in name order.
+func drillFiles(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		if _, serr := os.Stat(dir); serr != nil {
+			return nil, fmt.Errorf("--matrix %s: %w", dir, serr)
+		}
+		return nil, fmt.Errorf("--matrix %s: no *.md drill in it", dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+func uniqueNames(specs []*drill.Spec) error {
+	seen := map[string]string{}
+	for _, s := range specs {
+		if prev, ok := seen[s.Name]; ok {
+			return fmt.Errorf("drill %s is given twice (%s and %s)", s.Name, prev, s.File)
+		}
+		seen[s.Name] = s.File
+	}
+	return nil
+}
+
+// runDrills runs the drills one after another; with matrix set it writes the
+// matrix after each, so an interrupted matrix keeps what ran.
+func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Options, matrix bool) error {
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return err
+	}
+	m := drill.NewMatrix(specs)
+	began := time.Now()
+	var failed, broken []string
+	for _, s := range specs {
+		start := time.Now()
+		res, err := drill.Run(ctx, s, opts)
+		m.Add(s, res, err, time.Since(start))
+		m.TookS = time.Since(began).Seconds()
+		if matrix {
+			if werr := m.Write(opts.Out); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			broken = append(broken, fmt.Sprintf("%s: %v", s.Name, err))
+			fmt.Fprintf(e.stdout, "drill %s: DID NOT RUN: %v\n\n", s.Name, err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted during drill %s: the lab was taken down", s.Name)
+			}
+			continue
+		}
+		printResult(e.stdout, res, filepath.Join(opts.Out, s.Name))
+		for _, f := range res.Failures() {
+			failed = append(failed, fmt.Sprintf("%s: %s", s.Name, f))
+		}
+	}
+	if matrix {
+		fmt.Fprintf(e.stdout, "matrix: %s (%s, %s)\n", filepath.Join(opts.Out, drill.MatrixMarkdown), drill.MatrixHTML, drill.MatrixJSON)
+	}
+	if len(failed)+len(broken) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "%d expectation(s) did not hold:\n  %s", len(failed), strings.Join(failed, "\n  "))
+	}
+	if len(broken) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%d drill(s) did not run:\n  %s", len(broken), strings.Join(broken, "\n  "))
+	}
+	return errors.New(b.String())
+}
+
+// printResult writes a drill's verdict and counts.
+func printResult(w io.Writer, r *drill.Result, dir string) {
+	verdict := "PASS"
+	if !r.Passed {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "drill %s: %s (seed %d) %s\n", r.Drill, verdict, r.Seed, dir)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "guard\trequests\treserved\tunavailable\tdouble grants\tlock violations\tlost updates\tfenced\tavailability\tacquire p99\t")
+	for _, g := range r.GuardOrder {
+		gr := r.Guards[g]
+		c := gr.Counts
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%.1f ms\t\n", g, c.Requests, c.Reserved, c.Unavailable,
+			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, gr.Availability*100, gr.AcquireP99Ms)
+	}
+	tw.Flush()
+	for _, g := range r.GuardOrder {
+		for _, x := range r.Guards[g].Expectations {
+			mark := "held"
+			if !x.Held {
+				mark = "DID NOT HOLD"
+			}
+			fmt.Fprintf(w, "  %-14s %-48s %-12s observed %s\n", g, x.Expr, mark, x.Observed)
+		}
+	}
+	fmt.Fprintln(w)
+}

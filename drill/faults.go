@@ -1,0 +1,253 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/inventory"
+)
+
+// nodeFaults is what a drill does to the lab's nodes: the fault API of
+// *lab.Lab.
+type nodeFaults interface {
+	Kill(ctx context.Context, id int) (lab.FaultResult, error)
+	PowerLoss(ctx context.Context, id int) (lab.FaultResult, error)
+	Restart(ctx context.Context, id int, delay time.Duration) (lab.FaultResult, error)
+	Stop(ctx context.Context, id int) (lab.FaultResult, error)
+	Start(ctx context.Context, id int) (lab.FaultResult, error)
+	Pause(ctx context.Context, id int, d time.Duration) (lab.FaultResult, error)
+	Partition(ctx context.Context, ids ...int) error
+	Heal(ctx context.Context, ids ...int) error
+	Latency(ctx context.Context, id int, add, jitter time.Duration) (lab.FaultResult, error)
+	ClockJump(ctx context.Context, id int, by time.Duration) (lab.FaultResult, error)
+	ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (lab.FaultResult, error)
+}
+
+var _ nodeFaults = (*lab.Lab)(nil)
+
+// pauser freezes lock holders inside their critical section: the
+// process-pause (GC) scenario. It is a guard's pause hook; Arm makes the next
+// count holders that reach the hook stop for d, ignoring their context, as a
+// paused process would.
+type pauser struct {
+	guard   inventory.Guard
+	hist    *History
+	armed   atomic.Int64
+	forNs   atomic.Int64
+	seq     atomic.Int64
+	wg      sync.WaitGroup
+	stopped chan struct{}
+	once    sync.Once
+}
+
+func newPauser(g inventory.Guard, h *History) *pauser {
+	return &pauser{guard: g, hist: h, stopped: make(chan struct{})}
+}
+
+// Arm freezes the next count holders for d.
+func (p *pauser) Arm(d time.Duration, count int) {
+	p.forNs.Store(int64(d))
+	p.armed.Store(int64(count))
+}
+
+// hook is the guard's pause hook.
+func (p *pauser) hook(_ context.Context, _ inventory.Request) {
+	for {
+		n := p.armed.Load()
+		if n <= 0 {
+			return
+		}
+		if p.armed.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	d := time.Duration(p.forNs.Load())
+	id := fmt.Sprintf("client-pause-%s-%d", p.guard, p.seq.Add(1))
+	p.hist.AddFault(id, FaultClientPause, nil, p.guard, "start", time.Now())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	// A pause ignores the request's context, but not the end of the drill
+	// (an aborted drill must not wait out a long pause).
+	select {
+	case <-t.C:
+	case <-p.stopped:
+	}
+	p.hist.AddFault(id, FaultClientPause, nil, p.guard, "end", time.Now())
+}
+
+// stop wakes paused holders (an aborted drill).
+func (p *pauser) stop() { p.once.Do(func() { close(p.stopped) }) }
+
+// injector runs a drill's fault schedule against the lab.
+type injector struct {
+	nodes   nodeFaults
+	pausers map[inventory.Guard]*pauser
+	log     func(format string, a ...any)
+	nodeN   int
+}
+
+// run applies the faults at their offsets from start, then heals every
+// network fault at end. It returns the first error; the schedule goes on
+// after an error so that heals still run.
+func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, end time.Duration) error {
+	type step struct {
+		at   time.Duration
+		desc string
+		do   func(ctx context.Context) error
+	}
+	var steps []step
+	for _, f := range faults {
+		f := f
+		steps = append(steps, step{f.At, describeFault(f), func(ctx context.Context) error { return in.apply(ctx, f) }})
+		if f.For > 0 && (f.Kind == FaultPartition || f.Kind == FaultLatency) && f.At+f.For < end {
+			steps = append(steps, step{f.At + f.For, "heal " + nodeList(f.Nodes), func(ctx context.Context) error {
+				return in.nodes.Heal(ctx, f.Nodes...)
+			}})
+		}
+	}
+	// A stable sort keeps the spec's order for faults at the same time.
+	sortSteps := func() {
+		for i := 1; i < len(steps); i++ {
+			for j := i; j > 0 && steps[j].at < steps[j-1].at; j-- {
+				steps[j], steps[j-1] = steps[j-1], steps[j]
+			}
+		}
+	}
+	sortSteps()
+	var errs []error
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for _, s := range steps {
+		if wait := time.Until(start.Add(s.at)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		in.log("t=%5.1fs %s", time.Since(start).Seconds(), s.desc)
+		if err := s.do(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drill: at %v, %s: %w", s.at, s.desc, err))
+			in.log("t=%5.1fs %s failed: %v", time.Since(start).Seconds(), s.desc, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// healAll ends every network fault (partitions, latency) at the end of the
+// load, so that the drain and the audit run on a healed lab.
+func (in *injector) healAll(ctx context.Context) error { return in.nodes.Heal(ctx) }
+
+// apply starts one fault on all its nodes at once.
+func (in *injector) apply(ctx context.Context, f Fault) error {
+	switch f.Kind {
+	case FaultPartition:
+		return in.nodes.Partition(ctx, f.Nodes...)
+	case FaultHeal:
+		return in.nodes.Heal(ctx, f.Nodes...)
+	case FaultClientPause:
+		for g, p := range in.pausers {
+			if len(f.Guards) == 0 || contains(f.Guards, g) {
+				p.Arm(f.For, f.Count)
+			}
+		}
+		return nil
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, id := range f.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			switch f.Kind {
+			case FaultKill:
+				_, err = in.nodes.Kill(ctx, id)
+			case FaultPowerLoss:
+				_, err = in.nodes.PowerLoss(ctx, id)
+			case FaultRestart:
+				_, err = in.nodes.Restart(ctx, id, f.Delay)
+			case FaultStop:
+				_, err = in.nodes.Stop(ctx, id)
+			case FaultStart:
+				_, err = in.nodes.Start(ctx, id)
+			case FaultPause:
+				_, err = in.nodes.Pause(ctx, id, f.For)
+			case FaultLatency:
+				_, err = in.nodes.Latency(ctx, id, f.Add, f.Jitter)
+			case FaultClockJump:
+				_, err = in.nodes.ClockJump(ctx, id, f.By)
+			case FaultClockRate:
+				_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
+			default:
+				err = fmt.Errorf("unknown fault %q", f.Kind)
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func describeFault(f Fault) string {
+	var b strings.Builder
+	b.WriteString(string(f.Kind))
+	if len(f.Nodes) > 0 {
+		b.WriteString(" ")
+		b.WriteString(nodeList(f.Nodes))
+	}
+	switch f.Kind {
+	case FaultRestart:
+		fmt.Fprintf(&b, " delay %v", f.Delay)
+	case FaultLatency:
+		fmt.Fprintf(&b, " +%v", f.Add)
+		if f.Jitter > 0 {
+			fmt.Fprintf(&b, " ±%v", f.Jitter)
+		}
+	case FaultClockJump:
+		fmt.Fprintf(&b, " by %v", f.By)
+	case FaultClockRate:
+		fmt.Fprintf(&b, " ×%g", f.Factor)
+	case FaultClientPause:
+		if len(f.Guards) > 0 {
+			b.WriteString(" " + joinGuards(f.Guards))
+		}
+		if f.Count > 1 {
+			fmt.Fprintf(&b, " %d holders", f.Count)
+		}
+	}
+	if f.For > 0 {
+		fmt.Fprintf(&b, " for %v", f.For)
+	}
+	return b.String()
+}
+
+func nodeList(ns []int) string {
+	if len(ns) == 0 {
+		return "all nodes"
+	}
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(ns) == 1 {
+		return "node " + s[0]
+	}
+	return "nodes " + strings.Join(s, ",")
+}

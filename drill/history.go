@@ -1,0 +1,227 @@
+package drill
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
+)
+
+// HistoryFile is the raw history of a drill in its directory: one JSON
+// object a line, every lock tenure and every fault event, with times in
+// nanoseconds since the start of the load on one monotonic clock. Anyone can
+// recompute the drill's double grants and lock violations from it alone.
+const HistoryFile = "history.jsonl"
+
+// HoldRecord is a lock tenure in the history ("type":"hold").
+type HoldRecord struct {
+	Type   string `json:"type"` // "hold"
+	Guard  string `json:"guard"`
+	Key    string `json:"key"`
+	Holder string `json:"holder"`
+	Token  string `json:"token"`
+	// GrantedNs is when the holder got the lock, ValidUntilNs when its
+	// validity ran out (as its lock client computed it at the grant),
+	// ReleasedNs when it started to release it.
+	GrantedNs    int64 `json:"granted_ns"`
+	ValidUntilNs int64 `json:"valid_until_ns"`
+	ReleasedNs   int64 `json:"released_ns"`
+}
+
+// FaultRecord is a fault's start or end in the history ("type":"fault").
+type FaultRecord struct {
+	Type  string `json:"type"` // "fault"
+	ID    string `json:"id"`   // pairs a start with its end
+	Fault string `json:"fault"`
+	// Nodes are numbered from 1; empty for client-pause, which names Guard.
+	Nodes []int  `json:"nodes"`
+	Guard string `json:"guard,omitempty"`
+	Event string `json:"event"` // "start" | "end"
+	AtNs  int64  `json:"at_ns"`
+}
+
+// History is a drill's record, filled concurrently while it runs.
+type History struct {
+	start time.Time
+
+	mu     sync.Mutex
+	holds  []HoldRecord
+	faults []FaultRecord
+}
+
+// NewHistory starts a history whose clock reads 0 at start.
+func NewHistory(start time.Time) *History { return &History{start: start} }
+
+// Start is the history's time zero.
+func (h *History) Start() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.start
+}
+
+// begin sets time zero: the instant every guard's load starts.
+func (h *History) begin(t time.Time) {
+	h.mu.Lock()
+	h.start = t
+	h.mu.Unlock()
+}
+
+func (h *History) ns(t time.Time) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int64(t.Sub(h.start))
+}
+
+// AddHold records a guard's lock tenure.
+func (h *History) AddHold(g inventory.Guard, key, holder, token string, granted, validUntil, released time.Time) {
+	r := HoldRecord{Type: "hold", Guard: string(g), Key: key, Holder: holder, Token: token,
+		GrantedNs: h.ns(granted), ReleasedNs: h.ns(released)}
+	if validUntil.IsZero() {
+		r.ValidUntilNs = r.ReleasedNs
+	} else {
+		r.ValidUntilNs = h.ns(validUntil)
+	}
+	h.mu.Lock()
+	h.holds = append(h.holds, r)
+	h.mu.Unlock()
+}
+
+// AddFault records a fault event at t.
+func (h *History) AddFault(id string, kind FaultKind, nodes []int, guard inventory.Guard, event string, t time.Time) {
+	r := FaultRecord{Type: "fault", ID: id, Fault: string(kind), Nodes: append([]int{}, nodes...), Guard: string(guard), Event: event, AtNs: h.ns(t)}
+	h.mu.Lock()
+	h.faults = append(h.faults, r)
+	h.mu.Unlock()
+}
+
+// Holds returns the holds recorded so far, ordered by grant.
+func (h *History) Holds() []HoldRecord {
+	h.mu.Lock()
+	out := append([]HoldRecord(nil), h.holds...)
+	h.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GrantedNs < out[j].GrantedNs })
+	return out
+}
+
+// Faults returns the fault events recorded so far, in time order.
+func (h *History) Faults() []FaultRecord {
+	h.mu.Lock()
+	out := append([]FaultRecord(nil), h.faults...)
+	h.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].AtNs < out[j].AtNs })
+	return out
+}
+
+// WriteFile writes the history, holds and fault events merged in time
+// order (a hold at its grant).
+func (h *History) WriteFile(path string) error {
+	holds, faults := h.Holds(), h.Faults()
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	i, j := 0, 0
+	for (i < len(holds) || j < len(faults)) && err == nil {
+		if j >= len(faults) || (i < len(holds) && holds[i].GrantedNs <= faults[j].AtNs) {
+			err = enc.Encode(holds[i])
+			i++
+		} else {
+			err = enc.Encode(faults[j])
+			j++
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("drill: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadHistory reads a history file back.
+func ReadHistory(r io.Reader) (holds []HoldRecord, faults []FaultRecord, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, nil, fmt.Errorf("drill: history line %d: %w", line, err)
+		}
+		switch head.Type {
+		case "hold":
+			var h HoldRecord
+			if err := json.Unmarshal(b, &h); err != nil {
+				return nil, nil, fmt.Errorf("drill: history line %d: %w", line, err)
+			}
+			holds = append(holds, h)
+		case "fault":
+			var f FaultRecord
+			if err := json.Unmarshal(b, &f); err != nil {
+				return nil, nil, fmt.Errorf("drill: history line %d: %w", line, err)
+			}
+			faults = append(faults, f)
+		default:
+			return nil, nil, fmt.Errorf("drill: history line %d: unknown type %q", line, head.Type)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("drill: history: %w", err)
+	}
+	return holds, faults, nil
+}
+
+// Overlaps counts, for one guard's holds, the double grants (pairs of holds
+// of one key with different tokens whose [granted, released) intervals
+// overlap) and the lock violations among them (pairs whose overlap falls
+// while both holders were inside their validity:
+// [granted, min(released, valid_until)) overlap too). Holds of other guards
+// are ignored when guard is set.
+func Overlaps(holds []HoldRecord, guard string) (doubleGrants, lockViolations int64) {
+	byKey := map[string][]HoldRecord{}
+	for _, h := range holds {
+		if guard != "" && h.Guard != guard {
+			continue
+		}
+		byKey[h.Key] = append(byKey[h.Key], h)
+	}
+	for _, hs := range byKey {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].GrantedNs < hs[j].GrantedNs })
+		for i, a := range hs {
+			for _, b := range hs[i+1:] {
+				if b.GrantedNs >= a.ReleasedNs {
+					break // sorted by grant: no later hold overlaps a
+				}
+				if a.Token == b.Token {
+					continue
+				}
+				doubleGrants++
+				if b.GrantedNs < validEnd(a) && a.GrantedNs < validEnd(b) {
+					lockViolations++
+				}
+			}
+		}
+	}
+	return doubleGrants, lockViolations
+}
+
+// validEnd is when a hold stopped being a valid lock: its release or the end
+// of its validity, whichever came first.
+func validEnd(h HoldRecord) int64 { return min(h.ReleasedNs, h.ValidUntilNs) }

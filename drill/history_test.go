@@ -1,0 +1,76 @@
+package drill
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
+)
+
+func TestOverlaps(t *testing.T) {
+	hold := func(key, token string, g, v, r int64) HoldRecord {
+		return HoldRecord{Type: "hold", Guard: "redlock", Key: key, Token: token, GrantedNs: g, ValidUntilNs: v, ReleasedNs: r}
+	}
+	tests := []struct {
+		name   string
+		holds  []HoldRecord
+		dg, lv int64
+	}{
+		{"disjoint", []HoldRecord{hold("k", "a", 0, 10, 5), hold("k", "b", 5, 20, 9)}, 0, 0},
+		// The first holder outlived its validity (a pause): the resource
+		// sees two holders, the lock did not fail.
+		{"holder outlived its lock", []HoldRecord{hold("k", "a", 0, 8, 10), hold("k", "b", 9, 25, 20)}, 1, 0},
+		// Both inside their validity: the lock itself failed.
+		{"lock violation", []HoldRecord{hold("k", "a", 0, 10, 10), hold("k", "b", 5, 20, 12)}, 1, 1},
+		{"same token is one holder", []HoldRecord{hold("k", "a", 0, 10, 10), hold("k", "a", 5, 20, 12)}, 0, 0},
+		{"other keys do not overlap", []HoldRecord{hold("k", "a", 0, 10, 10), hold("j", "b", 5, 20, 12)}, 0, 0},
+		{"three at once", []HoldRecord{hold("k", "a", 0, 30, 30), hold("k", "b", 5, 30, 30), hold("k", "c", 6, 30, 30)}, 3, 3},
+		{"other guard ignored", []HoldRecord{hold("k", "a", 0, 10, 10), {Guard: "redis-single", Key: "k", Token: "b", GrantedNs: 5, ValidUntilNs: 20, ReleasedNs: 12}}, 0, 0},
+	}
+	for _, tt := range tests {
+		dg, lv := Overlaps(tt.holds, "redlock")
+		if dg != tt.dg || lv != tt.lv {
+			t.Errorf("%s: got %d double grants, %d lock violations; want %d, %d", tt.name, dg, lv, tt.dg, tt.lv)
+		}
+	}
+}
+
+func TestHistoryRoundTrip(t *testing.T) {
+	t0 := time.Now()
+	h := NewHistory(t0)
+	h.AddHold(inventory.GuardRedlock, "lock:sku:x", "replica-0", "tok1", t0.Add(time.Second), t0.Add(9*time.Second), t0.Add(3*time.Second))
+	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "start", t0.Add(2*time.Second))
+	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "end", t0.Add(4*time.Second))
+	h.AddHold(inventory.GuardRedlock, "lock:sku:x", "replica-1", "tok2", t0.Add(2500*time.Millisecond), time.Time{}, t0.Add(5*time.Second))
+	path := filepath.Join(t.TempDir(), HistoryFile)
+	if err := h.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	holds, faults, err := ReadHistory(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(holds) != 2 || len(faults) != 2 {
+		t.Fatalf("got %d holds, %d faults; want 2, 2", len(holds), len(faults))
+	}
+	if holds[0].GrantedNs != int64(time.Second) || holds[0].ValidUntilNs != int64(9*time.Second) || holds[0].ReleasedNs != int64(3*time.Second) {
+		t.Errorf("hold 0: got %+v", holds[0])
+	}
+	// Unknown validity: valid until released.
+	if holds[1].ValidUntilNs != holds[1].ReleasedNs {
+		t.Errorf("hold 1: valid until %d, want its release %d", holds[1].ValidUntilNs, holds[1].ReleasedNs)
+	}
+	if faults[0].Event != "start" || faults[0].Nodes[0] != 3 || faults[1].AtNs != int64(4*time.Second) {
+		t.Errorf("faults: got %+v", faults)
+	}
+	if dg, lv := Overlaps(holds, ""); dg != 1 || lv != 1 {
+		t.Errorf("got %d double grants, %d lock violations; want 1, 1", dg, lv)
+	}
+}

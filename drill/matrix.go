@@ -1,0 +1,309 @@
+package drill
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
+)
+
+// Matrix files, written into the output directory of a matrix run.
+const (
+	MatrixMarkdown = "matrix.md"
+	MatrixJSON     = "matrix.json"
+	MatrixHTML     = "matrix.html"
+)
+
+// Matrix is drills × guards: each drill's result, in the order they ran.
+type Matrix struct {
+	Generated string `json:"generated"`
+	// Guards is the union of the drills' guards, in a fixed order.
+	Guards []string     `json:"guards"`
+	Drills []MatrixItem `json:"drills"`
+	// TookS is how long the whole matrix took, lab set-up included.
+	TookS float64 `json:"took_s"`
+}
+
+// MatrixItem is one drill of a matrix.
+type MatrixItem struct {
+	Drill  string  `json:"drill"`
+	Title  string  `json:"title,omitempty"`
+	File   string  `json:"file"`
+	Passed bool    `json:"passed"`
+	Result *Result `json:"result,omitempty"`
+	// Error is set when the drill could not run.
+	Error string  `json:"error,omitempty"`
+	TookS float64 `json:"took_s"`
+}
+
+// NewMatrix starts a matrix over the specs' guards.
+func NewMatrix(specs []*Spec) *Matrix {
+	seen := map[inventory.Guard]bool{}
+	for _, s := range specs {
+		for _, g := range s.Workload.Guards {
+			seen[g] = true
+		}
+	}
+	m := &Matrix{Generated: time.Now().UTC().Format(time.RFC3339)}
+	for _, g := range guardOrder() {
+		if seen[g] {
+			m.Guards = append(m.Guards, string(g))
+			delete(seen, g)
+		}
+	}
+	var rest []string
+	for g := range seen {
+		rest = append(rest, string(g))
+	}
+	sort.Strings(rest)
+	m.Guards = append(m.Guards, rest...)
+	return m
+}
+
+// guardOrder is the matrix's column order: from no protection to the
+// database deciding.
+func guardOrder() []inventory.Guard { return inventory.Guards() }
+
+// Add records a drill's outcome.
+func (m *Matrix) Add(s *Spec, r *Result, err error, took time.Duration) {
+	it := MatrixItem{Drill: s.Name, Title: s.Title, File: s.File, Result: r, TookS: took.Seconds()}
+	if err != nil {
+		it.Error = err.Error()
+	} else {
+		it.Passed = r.Passed
+	}
+	m.Drills = append(m.Drills, it)
+}
+
+// Passed reports whether every drill ran and held.
+func (m *Matrix) Passed() bool {
+	for _, d := range m.Drills {
+		if !d.Passed {
+			return false
+		}
+	}
+	return len(m.Drills) > 0
+}
+
+// Write writes matrix.md, matrix.json and matrix.html into dir.
+func (m *Matrix) Write(dir string) error {
+	if err := writeJSON(filepath.Join(dir, MatrixJSON), m); err != nil {
+		return err
+	}
+	var md strings.Builder
+	m.WriteMarkdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, MatrixMarkdown), []byte(md.String()), 0o644); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, MatrixHTML))
+	if err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	if err := matrixTmpl.Execute(f, m.htmlData()); err != nil {
+		f.Close()
+		return fmt.Errorf("drill: matrix.html: %w", err)
+	}
+	return f.Close()
+}
+
+// Cell is one guard's outcome in one drill, in the words of the matrix.
+type Cell struct {
+	// Lock: did the lock itself fail (two holders inside their validity)?
+	LockFailed     bool
+	LockViolations int64
+	// Outlived: did a holder outlive its lock (double grants that are not
+	// lock violations)?
+	Outlived     bool
+	DoubleGrants int64
+	// DataLost: lost updates or oversell in the protected store.
+	DataLost         bool
+	LostUpdates      int64
+	Oversell         int64
+	FencedRejections int64
+	Availability     float64
+	AcquireP99Ms     float64
+	HasLock          bool
+	Held             bool
+	Failures         []string
+}
+
+func cellOf(g *GuardResult, guard string) Cell {
+	c := g.Counts
+	hasLock := inventory.Guard(guard).NeedsNodes()
+	cell := Cell{
+		LockViolations: c.LockViolations, DoubleGrants: c.DoubleGrants,
+		LockFailed: c.LockViolations > 0, Outlived: c.DoubleGrants > c.LockViolations,
+		LostUpdates: c.LostUpdates, Oversell: c.Oversell, DataLost: c.LostUpdates > 0 || c.Oversell > 0,
+		FencedRejections: c.FencedRejections, Availability: g.Availability, AcquireP99Ms: g.AcquireP99Ms,
+		HasLock: hasLock, Held: g.Passed,
+	}
+	for _, e := range g.Expectations {
+		if !e.Held {
+			cell.Failures = append(cell.Failures, fmt.Sprintf("%s (observed %s)", e.Expr, e.Observed))
+		}
+	}
+	return cell
+}
+
+// Words renders a cell as the matrix's text: lock, holder, data, then the
+// cost.
+func (c Cell) Words() []string {
+	var out []string
+	if c.HasLock {
+		if c.LockFailed {
+			out = append(out, fmt.Sprintf("lock FAILED (%d)", c.LockViolations))
+		} else {
+			out = append(out, "lock held")
+		}
+		if c.Outlived {
+			out = append(out, fmt.Sprintf("holder outlived it (%d)", c.DoubleGrants-c.LockViolations))
+		}
+	} else {
+		out = append(out, "no lock")
+	}
+	switch {
+	case c.DataLost && c.Oversell > 0:
+		out = append(out, fmt.Sprintf("data LOST (%d units, %d oversold)", c.LostUpdates, c.Oversell))
+	case c.DataLost:
+		out = append(out, fmt.Sprintf("data LOST (%d units)", c.LostUpdates))
+	default:
+		out = append(out, "data kept")
+	}
+	if c.FencedRejections > 0 {
+		out = append(out, fmt.Sprintf("%d stale writes fenced", c.FencedRejections))
+	}
+	cost := fmt.Sprintf("avail %s", pct(c.Availability))
+	if c.HasLock {
+		cost += fmt.Sprintf(" · p99 %s", msText(c.AcquireP99Ms))
+	}
+	out = append(out, cost)
+	if c.Held {
+		out = append(out, "as expected")
+	} else {
+		out = append(out, "NOT as expected")
+	}
+	return out
+}
+
+func pct(f float64) string {
+	s := fmt.Sprintf("%.2f", f*100)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s + "%"
+}
+
+func msText(ms float64) string {
+	switch {
+	case ms >= 1000:
+		return fmt.Sprintf("%.2f s", ms/1000)
+	case ms >= 10:
+		return fmt.Sprintf("%.0f ms", ms)
+	}
+	return fmt.Sprintf("%.1f ms", ms)
+}
+
+// WriteMarkdown writes the matrix as a Markdown table: a row per drill, a
+// column per guard.
+func (m *Matrix) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "| drill |")
+	for _, g := range m.Guards {
+		fmt.Fprintf(w, " `%s` |", g)
+	}
+	fmt.Fprintf(w, "\n|---|")
+	for range m.Guards {
+		fmt.Fprintf(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, d := range m.Drills {
+		fmt.Fprintf(w, "| [%s](drills/%s.md) |", d.Drill, d.Drill)
+		for _, g := range m.Guards {
+			switch {
+			case d.Error != "":
+				fmt.Fprintf(w, " did not run |")
+			case d.Result == nil || d.Result.Guards[g] == nil:
+				fmt.Fprintf(w, " – |")
+			default:
+				fmt.Fprintf(w, " %s |", strings.Join(cellOf(d.Result.Guards[g], g).Words(), "<br>"))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	passed := 0
+	for _, d := range m.Drills {
+		if d.Passed {
+			passed++
+		}
+	}
+	fmt.Fprintf(w, "\n%d of %d drills as expected; the matrix took %s (generated %s).\n", passed, len(m.Drills), (time.Duration(m.TookS * float64(time.Second))).Round(time.Second), m.Generated)
+	for _, d := range m.Drills {
+		if d.Error != "" {
+			fmt.Fprintf(w, "\n- %s did not run: %s\n", d.Drill, d.Error)
+		}
+		if d.Result != nil {
+			for _, f := range d.Result.Failures() {
+				fmt.Fprintf(w, "\n- %s: %s\n", d.Drill, f)
+			}
+		}
+	}
+}
+
+type htmlCell struct {
+	Empty bool
+	Class string
+	Lines []string
+	Fails []string
+}
+
+type htmlRow struct {
+	Drill, Title, Error string
+	Passed              bool
+	Cells               []htmlCell
+}
+
+func (m *Matrix) htmlData() map[string]any {
+	var rows []htmlRow
+	for _, d := range m.Drills {
+		r := htmlRow{Drill: d.Drill, Title: d.Title, Error: d.Error, Passed: d.Passed}
+		for _, g := range m.Guards {
+			if d.Result == nil || d.Result.Guards[g] == nil {
+				r.Cells = append(r.Cells, htmlCell{Empty: true})
+				continue
+			}
+			c := cellOf(d.Result.Guards[g], g)
+			class := "ok"
+			switch {
+			case !c.Held:
+				class = "unexpected"
+			case c.LockFailed || c.DataLost:
+				class = "broken"
+			case c.Outlived:
+				class = "outlived"
+			}
+			r.Cells = append(r.Cells, htmlCell{Class: class, Lines: c.Words(), Fails: c.Failures})
+		}
+		rows = append(rows, r)
+	}
+	return map[string]any{"M": m, "Rows": rows}
+}
+
+var matrixTmpl = template.Must(template.New("matrix").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>redlock-lab drill matrix</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:.4em .6em;vertical-align:top}
+th{background:#f4f4f4;text-align:left}td.ok{background:#eef8ee}td.outlived{background:#fff6dd}
+td.broken{background:#fde8e8}td.unexpected{outline:3px solid #c00}td.empty{color:#999;text-align:center}
+.title{color:#555;font-size:12px}.fail{color:#c00;font-size:12px}
+</style></head><body>
+<h1>Drill matrix</h1>
+<p>Each cell: did the lock itself fail (two holders inside their validity), did a holder outlive its lock, was data lost; then availability and acquire p99. Green: lock held and data kept; yellow: a holder outlived its lock; red: the lock failed or data was lost; a red outline: not what the drill expected. Generated {{.M.Generated}}.</p>
+<table><tr><th>drill</th>{{range .M.Guards}}<th><code>{{.}}</code></th>{{end}}</tr>
+{{range .Rows}}<tr><td><b>{{.Drill}}</b><div class="title">{{.Title}}</div>{{if .Error}}<div class="fail">did not run: {{.Error}}</div>{{end}}</td>
+{{range .Cells}}{{if .Empty}}<td class="empty">–</td>{{else}}<td class="{{.Class}}">{{range .Lines}}{{.}}<br>{{end}}{{range .Fails}}<div class="fail">{{.}}</div>{{end}}</td>{{end}}{{end}}</tr>
+{{end}}</table></body></html>
+`))

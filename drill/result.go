@@ -1,0 +1,360 @@
+package drill
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlocklab/redlocklab/loadgen"
+)
+
+// Result is result.json: a drill's verdict with the counts behind it.
+type Result struct {
+	Drill     string  `json:"drill"`
+	Title     string  `json:"title,omitempty"`
+	Seed      uint64  `json:"seed"`
+	Passed    bool    `json:"passed"`
+	Started   string  `json:"started"`
+	DurationS float64 `json:"duration_s"`
+	Lab       LabInfo `json:"lab"`
+	// Phases are the bounds of before, during and after, in ns since the
+	// start of the load (the history's clock).
+	Phases map[Phase]Span `json:"phases"`
+	// Guards maps each guard to its verdict.
+	Guards map[string]*GuardResult `json:"guards"`
+	// GuardOrder is the workload's order of the guards.
+	GuardOrder []string `json:"guard_order"`
+}
+
+// LabInfo is the lab profile a drill ran on.
+type LabInfo struct {
+	Nodes          int      `json:"nodes"`
+	Persistence    []string `json:"persistence"`
+	RestartDelayMs float64  `json:"restart_delay_ms"`
+}
+
+// Span is a phase's bounds: [StartNs, EndNs).
+type Span struct {
+	StartNs int64 `json:"start_ns"`
+	EndNs   int64 `json:"end_ns"`
+}
+
+// GuardResult is one guard's verdict.
+type GuardResult struct {
+	Passed bool   `json:"passed"`
+	Counts Counts `json:"counts"`
+	// Phases splits the operations by when they were due and the grants by
+	// when they were made.
+	Phases         map[Phase]PhaseResult `json:"phases"`
+	AcquireP50Ms   float64               `json:"acquire_p50_ms"`
+	AcquireP99Ms   float64               `json:"acquire_p99_ms"`
+	ThroughputPerS float64               `json:"throughput_per_s"`
+	// Availability is the share of requests that got an answer from the
+	// service's logic (not unavailable, not an error).
+	Availability float64             `json:"availability"`
+	Expectations []ExpectationResult `json:"expectations"`
+	// RunDir is the guard's load run directory, relative to the drill's.
+	RunDir string `json:"run_dir"`
+}
+
+// Counts are a guard's safety counts and outcomes over the whole drill.
+type Counts struct {
+	DoubleGrants     int64 `json:"double_grants"`
+	LockViolations   int64 `json:"lock_violations"`
+	LostUpdates      int64 `json:"lost_updates"`
+	Oversell         int64 `json:"oversell"`
+	FencedRejections int64 `json:"fenced_rejections"`
+	Requests         int64 `json:"requests"`
+	Reserved         int64 `json:"reserved"`
+	OutOfStock       int64 `json:"out_of_stock"`
+	Contended        int64 `json:"contended"`
+	Unavailable      int64 `json:"unavailable"`
+	Fenced           int64 `json:"fenced"`
+	Error            int64 `json:"error"`
+	Late             int64 `json:"late"`
+	Grants           int64 `json:"grants"`
+}
+
+// PhaseResult is one phase of a guard.
+type PhaseResult struct {
+	Requests     int64   `json:"requests"`
+	Reserved     int64   `json:"reserved"`
+	OutOfStock   int64   `json:"out_of_stock"`
+	Contended    int64   `json:"contended"`
+	Unavailable  int64   `json:"unavailable"`
+	Fenced       int64   `json:"fenced"`
+	Error        int64   `json:"error"`
+	Grants       int64   `json:"grants"`
+	AcquireP50Ms float64 `json:"acquire_p50_ms"`
+	AcquireP99Ms float64 `json:"acquire_p99_ms"`
+	Availability float64 `json:"availability"`
+}
+
+// ExpectationResult is one expectation judged.
+type ExpectationResult struct {
+	Expr     string `json:"expr"`
+	Held     bool   `json:"held"`
+	Observed string `json:"observed"`
+}
+
+// judge splits the run into phases, counts, and checks every expectation.
+func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []string) (*Result, error) {
+	holds := hist.Holds()
+	faults := hist.Faults()
+	loadEnd := int64(spec.Workload.Duration)
+	phases := phaseSpans(faults, loadEnd)
+	t0 := hist.Start()
+	res := &Result{
+		Drill: spec.Name, Title: spec.Title, Seed: seed, Passed: true,
+		Started: t0.UTC().Format(time.RFC3339Nano), DurationS: spec.Workload.Duration.Seconds(),
+		Lab:    LabInfo{Nodes: spec.Lab.Nodes, RestartDelayMs: float64(spec.Lab.RestartDelay) / 1e6},
+		Phases: phases, Guards: map[string]*GuardResult{},
+	}
+	for _, p := range spec.Lab.Persistence {
+		res.Lab.Persistence = append(res.Lab.Persistence, string(p))
+	}
+	for _, gr := range runs {
+		g := string(gr.guard)
+		res.GuardOrder = append(res.GuardOrder, g)
+		rep := gr.report
+		s := rep.Summary
+		dg, lv := Overlaps(holds, g)
+		safety := rep.Safety
+		safety.DoubleGrants, safety.LockViolations = dg, lv
+		rep.Safety, rep.Summary.Safety = safety, safety
+		out := &GuardResult{
+			Passed: true, RunDir: string(gr.guard) + "/run",
+			AcquireP50Ms: s.AcquireLatencyMs.P50, AcquireP99Ms: s.AcquireLatencyMs.P99,
+			ThroughputPerS: s.ThroughputPerS,
+			Counts: Counts{
+				DoubleGrants: dg, LockViolations: lv, LostUpdates: safety.LostUpdates, Oversell: safety.Oversell,
+				FencedRejections: safety.FencedRejections, Requests: s.Requests,
+				Reserved: s.Outcomes["reserved"], OutOfStock: s.Outcomes["out_of_stock"], Contended: s.Outcomes["contended"],
+				Unavailable: s.Outcomes["unavailable"], Fenced: s.Outcomes["fenced"], Error: s.Outcomes["error"], Late: s.Outcomes["late"],
+			},
+			Phases: map[Phase]PhaseResult{},
+		}
+		out.Availability = availability(out.Counts.Requests, out.Counts.Unavailable+out.Counts.Error+out.Counts.Late)
+		for _, h := range holds {
+			if h.Guard == g {
+				out.Counts.Grants++
+			}
+		}
+		// The phase reports: operations by when they were due, grants by
+		// when they were made.
+		reports := map[Phase]*loadgen.PhaseReport{}
+		for _, ph := range Phases {
+			sp := phases[ph]
+			reports[ph] = loadgen.NewPhaseReport(len(nodes), t0.Add(time.Duration(sp.StartNs)), t0.Add(time.Duration(sp.EndNs)))
+		}
+		gr.mu.Lock()
+		for _, o := range gr.ops {
+			reports[phaseOf(phases, int64(o.op.Intended.Sub(t0)))].Add(o.op, o.res, o.ended)
+		}
+		gr.mu.Unlock()
+		grants := map[Phase]int64{}
+		for _, h := range holds {
+			if h.Guard == g {
+				grants[phaseOf(phases, h.GrantedNs)]++
+			}
+		}
+		for _, ph := range Phases {
+			pr := reports[ph]
+			pr.Finish(safety)
+			ps := pr.Summary
+			r := PhaseResult{
+				Requests: ps.Requests, Reserved: ps.Outcomes["reserved"], OutOfStock: ps.Outcomes["out_of_stock"],
+				Contended: ps.Outcomes["contended"], Unavailable: ps.Outcomes["unavailable"], Fenced: ps.Outcomes["fenced"],
+				Error: ps.Outcomes["error"], Grants: grants[ph],
+				AcquireP50Ms: ps.AcquireLatencyMs.P50, AcquireP99Ms: ps.AcquireLatencyMs.P99,
+			}
+			r.Availability = availability(r.Requests, r.Unavailable+r.Error)
+			out.Phases[ph] = r
+		}
+		for _, x := range spec.Expect[gr.guard] {
+			er := ExpectationResult{Expr: x.Expr}
+			switch {
+			case x.Recovery:
+				if rec, ok := recovery(holds, g, phases[PhaseDuring]); ok {
+					er.Observed = time.Duration(rec).Round(time.Millisecond).String()
+					er.Held = compare(float64(rec), x.Threshold.Op, x.Threshold.Value)
+				} else {
+					er.Observed = "no grant after the faults"
+				}
+			case x.Ref != nil:
+				lhs, ref := reportOf(rep, reports, x.Phase), reportOf(rep, reports, x.Refs)
+				l, r := x.Threshold.Eval(lhs), x.Ref.Eval(ref)
+				er.Observed = fmt.Sprintf("%s vs %g×%s", l.Got, x.Factor, r.Got)
+				if judgeable(l) && judgeable(r) {
+					er.Held = compare(l.Raw, x.Threshold.Op, x.Factor*r.Raw)
+				}
+			case x.Grants:
+				n := grants[x.Phase]
+				er.Observed = strconv.FormatInt(n, 10)
+				er.Held = compare(float64(n), x.Threshold.Op, x.Threshold.Value)
+			case x.Phase == PhaseAll:
+				tr := x.Threshold.Eval(rep)
+				er.Held, er.Observed = tr.Pass, tr.Got
+			default:
+				tr := x.Threshold.Eval(&reports[x.Phase].Report)
+				er.Held, er.Observed = tr.Pass, tr.Got
+			}
+			out.Expectations = append(out.Expectations, er)
+			if !er.Held {
+				out.Passed, res.Passed = false, false
+			}
+		}
+		res.Guards[g] = out
+	}
+	return res, nil
+}
+
+// judgeable tells a figure from "no samples" or "not checked".
+func judgeable(r loadgen.ThresholdResult) bool {
+	return r.Got != "" && !strings.HasPrefix(r.Got, "no ") && r.Got != "not checked"
+}
+
+// reportOf is the report a phase's figures come from.
+func reportOf(all *loadgen.Report, phases map[Phase]*loadgen.PhaseReport, ph Phase) *loadgen.Report {
+	if ph == PhaseAll {
+		return all
+	}
+	return &phases[ph].Report
+}
+
+// recovery is the time from the end of the faults to the first lock the
+// guard granted after it.
+func recovery(holds []HoldRecord, guard string, during Span) (int64, bool) {
+	for _, h := range holds { // in grant order
+		if h.Guard == guard && h.GrantedNs >= during.EndNs {
+			return h.GrantedNs - during.EndNs, true
+		}
+	}
+	return 0, false
+}
+
+func availability(requests, failed int64) float64 {
+	if requests == 0 {
+		return 0
+	}
+	return math.Round(float64(requests-failed)/float64(requests)*1e5) / 1e5
+}
+
+func compare(v float64, op string, want float64) bool {
+	switch op {
+	case "<":
+		return v < want
+	case "<=":
+		return v <= want
+	case ">":
+		return v > want
+	case ">=":
+		return v >= want
+	case "==":
+		return v == want
+	case "!=":
+		return v != want
+	}
+	return false
+}
+
+// phaseSpans splits [0, end) at the first fault's start and the last
+// fault's end (a fault still active at the end of the load lasts until
+// then). Without faults, everything is before.
+func phaseSpans(faults []FaultRecord, end int64) map[Phase]Span {
+	first, last := int64(-1), int64(-1)
+	open := map[string]int64{}
+	for _, f := range faults {
+		switch f.Event {
+		case "start":
+			if first < 0 || f.AtNs < first {
+				first = f.AtNs
+			}
+			open[f.ID] = f.AtNs
+			last = max(last, f.AtNs)
+		case "end":
+			delete(open, f.ID)
+			last = max(last, f.AtNs)
+		}
+	}
+	if first < 0 {
+		return map[Phase]Span{PhaseBefore: {0, end}, PhaseDuring: {end, end}, PhaseAfter: {end, end}}
+	}
+	if len(open) > 0 {
+		last = max(last, end)
+	}
+	first = min(max(first, 0), end)
+	last = min(max(last, first), end)
+	return map[Phase]Span{PhaseBefore: {0, first}, PhaseDuring: {first, last}, PhaseAfter: {last, end}}
+}
+
+// phaseOf places an instant: during covers its end instant too (a fault
+// healed at t ends the faulty phase at t).
+func phaseOf(sp map[Phase]Span, ns int64) Phase {
+	switch {
+	case ns < sp[PhaseDuring].StartNs:
+		return PhaseBefore
+	case ns <= sp[PhaseDuring].EndNs:
+		return PhaseDuring
+	}
+	return PhaseAfter
+}
+
+// ReadResult reads a drill's result.json.
+func ReadResult(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ResultFile))
+	if err != nil {
+		return nil, fmt.Errorf("drill: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("drill: %s: %w", filepath.Join(dir, ResultFile), err)
+	}
+	return &r, nil
+}
+
+// Failures lists the expectations that did not hold, as "guard: expr
+// (observed X)", in the workload's guard order.
+func (r *Result) Failures() []string {
+	var out []string
+	order := r.GuardOrder
+	if len(order) == 0 {
+		for g := range r.Guards {
+			order = append(order, g)
+		}
+		sort.Strings(order)
+	}
+	for _, g := range order {
+		gr := r.Guards[g]
+		if gr == nil {
+			continue
+		}
+		for _, e := range gr.Expectations {
+			if !e.Held {
+				out = append(out, fmt.Sprintf("%s: %s (observed %s)", g, e.Expr, e.Observed))
+			}
+		}
+	}
+	return out
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,386 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/loadgen"
+)
+
+// ResultFile is the verdict of a drill in its directory.
+const ResultFile = "result.json"
+
+// Options is how drills run.
+type Options struct {
+	// Out is the directory a drill writes into, as Out/<drill>/. A previous
+	// run of the same drill there is replaced.
+	Out string
+	// Seed, when SeedSet, replaces every drill's workload seed.
+	Seed    uint64
+	SeedSet bool
+	// Lab passes the lab's binaries and directories through (zero: the
+	// lab's own defaults). StateDir and BasePort are chosen per drill.
+	Lab lab.Config
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Run runs one drill: lab up with its profile, every guard's load at once,
+// the faults on schedule, heal, drain, check, compare with the expectations,
+// lab down (also on error or when ctx ends). The returned Result says
+// whether every expectation held; err is for a drill that could not run.
+func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
+	if opts.Out == "" {
+		return nil, errors.New("drill: no output directory")
+	}
+	seed := spec.Workload.Seed
+	if opts.SeedSet {
+		seed = opts.Seed
+	}
+	logf := func(format string, a ...any) {
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, "drill %s: "+format+"\n", append([]any{spec.Name}, a...)...)
+		}
+	}
+	dir := filepath.Join(opts.Out, spec.Name)
+	if err := prepareDir(dir); err != nil {
+		return nil, err
+	}
+
+	// The lab lives in a directory of its own (its paths must be plain);
+	// its fault log is copied into the drill's directory before it goes.
+	state, err := os.MkdirTemp("", "redlab-drill-")
+	if err != nil {
+		return nil, fmt.Errorf("drill: %w", err)
+	}
+	defer os.RemoveAll(state)
+	cfg := opts.Lab
+	cfg.StateDir = state
+	cfg.Count = spec.Lab.Nodes
+	cfg.NodePersistence = spec.Lab.Persistence
+	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
+	cfg.RestartDelay = spec.Lab.RestartDelay
+	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes); err != nil {
+		return nil, err
+	}
+	logf("lab up: %d nodes, persistence %s, restart delay %v", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay)
+	l, err := lab.Up(ctx, cfg)
+	defer func() {
+		// Down even when ctx ended: nothing of the lab may be left behind.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if derr := lab.Down(dctx, lab.Config{StateDir: state, Terraform: cfg.Terraform}); derr != nil {
+			logf("lab down: %v", derr)
+		}
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("drill %s: lab up: %w", spec.Name, err)
+	}
+
+	res, err := runLoad(ctx, spec, seed, dir, l, logf)
+	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
+		return nil, err
+	}
+	verdict := "PASS"
+	if !res.Passed {
+		verdict = "FAIL"
+	}
+	logf("%s (%s)", verdict, dir)
+	return res, nil
+}
+
+// guardRun is one guard's load within a drill.
+type guardRun struct {
+	guard  inventory.Guard
+	dir    string
+	target *loadgen.InventoryTarget
+	keys   *loadgen.KeyGen
+	rec    *loadgen.Recorder
+	pause  *pauser
+	sched  *loadgen.Schedule
+	stages []loadgen.Stage
+
+	mu  sync.Mutex
+	ops []opRecord
+
+	report *loadgen.Report
+	err    error
+}
+
+// opRecord is one operation's result, kept for the phase split.
+type opRecord struct {
+	op    loadgen.Op
+	res   loadgen.Result
+	ended time.Time
+}
+
+func (g *guardRun) onResult(op loadgen.Op, res loadgen.Result, ended time.Time) {
+	g.mu.Lock()
+	g.ops = append(g.ops, opRecord{op, res, ended})
+	g.mu.Unlock()
+}
+
+// runLoad runs every guard's load on the lab with the fault schedule and
+// judges the outcome.
+func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.Lab, logf func(string, ...any)) (*Result, error) {
+	w := spec.Workload
+	hist := NewHistory(time.Now())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	stages := []loadgen.Stage{{Duration: w.Duration, Rate: w.Rate}}
+	runs := make([]*guardRun, 0, len(w.Guards))
+	defer func() {
+		for _, g := range runs {
+			g.pause.stop()
+			if g.target != nil {
+				g.target.Close()
+			}
+		}
+	}()
+	for _, g := range w.Guards {
+		gr := &guardRun{guard: g, dir: filepath.Join(dir, string(g)), pause: newPauser(g, hist), stages: stages}
+		runs = append(runs, gr)
+		var err error
+		if gr.keys, err = w.Keys.Generator(loadgen.Shard{Index: 0, Count: 1}); err != nil {
+			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+		}
+		gr.keys.Prefix(string(g) + ".")
+		if gr.sched, err = loadgen.NewSchedule(stages, loadgen.Shard{Index: 0, Count: 1}); err != nil {
+			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+		}
+		if err := os.MkdirAll(gr.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("drill: %w", err)
+		}
+		gr.rec = loadgen.NewRecorder(len(l.Addrs()), 0)
+		g := g
+		gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
+			Nodes: l.Addrs(), Guard: g, Replicas: w.Replicas,
+			StoreDSN: "sqlite:" + filepath.Join(gr.dir, "inventory.db"),
+			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeout,
+			Recorder: gr.rec, Hold: w.Hold, PauseHook: gr.pause.hook,
+			OnHold: func(h loadgen.Hold) {
+				hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
+			},
+			RunID: "drill-" + spec.Name + "-" + string(g),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
+		}
+	}
+
+	// Every guard seeds its stock, then waits here; the last one in starts
+	// them all and the fault schedule at the same instant.
+	start := newBarrier(len(runs))
+	var wg sync.WaitGroup
+	for _, gr := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gr.report, _, gr.err = loadgen.Execute(ctx, loadgen.RunSpec{
+				Out: filepath.Join(gr.dir, "run"),
+				Meta: loadgen.Meta{
+					Command: "redlab drill " + spec.File, Target: "inventory", Guard: string(gr.guard),
+					Nodes: l.Addrs(), Replicas: w.Replicas, Stages: loadgen.FormatStages(stages),
+					Keys: w.Keys.String(), Quantity: w.Quantity.String(), LockTTLMs: float64(w.LockTTL) / 1e6,
+					Store: "sqlite:inventory.db (in the guard's directory)",
+				},
+				Engine: loadgen.Config{
+					Schedule: gr.sched, Target: gr.target, Keys: gr.keys, Quantity: w.Quantity, Seed: seed,
+					Recorder: gr.rec, OnResult: gr.onResult,
+				},
+				Stock: w.Stock,
+				Gate:  start.wait,
+			})
+			if gr.err != nil {
+				cancel() // the others must not wait at the barrier
+			}
+		}()
+	}
+
+	// The fault schedule, from the instant the loads start.
+	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, log: logf, nodeN: spec.Lab.Nodes}
+	for _, gr := range runs {
+		in.pausers[gr.guard] = gr.pause
+	}
+	var faultErr error
+	select {
+	case t0 := <-start.released():
+		hist.begin(t0)
+		logf("load started: %d guards × %g/s for %v", len(runs), w.Rate, w.Duration)
+		faultErr = in.run(ctx, t0, spec.Faults, w.Duration)
+		if wait := time.Until(t0.Add(w.Duration)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() == nil {
+			logf("t=%5.1fs load ends: heal all, drain", time.Since(t0).Seconds())
+			if err := in.healAll(ctx); err != nil && faultErr == nil {
+				faultErr = fmt.Errorf("drill: heal at the end: %w", err)
+			}
+		}
+	case <-ctx.Done():
+	}
+	wg.Wait()
+	for _, gr := range runs {
+		gr.pause.stop()
+	}
+	for _, gr := range runs {
+		if gr.err != nil {
+			return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, gr.guard, gr.err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+	}
+	if faultErr != nil {
+		return nil, faultErr
+	}
+
+	// The lab's own record of its faults (with the moments nodes answered
+	// again) joins the client pauses in the history.
+	labFaults, err := l.Faults()
+	if err != nil {
+		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+	}
+	for _, f := range labFaults {
+		hist.AddFault(f.ID, FaultKind(f.Kind), []int{f.Node}, "", "start", f.Start)
+		if !f.End.IsZero() {
+			hist.AddFault(f.ID, FaultKind(f.Kind), []int{f.Node}, "", "end", f.End)
+		}
+	}
+	if err := hist.WriteFile(filepath.Join(dir, HistoryFile)); err != nil {
+		return nil, err
+	}
+	return judge(spec, seed, hist, runs, l.Addrs())
+}
+
+// barrier releases its waiters when n have arrived.
+type barrier struct {
+	mu      sync.Mutex
+	n       int
+	at      time.Time
+	release chan time.Time
+	done    chan struct{}
+}
+
+func newBarrier(n int) *barrier {
+	return &barrier{n: n, release: make(chan time.Time, 1), done: make(chan struct{})}
+}
+
+func (b *barrier) wait(ctx context.Context) error {
+	b.mu.Lock()
+	b.n--
+	if b.n == 0 {
+		b.at = time.Now()
+		b.release <- b.at
+		close(b.done)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// released delivers the start instant once, to the fault schedule.
+func (b *barrier) released() <-chan time.Time { return b.release }
+
+// prepareDir makes dir ready for a run: created when missing, emptied when
+// it holds an earlier run of a drill, refused when it holds anything else.
+func prepareDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return os.MkdirAll(dir, 0o755)
+	case err != nil:
+		return fmt.Errorf("drill: %w", err)
+	case len(ents) == 0:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, ResultFile)); err != nil {
+		if _, herr := os.Stat(filepath.Join(dir, HistoryFile)); herr != nil {
+			return fmt.Errorf("drill: %s is not empty and holds no drill run: choose another --out", dir)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// freeBasePort finds a lab base port whose three port ranges are free for
+// n nodes.
+func freeBasePort(n int) (int, error) {
+	for base := lab.DefaultBasePort; base+300+n < 65535; base += 300 {
+		if portsFree(base, n) {
+			return base, nil
+		}
+	}
+	return 0, errors.New("drill: no free port range for the lab")
+}
+
+func portsFree(base, n int) bool {
+	for _, off := range []int{0, 100, 200} {
+		for i := 1; i <= n; i++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
+			if err != nil {
+				return false
+			}
+			l.Close()
+		}
+	}
+	return true
+}
+
+func persistenceList(ps []lab.Persistence) string {
+	same := true
+	for _, p := range ps {
+		same = same && p == ps[0]
+	}
+	if same && len(ps) > 0 {
+		return string(ps[0])
+	}
+	s := ""
+	for i, p := range ps {
+		if i > 0 {
+			s += ","
+		}
+		s += string(p)
+	}
+	return s
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package drill
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/inventory"
+)
+
+const goodSpec = `---
+drill: power-loss-everysec-no-delay
+title: three nodes lose power under everysec and restart at once
+lab: {nodes: 5, persistence: everysec, restart_delay: 0s}
+workload: {guards: [redlock, redlock-fenced, db-atomic], rate: 50, duration: 40s,
+           keys: uniform:20, hold: 2s, lock_ttl: 10s, seed: 7}
+faults:
+  - {at: 10s, fault: power-loss, nodes: [3, 4, 5]}
+expect:
+  redlock: ["safety.lock_violations>0"]
+  redlock-fenced: ["safety.lost_updates==0", "safety.oversell==0"]
+  db-atomic: ["safety.lost_updates==0", "during.outcomes.unavailable<1%", "after.grants>=0"]
+---
+
+# Power loss under everysec
+
+The body is for people.
+`
+
+func TestParseGood(t *testing.T) {
+	s, err := Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(goodSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "power-loss-everysec-no-delay" {
+		t.Errorf("name: got %q", s.Name)
+	}
+	if s.Lab.Nodes != 5 || s.Lab.RestartDelay != 0 || len(s.Lab.Persistence) != 5 || s.Lab.Persistence[4] != lab.PersistEverysec {
+		t.Errorf("lab: got %+v", s.Lab)
+	}
+	w := s.Workload
+	if len(w.Guards) != 3 || w.Rate != 50 || w.Duration != 40*time.Second || w.Keys.N != 20 || w.Hold.Min != 2*time.Second ||
+		w.LockTTL != 10*time.Second || w.Seed != 7 || w.Replicas != DefaultReplicas {
+		t.Errorf("workload: got %+v", w)
+	}
+	if len(s.Faults) != 1 || s.Faults[0].Kind != FaultPowerLoss || s.Faults[0].At != 10*time.Second || len(s.Faults[0].Nodes) != 3 || s.Faults[0].Line != 8 {
+		t.Errorf("faults: got %+v", s.Faults)
+	}
+	x := s.Expect[inventory.GuardDBAtomic]
+	if len(x) != 3 || x[1].Phase != PhaseDuring || x[2].Phase != PhaseAfter || !x[2].Grants || x[0].Line != 12 {
+		t.Errorf("db-atomic expectations: got %+v", x)
+	}
+}
+
+func TestParsePerNodePersistence(t *testing.T) {
+	spec := strings.Replace(goodSpec, "persistence: everysec", "persistence: [always, always, everysec, everysec, none]", 1)
+	s, err := Parse("power-loss-everysec-no-delay.md", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []lab.Persistence{"always", "always", "everysec", "everysec", "none"}
+	for i, p := range want {
+		if s.Lab.Persistence[i] != p {
+			t.Errorf("node %d: got %s, want %s", i+1, s.Lab.Persistence[i], p)
+		}
+	}
+}
+
+// TestParseErrors: every spec error names the file, the line and the field,
+// before anything runs.
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		from, to string // replace in goodSpec
+		wantLine int
+		want     string // in the message
+	}{
+		{"unknown fault", "fault: power-loss", "fault: meteor", 8, "faults[0].fault: unknown fault \"meteor\""},
+		{"node out of range", "nodes: [3, 4, 5]", "nodes: [3, 4, 6]", 8, "faults[0].nodes: node 6 is out of range: the lab has nodes 1-5"},
+		{"bad duration", "at: 10s", "at: ten", 8, "faults[0].at: want a duration like 10s or 500ms, got \"ten\""},
+		{"fault after the end", "at: 10s", "at: 45s", 8, "faults[0].at: 45s is not before the end of the load"},
+		{"unknown guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, zookeeper]", 5, "workload.guards[1]: unknown guard \"zookeeper\""},
+		{"unknown metric", "safety.lock_violations>0", "safety.deadlocks>0", 10, "expect.redlock[0]: threshold \"safety.deadlocks>0\": unknown safety metric"},
+		{"metric node out of range", "safety.lock_violations>0", "node7.p99<5ms", 10, "node7 is out of range"},
+		{"phase on safety", "safety.lock_violations>0", "during.safety.lock_violations>0", 10, "safety counts are judged on the whole drill"},
+		{"expect unknown guard", "  db-atomic: [", "  none: [", 12, "expect.none: not a guard of this drill's workload"},
+		{"unknown field", "lock_ttl: 10s", "lock_tll: 10s", 6, "workload.lock_tll: unknown field"},
+		{"bad persistence", "persistence: everysec", "persistence: sometimes", 4, "lab.persistence: want always, everysec or none, got \"sometimes\""},
+		{"persistence count", "persistence: everysec", "persistence: [always, everysec]", 4, "one per node (5), got 2"},
+		{"power-loss without nodes", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: power-loss}", 8, "power-loss needs the nodes it acts on"},
+		{"client-pause without for", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause}", 8, "client-pause needs a duration"},
+		{"param of another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], by: 3s}", 8, "power-loss takes no by"},
+		{"name mismatch", "drill: power-loss-everysec-no-delay", "drill: other-drill", 2, "does not match the file name"},
+		{"rate missing", "rate: 50, ", "", 5, "workload.rate: missing"},
+		{"bad YAML", "faults:\n", "faults: [\n", 9, "YAML"},
+		{"no front matter", "---\ndrill:", "drill:", 1, "no front matter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := strings.Replace(goodSpec, tt.from, tt.to, 1)
+			if spec == goodSpec {
+				t.Fatalf("replacement %q not found", tt.from)
+			}
+			_, err := Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(spec))
+			if err == nil {
+				t.Fatal("got no error")
+			}
+			if !errors.Is(err, ErrSpec) {
+				t.Errorf("got %v, want an ErrSpec", err)
+			}
+			var se *SpecError
+			if !errors.As(err, &se) {
+				t.Fatalf("got %T, want *SpecError", err)
+			}
+			if se.File != "runbooks/drills/power-loss-everysec-no-delay.md" || se.Line != tt.wantLine {
+				t.Errorf("position: got %s:%d, want line %d (%v)", se.File, se.Line, tt.wantLine, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("message: got %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseExpectation(t *testing.T) {
+	tests := []struct {
+		expr   string
+		phase  Phase
+		grants bool
+		ok     bool
+	}{
+		{"safety.lock_violations>0", PhaseAll, false, true},
+		{"during.outcomes.unavailable<1%", PhaseDuring, false, true},
+		{"after.acquire.p99<10ms", PhaseAfter, false, true},
+		{"before.acquire.p99<10ms", PhaseBefore, false, true},
+		{"during.grants==0", PhaseDuring, true, true},
+		{"grants==0", PhaseAll, false, false}, // grants needs a phase
+		{"during.grants~0", PhaseDuring, true, false},
+		{"node5.p99<5ms", PhaseAll, false, true},
+		{"node6.p99<5ms", PhaseAll, false, false},
+		{"recovery<2s", PhaseAll, false, true},
+		{"recovery<2", PhaseAll, false, false},
+		{"during.recovery<2s", PhaseDuring, false, false},
+		{"during.acquire.p99<=2*before.acquire.p99", PhaseDuring, false, true},
+		{"during.acquire.p99<=2*acquire.p999", PhaseDuring, false, true},
+		{"during.acquire.p99<=2*before.bogus.p99", PhaseDuring, false, false},
+		{"during.safety.lost_updates<=2*before.safety.lost_updates", PhaseDuring, false, false},
+	}
+	for _, tt := range tests {
+		x, err := ParseExpectation(tt.expr, 5)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: got error %v, want ok=%v", tt.expr, err, tt.ok)
+			continue
+		}
+		if err == nil && (x.Phase != tt.phase || x.Grants != tt.grants) {
+			t.Errorf("%s: got phase %q grants %v, want %q %v", tt.expr, x.Phase, x.Grants, tt.phase, tt.grants)
+		}
+	}
+}
+
+func TestPhaseSpans(t *testing.T) {
+	s := time.Second.Nanoseconds()
+	faults := []FaultRecord{
+		{ID: "a", Event: "start", AtNs: 10 * s}, {ID: "b", Event: "start", AtNs: 12 * s},
+		{ID: "a", Event: "end", AtNs: 15 * s}, {ID: "b", Event: "end", AtNs: 14 * s},
+	}
+	sp := phaseSpans(faults, 40*s)
+	if sp[PhaseBefore] != (Span{0, 10 * s}) || sp[PhaseDuring] != (Span{10 * s, 15 * s}) || sp[PhaseAfter] != (Span{15 * s, 40 * s}) {
+		t.Errorf("got %+v", sp)
+	}
+	for ns, want := range map[int64]Phase{0: PhaseBefore, 10*s - 1: PhaseBefore, 10 * s: PhaseDuring, 15 * s: PhaseDuring, 15*s + 1: PhaseAfter} {
+		if got := phaseOf(sp, ns); got != want {
+			t.Errorf("phaseOf(%d): got %s, want %s", ns, got, want)
+		}
+	}
+	// A fault never ended lasts until the end of the load.
+	sp = phaseSpans(faults[:3], 40*s)
+	if sp[PhaseDuring] != (Span{10 * s, 40 * s}) {
+		t.Errorf("open fault: got %+v", sp[PhaseDuring])
+	}
+	// No fault: everything is before.
+	sp = phaseSpans(nil, 40*s)
+	if sp[PhaseBefore] != (Span{0, 40 * s}) || phaseOf(sp, 39*s) != PhaseBefore {
+		t.Errorf("no faults: got %+v", sp)
+	}
+	// An instantaneous fault: during is that instant.
+	sp = phaseSpans([]FaultRecord{{ID: "j", Event: "start", AtNs: 5 * s}, {ID: "j", Event: "end", AtNs: 5 * s}}, 40*s)
+	if phaseOf(sp, 5*s) != PhaseDuring || phaseOf(sp, 5*s+1) != PhaseAfter {
+		t.Errorf("instant fault: got %+v", sp)
+	}
+}
+
+// TestShippedSpecsParse: every runbook under runbooks/drills is a valid spec.
+func TestShippedSpecsParse(t *testing.T) {
+	files, err := filepath.Glob("../runbooks/drills/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 12 {
+		t.Fatalf("got %d drill runbooks, want at least 12", len(files))
+	}
+	for _, f := range files {
+		s, err := ReadFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, g := range s.Workload.Guards {
+			if len(s.Expect[g]) == 0 {
+				t.Errorf("%s: guard %s has no expectation", f, g)
+			}
+		}
+	}
+}
