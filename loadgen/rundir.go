@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
@@ -21,7 +22,7 @@ const (
 	MetaFile      = "run.json"
 	IntervalsFile = "intervals.jsonl"
 	SafetyFile    = "safety.json"
-	FaultsFile    = "faults.jsonl"
+	FaultsFile    = faultlog.FileName
 	SummaryFile   = "summary.json"
 	TextFile      = "summary.txt"
 	HTMLFile      = "report.html"

@@ -12,7 +12,8 @@
 //     proxy and a loopback HTTP control endpoint that executes faults.
 //   - Lab's fault methods (Kill, Restart, Stop, Start, Pause, Partition,
 //     Heal, Latency, ClockJump, ClockRate) call that endpoint; every fault
-//     is recorded with its start and end time in faults.jsonl (ReadFaults).
+//     is recorded with its start and end time in faults.jsonl (package
+//     faultlog owns the format; ReadFaults reads a state directory's).
 //
 // Ports: node N's proxy (the address clients use) listens on BasePort+N,
 // its redis-server on BasePort+100+N and its control endpoint on
