@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -92,6 +90,8 @@ type InventoryConfig struct {
 	LockConcurrency int
 	// PoolSize is each node client's pool size (0: go-redis default).
 	PoolSize int
+	// Username and Password authenticate to the lock nodes (Redis ACL).
+	Username, Password string
 	// Recorder receives every acquire attempt's per-node results.
 	Recorder *Recorder
 	// Hold is the time every reservation spends inside its critical section
@@ -113,10 +113,7 @@ type InventoryConfig struct {
 // HoldChecker on one clock, and the store is audited after the run.
 type InventoryTarget struct {
 	cfg      InventoryConfig
-	stores   []*inventory.Store
-	services []*inventory.Service
-	lockers  []*redlock.Client
-	clients  []*redis.Client
+	replicas []*inventory.Replica
 	checker  atomic.Pointer[HoldChecker]
 	skus     []string
 	initial  map[string]int64
@@ -129,7 +126,8 @@ var (
 	_ SafetyChecker = (*InventoryTarget)(nil)
 )
 
-// NewInventoryTarget opens the store and builds the replicas.
+// NewInventoryTarget opens the replicas, each with its own store handle and
+// lock clients.
 func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTarget, error) {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
@@ -137,67 +135,25 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 	if cfg.RunID == "" {
 		cfg.RunID = fmt.Sprintf("load-%d", time.Now().UnixNano())
 	}
-	needsLock := cfg.Guard == inventory.GuardRedlock || cfg.Guard == inventory.GuardRedlockFenced || cfg.Guard == inventory.GuardRedisSingle
-	if needsLock && len(cfg.Nodes) == 0 {
-		return nil, fmt.Errorf("loadgen: guard %s needs lock nodes", cfg.Guard)
-	}
-	t := &InventoryTarget{cfg: cfg, locks: needsLock}
+	t := &InventoryTarget{cfg: cfg, locks: cfg.Guard.NeedsNodes()}
 	t.checker.Store(NewHoldChecker(time.Now()))
-	var nodeOpts []redlock.NodeOption
-	if cfg.NodeTimeout > 0 {
-		nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
-	}
-	if cfg.PoolSize > 0 {
-		nodeOpts = append(nodeOpts, redlock.WithPoolSize(cfg.PoolSize))
+	var observer redlock.Observer
+	if cfg.Recorder != nil {
+		observer = nodeObserver{cfg.Recorder}
 	}
 	for i := 0; i < cfg.Replicas; i++ {
-		store, err := inventory.OpenStore(ctx, cfg.StoreDSN)
-		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("loadgen: open store: %w", err)
-		}
-		t.stores = append(t.stores, store)
-		opts := []inventory.ServiceOption{
-			inventory.WithHolder(fmt.Sprintf("replica-%d", i)),
-			inventory.WithHoldObserver(t.observeHold),
-		}
-		if cfg.LockTTL > 0 {
-			opts = append(opts, inventory.WithLockTTL(cfg.LockTTL))
-		}
-		if cfg.AcquireTimeout > 0 {
-			opts = append(opts, inventory.WithAcquireTimeout(cfg.AcquireTimeout))
-		}
-		if hook := cfg.criticalSection(); hook != nil {
-			opts = append(opts, inventory.WithPauseHook(hook))
-		}
-		var locker *redlock.Client
-		switch cfg.Guard {
-		case inventory.GuardRedlock, inventory.GuardRedlockFenced:
-			nodes := redlock.NewNodes(cfg.Nodes, nodeOpts...)
-			t.clients = append(t.clients, nodes...)
-			var ropts []redlock.Option
-			if cfg.Recorder != nil {
-				ropts = append(ropts, redlock.WithObserver(nodeObserver{cfg.Recorder}))
-			}
-			if cfg.LockConcurrency > 0 {
-				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.LockConcurrency))
-			}
-			if locker, err = redlock.New(nodes, ropts...); err != nil {
-				t.Close()
-				return nil, fmt.Errorf("loadgen: %w", err)
-			}
-			t.lockers = append(t.lockers, locker)
-		case inventory.GuardRedisSingle:
-			node := redlock.NewNodes(cfg.Nodes[:1], nodeOpts...)[0]
-			t.clients = append(t.clients, node)
-			opts = append(opts, inventory.WithSingleNode(node))
-		}
-		svc, err := inventory.NewService(store, cfg.Guard, locker, opts...)
+		r, err := inventory.OpenReplica(ctx, inventory.ReplicaConfig{
+			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes,
+			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
+			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
+			Observer: observer, MaxConcurrentAttempts: cfg.LockConcurrency,
+			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),
+		})
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("loadgen: %w", err)
 		}
-		t.services = append(t.services, svc)
+		t.replicas = append(t.replicas, r)
 	}
 	t.warm(ctx)
 	return t, nil
@@ -253,7 +209,7 @@ func (t *InventoryTarget) Begin(start time.Time) { t.checker.Store(NewHoldChecke
 func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
 	for _, sku := range skus {
-		if err := t.stores[0].Seed(ctx, sku, stock); err != nil {
+		if err := t.replicas[0].Store().Seed(ctx, sku, stock); err != nil {
 			return err
 		}
 		t.initial[sku] = stock
@@ -266,33 +222,22 @@ func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int6
 const warmConns = 4
 
 // warm opens connections to every lock node before the clock starts, with a
-// patience the measured requests do not get: a cold pool hit by the first
-// burst of requests dials every node at once under the 50ms node timeout,
-// and on a busy machine those dials time out, the acquires retry, and the
-// retries dial again. Nodes that stay unreachable are left to the run to
-// report.
+// patience the measured requests do not get (see inventory.Replica.Warm).
 func (t *InventoryTarget) warm(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, c := range t.clients {
-		for i := 0; i < warmConns; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-					if c.Ping(ctx).Err() == nil {
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}()
-		}
+	for _, r := range t.replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Warm(ctx, warmConns)
+		}()
 	}
 	wg.Wait()
 }
 
 // Do reserves through the next replica.
 func (t *InventoryTarget) Do(ctx context.Context, op Op) Result {
-	svc := t.services[op.Seq%uint64(len(t.services))]
+	svc := t.replicas[op.Seq%uint64(len(t.replicas))].Service()
 	res, err := svc.Reserve(ctx, inventory.Request{
 		SKU: op.Key, Quantity: op.Quantity, RequestID: t.cfg.RunID + "-" + strconv.FormatUint(op.Seq, 10),
 	})
@@ -335,7 +280,7 @@ func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	if len(t.skus) == 0 {
 		return s, nil
 	}
-	a, err := t.stores[0].Audit(ctx, t.skus, t.initial)
+	a, err := t.replicas[0].Store().Audit(ctx, t.skus, t.initial)
 	if err != nil {
 		return s, err
 	}
@@ -344,20 +289,14 @@ func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	return s, nil
 }
 
-// Close waits for the lock clients' background releases and closes every
-// connection.
+// Close closes every replica (each waits for its lock client's background
+// releases before closing its connections).
 func (t *InventoryTarget) Close() error {
 	var errs []error
-	for _, l := range t.lockers {
-		errs = append(errs, l.Close())
+	for _, r := range t.replicas {
+		errs = append(errs, r.Close())
 	}
-	for _, c := range t.clients {
-		errs = append(errs, c.Close())
-	}
-	for _, s := range t.stores {
-		errs = append(errs, s.Close())
-	}
-	t.lockers, t.clients, t.stores = nil, nil, nil
+	t.replicas = nil
 	return errors.Join(errs...)
 }
 
