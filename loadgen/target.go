@@ -2,13 +2,10 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,18 +311,25 @@ type HTTPConfig struct {
 	StoreDSN string
 }
 
-// HTTPTarget sends reservations to remote inventory instances and reads the
-// lock figures from their Server-Timing header.
+// HTTPTarget sends reservations to remote inventory instances through
+// inventory.Client and reads the lock figures from their Server-Timing
+// header. It tells apart a request that never arrived (Refused), one sent
+// but never answered (Unknown: it may have committed) and an answer that is
+// not the API's (HTTP4xx, HTTP5xx); with a store, the audit looks every
+// Unknown one up in the ledger.
 type HTTPTarget struct {
 	cfg     HTTPConfig
-	client  *http.Client
-	urls    []string
+	hc      *http.Client
+	clients []*inventory.Client
 	guard   string
 	locks   bool
 	store   *inventory.Store
 	skus    []string
 	initial map[string]int64
 	runID   string
+
+	mu      sync.Mutex
+	unknown []uint64 // the Seq of every operation whose outcome is unknown
 }
 
 var (
@@ -350,23 +354,30 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 		MaxIdleConns: cfg.MaxConns * len(cfg.URLs), MaxIdleConnsPerHost: cfg.MaxConns,
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}
-	t := &HTTPTarget{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: fmt.Sprintf("load-%d", time.Now().UnixNano())}
+	t := &HTTPTarget{cfg: cfg, hc: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: fmt.Sprintf("load-%d", time.Now().UnixNano())}
 	for _, u := range cfg.URLs {
-		u = strings.TrimRight(u, "/")
-		t.urls = append(t.urls, u)
-		guard, err := t.ready(ctx, u)
+		c, err := inventory.NewClient(u, t.hc)
 		if err != nil {
 			t.Close()
-			return nil, err
+			return nil, fmt.Errorf("loadgen: target: %w", err)
 		}
-		if t.guard != "" && guard != t.guard {
+		st, err := c.Ready(ctx)
+		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("loadgen: %s runs guard %s, %s runs %s: one run, one guard", t.urls[0], t.guard, u, guard)
+			return nil, fmt.Errorf("loadgen: target %s: %w", c.URL(), err)
 		}
-		t.guard = guard
+		if !st.Ready {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: target %s is not ready (store: %s, lock: %s)", c.URL(), st.Store, st.Lock)
+		}
+		if t.guard != "" && string(st.Guard) != t.guard {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: %s runs guard %s, %s runs %s: one run, one guard", t.clients[0].URL(), t.guard, c.URL(), st.Guard)
+		}
+		t.guard = string(st.Guard)
+		t.clients = append(t.clients, c)
 	}
-	g := inventory.Guard(t.guard)
-	t.locks = g == inventory.GuardRedlock || g == inventory.GuardRedlockFenced || g == inventory.GuardRedisSingle
+	t.locks = inventory.Guard(t.guard).NeedsNodes()
 	if cfg.StoreDSN != "" {
 		s, err := inventory.OpenStore(ctx, cfg.StoreDSN)
 		if err != nil {
@@ -381,29 +392,6 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 // Guard is the guard the remote instances run.
 func (t *HTTPTarget) Guard() string { return t.guard }
 
-func (t *HTTPTarget) ready(ctx context.Context, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-	if err != nil {
-		return "", fmt.Errorf("loadgen: target %s: %w", base, err)
-	}
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("loadgen: target %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Guard  string `json:"guard"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body); err != nil {
-		return "", fmt.Errorf("loadgen: target %s/readyz: %w", base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("loadgen: target %s is not ready: %s", base, body.Status)
-	}
-	return body.Guard, nil
-}
-
 // Prepare seeds stock in the shared store, or through the first instance.
 func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
@@ -415,112 +403,65 @@ func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) er
 			}
 			continue
 		}
-		body := fmt.Sprintf(`{"stock":%d}`, stock)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, t.urls[0]+"/v1/stock/"+sku, strings.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("loadgen: seed %s: %w", sku, err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := t.client.Do(req)
-		if err != nil {
-			return fmt.Errorf("loadgen: seed %s: %w", sku, err)
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("loadgen: seed %s: %s answered %s", sku, t.urls[0], resp.Status)
+		if err := t.clients[0].SetStock(ctx, sku, stock); err != nil {
+			return fmt.Errorf("loadgen: seed %s through %s: %w", sku, t.clients[0].URL(), err)
 		}
 	}
 	return nil
 }
 
+func (t *HTTPTarget) requestID(seq uint64) string { return t.runID + "-" + strconv.FormatUint(seq, 10) }
+
 // Do posts one reservation.
 func (t *HTTPTarget) Do(ctx context.Context, op Op) Result {
-	base := t.urls[op.Seq%uint64(len(t.urls))]
-	body := `{"sku":"` + op.Key + `","quantity":` + strconv.FormatInt(op.Quantity, 10) +
-		`,"request_id":"` + t.runID + "-" + strconv.FormatUint(op.Seq, 10) + `"}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/reservations", strings.NewReader(body))
-	if err != nil {
-		return Result{Outcome: Error}
+	c := t.clients[op.Seq%uint64(len(t.clients))]
+	res, err := c.Reserve(ctx, inventory.Request{SKU: op.Key, Quantity: op.Quantity, RequestID: t.requestID(op.Seq)})
+	timing := res.Timing
+	var re *inventory.ReserveError
+	if errors.As(err, &re) {
+		timing = re.Timing
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return Result{Outcome: Error}
+	out := classifyHTTP(err)
+	if out == Unknown {
+		t.mu.Lock()
+		t.unknown = append(t.unknown, op.Seq)
+		t.mu.Unlock()
 	}
-	defer resp.Body.Close()
-	res := parseServerTiming(resp.Header.Get("Server-Timing"))
-	res.Lock = t.locks
-	switch {
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
-		res.Outcome = Reserved
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	case resp.StatusCode == http.StatusConflict:
-		res.Outcome = OutOfStock
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	default:
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		switch e.Error.Code {
-		case "contended":
-			res.Outcome = Contended
-		case "unavailable":
-			res.Outcome = Unavailable
-		case "fenced":
-			res.Outcome = Fenced
-		case "out_of_stock":
-			res.Outcome = OutOfStock
-		default:
-			res.Outcome = Error
-		}
+	return Result{
+		// Only a reservation the service ran carries lock figures (a lock
+		// guard makes at least one attempt); a refusal in transit or a
+		// proxy's answer has none to record.
+		Outcome: out, Lock: t.locks && timing.Attempts > 0,
+		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts,
 	}
-	return res
 }
 
-// parseServerTiming reads `acquire;dur=1.2, hold;dur=0.4, release;dur=0.3,
-// attempts;desc="2"` (durations in ms).
-func parseServerTiming(h string) Result {
-	var r Result
-	for _, metric := range strings.Split(h, ",") {
-		parts := strings.Split(strings.TrimSpace(metric), ";")
-		name := strings.TrimSpace(parts[0])
-		for _, p := range parts[1:] {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			v = strings.Trim(v, `"`)
-			switch {
-			case k == "dur":
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil || f < 0 {
-					continue
-				}
-				d := time.Duration(f * float64(time.Millisecond))
-				switch name {
-				case "acquire":
-					r.Acquire = d
-				case "hold":
-					r.Hold = d
-				case "release":
-					r.Release = d
-				}
-			case k == "desc" && name == "attempts":
-				if n, err := strconv.Atoi(v); err == nil {
-					r.Attempts = n
-				}
-			}
+// classifyHTTP maps a Client.Reserve result to its outcome.
+func classifyHTTP(err error) Outcome {
+	var ae *inventory.APIError
+	switch {
+	case errors.Is(err, inventory.ErrNotSent):
+		return Refused
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
+		return Unknown
+	case errors.Is(err, inventory.ErrUnexpectedResponse) && errors.As(err, &ae):
+		switch ae.Status / 100 {
+		case 4:
+			return HTTP4xx
+		case 5:
+			return HTTP5xx
 		}
+		return Error
 	}
-	return r
+	return classify(err)
 }
 
 // DoubleGrants is always 0: holds happen in the remote processes, on their
 // clocks, and are not reported.
 func (t *HTTPTarget) DoubleGrants() int64 { return 0 }
 
-// Safety audits the shared store when there is one.
+// Safety audits the shared store when there is one, and looks up every
+// operation whose outcome was unknown: did it commit?
 func (t *HTTPTarget) Safety(ctx context.Context) (Safety, error) {
 	if t.store == nil || len(t.skus) == 0 {
 		return Safety{}, nil
@@ -529,12 +470,27 @@ func (t *HTTPTarget) Safety(ctx context.Context) (Safety, error) {
 	if err != nil {
 		return Safety{}, err
 	}
-	return Safety{AuditChecked: true, LostUpdates: a.LostUpdates, Oversell: a.Oversell, FencedRejections: a.FencedRejections}, nil
+	s := Safety{AuditChecked: true, LostUpdates: a.LostUpdates, Oversell: a.Oversell, FencedRejections: a.FencedRejections}
+	t.mu.Lock()
+	unknown := append([]uint64(nil), t.unknown...)
+	t.mu.Unlock()
+	for _, seq := range unknown {
+		_, committed, err := t.store.Reservation(ctx, t.requestID(seq))
+		if err != nil {
+			return Safety{}, fmt.Errorf("loadgen: audit of the unknown outcomes: %w", err)
+		}
+		if committed {
+			s.UnknownCommitted++
+		} else {
+			s.UnknownNotCommitted++
+		}
+	}
+	return s, nil
 }
 
 // Close closes idle connections and the store.
 func (t *HTTPTarget) Close() error {
-	t.client.CloseIdleConnections()
+	t.hc.CloseIdleConnections()
 	if t.store != nil {
 		err := t.store.Close()
 		t.store = nil

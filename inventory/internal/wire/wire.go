@@ -180,11 +180,18 @@ var (
 	wantStock    = fmt.Sprintf("an integer 0..%d", int64(MaxStock))
 )
 
-// Reservation is the body of POST /v1/reservations.
+// Reservation is the body of POST /v1/reservations, as the client encodes
+// it and DecodeReservation reads it.
 type Reservation struct {
-	SKU       string
-	Quantity  int64
-	RequestID string
+	SKU       string `json:"sku"`
+	Quantity  int64  `json:"quantity"`
+	RequestID string `json:"request_id"`
+}
+
+// Stock is the body of PUT /v1/stock/{sku}, as the client encodes it and
+// DecodeStock reads it.
+type Stock struct {
+	Stock int64 `json:"stock"`
 }
 
 // DecodeReservation reads and validates a reservation body.
