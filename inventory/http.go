@@ -158,12 +158,13 @@ func cleanPath(p string) bool {
 	return c == p
 }
 
-// noRoute answers a request no route takes. The mux's own answer (run
-// against a writer that keeps only the status and headers) says which: 405
+// noRoute answers a request no route takes. The mux's own answer, the
+// handler it returned for r (run against a writer that keeps only the
+// status and headers), says which: 405
 // with an Allow header when another method would have matched, else 404.
-func noRoute(w http.ResponseWriter, r *http.Request, mux http.Handler) {
+func noRoute(w http.ResponseWriter, r *http.Request, muxAnswer http.Handler) {
 	probe := &headerProbe{header: http.Header{}}
-	mux.ServeHTTP(probe, r)
+	muxAnswer.ServeHTTP(probe, r)
 	if allow := probe.header.Get("Allow"); probe.status == http.StatusMethodNotAllowed && allow != "" {
 		w.Header().Set("Allow", allow)
 		writeError(w, answer(wire.CodeMethodNotAllowed,
