@@ -27,6 +27,28 @@ var (
 	// ErrRequestIDReused: the request ID was already used for a reservation
 	// of a different SKU or quantity; the original is left untouched.
 	ErrRequestIDReused = errors.New("inventory: request_id already used for a different reservation")
+	// ErrRequestTimeout: the request's body did not reach the server within
+	// its read timeout (HTTP 408); nothing was done.
+	ErrRequestTimeout = errors.New("inventory: request body timed out")
+)
+
+// Errors of the HTTP client (Client) that say whether a failed request can
+// have been carried out: the difference between a retry that is safe and
+// one that must look in the ledger first. Request IDs make any retry safe
+// against double reservations; these tell a load generator what to count.
+var (
+	// ErrNotSent: the request never reached the server whole (the dial
+	// failed, the connection was refused, or it broke before the request
+	// was written). Nothing was reserved.
+	ErrNotSent = errors.New("inventory: request not sent")
+	// ErrOutcomeUnknown: the request was sent but no answer came back (the
+	// connection was reset or closed, or the client gave up waiting). It may
+	// have committed: look its request ID up in the ledger, or retry it.
+	ErrOutcomeUnknown = errors.New("inventory: request sent, outcome unknown")
+	// ErrUnexpectedResponse: an answer that is not one of the API's (a
+	// proxy's 502 page, a status and code the API does not pair). The
+	// *APIError that wraps it carries the status.
+	ErrUnexpectedResponse = errors.New("inventory: unexpected response")
 )
 
 // ReserveError is the error Service.Reserve returns: the cause and the lock

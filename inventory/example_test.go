@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/redlocklab/redlocklab/inventory"
 )
@@ -54,4 +57,48 @@ func Example() {
 	// same ID again: true true <nil>
 	// 8 more: true
 	// initial 10, final 7, ledger 3, lost 0
+}
+
+// The HTTP API through its client: the answers come back as the package's
+// values and errors, and a request that never arrived says so.
+func ExampleClient() {
+	dir, err := os.MkdirTemp("", "inventory-client-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	replica, err := inventory.OpenReplica(ctx, inventory.ReplicaConfig{
+		StoreDSN: "sqlite:" + filepath.Join(dir, "inventory.db"), Guard: inventory.GuardDBAtomic, Holder: "example",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer replica.Close()
+	srv := httptest.NewServer(inventory.NewHandler(replica.Service(), nil))
+
+	tr := &http.Transport{}
+	c, err := inventory.NewClient(srv.URL, &http.Client{Transport: tr, Timeout: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.SetStock(ctx, "widget", 2); err != nil {
+		log.Fatal(err)
+	}
+	r, err := c.Reserve(ctx, inventory.Request{SKU: "widget", Quantity: 2, RequestID: "order-1"})
+	fmt.Println(r.Quantity, r.Holder, err)
+	_, err = c.Reserve(ctx, inventory.Request{SKU: "widget", Quantity: 1, RequestID: "order-2"})
+	fmt.Println("out of stock:", errors.Is(err, inventory.ErrOutOfStock))
+
+	// The server goes away. (Without closing the kept-alive connection, the
+	// request could go out on it before the client saw it close: sent, never
+	// answered, ErrOutcomeUnknown.)
+	srv.Close()
+	tr.CloseIdleConnections()
+	_, err = c.Reserve(ctx, inventory.Request{SKU: "widget", Quantity: 1, RequestID: "order-3"})
+	fmt.Println("not sent:", errors.Is(err, inventory.ErrNotSent))
+	// Output:
+	// 2 example <nil>
+	// out of stock: true
+	// not sent: true
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -79,9 +79,8 @@ type handler struct {
 	cfg     handlerConfig
 	m       *metrics
 	metrics http.Handler // nil: no /metrics
-	// fixed holds the routes of exact paths, built once: read-only, shared
-	// by every request.
-	fixed map[string]route
+	// mux holds the routes, built once: read-only, shared by every request.
+	mux *http.ServeMux
 }
 
 // NewHandler returns the HTTP API of s, registering its metrics on reg
@@ -93,7 +92,7 @@ func NewHandler(s *Service, reg prometheus.Registerer, opts ...HandlerOption) ht
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := &handler{svc: s, cfg: cfg, m: newMetrics(reg)}
+	h := &handler{svc: s, cfg: cfg, m: newMetrics(reg), mux: http.NewServeMux()}
 	g := cfg.gatherer
 	if g == nil {
 		g, _ = reg.(prometheus.Gatherer)
@@ -101,97 +100,98 @@ func NewHandler(s *Service, reg prometheus.Registerer, opts ...HandlerOption) ht
 	if g != nil {
 		h.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	}
-	h.fixed = h.fixedRoutes()
+	h.mux.HandleFunc("POST /v1/reservations", h.reserve)
+	h.mux.HandleFunc("GET /v1/stock/{sku}", h.getStock)
+	h.mux.HandleFunc("PUT /v1/stock/{sku}", h.putStock)
+	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	if h.metrics != nil {
+		h.mux.Handle("GET /metrics", h.metrics)
+	}
+	if h.cfg.faults != nil {
+		h.mux.HandleFunc("GET /v1/faults/pause", h.getFaults)
+		h.mux.HandleFunc("POST /v1/faults/pause", h.postFaults)
+		h.mux.HandleFunc("DELETE /v1/faults/pause", h.deleteFaults)
+	}
 	return h
 }
 
-// route is one path's handlers by method.
-type route struct {
-	name    string // the metrics label: a pattern, never a raw path
-	methods map[string]http.HandlerFunc
-}
-
-// fixedRoutes are the routes of exact paths; /metrics and the fault
-// endpoints only when configured.
-func (h *handler) fixedRoutes() map[string]route {
-	rs := []route{
-		{"/v1/reservations", map[string]http.HandlerFunc{http.MethodPost: h.reserve}},
-		{"/healthz", map[string]http.HandlerFunc{http.MethodGet: h.healthz}},
-		{"/readyz", map[string]http.HandlerFunc{http.MethodGet: h.readyz}},
-	}
-	if h.metrics != nil {
-		rs = append(rs, route{"/metrics", map[string]http.HandlerFunc{http.MethodGet: h.metrics.ServeHTTP}})
-	}
-	if h.cfg.faults != nil {
-		rs = append(rs, route{"/v1/faults/pause", map[string]http.HandlerFunc{
-			http.MethodGet:    h.getFaults,
-			http.MethodPost:   h.postFaults,
-			http.MethodDelete: h.deleteFaults,
-		}})
-	}
-	fixed := make(map[string]route, len(rs))
-	for _, rt := range rs {
-		fixed[rt.name] = rt
-	}
-	return fixed
-}
-
-func (h *handler) route(r *http.Request) route {
-	p := r.URL.Path
-	if rt, ok := h.fixed[p]; ok {
-		return rt
-	}
-	if sku, ok := strings.CutPrefix(p, "/v1/stock/"); ok && !strings.Contains(sku, "/") {
-		return route{"/v1/stock/{sku}", map[string]http.HandlerFunc{
-			http.MethodGet: func(w http.ResponseWriter, r *http.Request) { h.getStock(w, r, sku) },
-			http.MethodPut: func(w http.ResponseWriter, r *http.Request) { h.putStock(w, r, sku) },
-		}}
-	}
-	return route{name: "unknown"}
-}
-
+// ServeHTTP routes through the mux, except that a request no route takes
+// gets the API's JSON error instead of the mux's plain text: 404, or 405
+// with the mux's Allow header. The requests metric is labelled by the
+// route's path pattern ("unknown" when none matched), never the raw path.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt := h.route(r)
 	sw := &statusWriter{ResponseWriter: w}
+	route := "unknown"
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			h.cfg.log.Error("inventory: handler panic", "route", rt.name, "panic", v)
+			h.cfg.log.Error("inventory: handler panic", "route", route, "panic", v)
 			if sw.status == 0 {
-				writeError(sw, apiErr(http.StatusInternalServerError, "internal", "internal error"))
+				writeError(sw, answer(wire.CodeInternal, "internal error"))
 			}
 		}
-		h.m.requests.WithLabelValues(rt.name, strconv.Itoa(sw.code())).Inc()
+		h.m.requests.WithLabelValues(route, strconv.Itoa(sw.code())).Inc()
 	}()
-	if rt.methods == nil {
-		writeError(sw, apiErr(http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path))
+	matched, pattern := h.mux.Handler(r)
+	if pattern == "" || !cleanPath(r.URL.Path) {
+		noRoute(sw, r, matched)
 		return
 	}
-	method := r.Method
-	if method == http.MethodHead && rt.methods[http.MethodGet] != nil {
-		method = http.MethodGet
-	}
-	fn := rt.methods[method]
-	if fn == nil {
-		allowed := make([]string, 0, len(rt.methods)+1)
-		for m := range rt.methods {
-			allowed = append(allowed, m)
-			if m == http.MethodGet {
-				allowed = append(allowed, http.MethodHead)
-			}
-		}
-		sort.Strings(allowed)
-		sw.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeError(sw, apiErr(http.StatusMethodNotAllowed, "method_not_allowed",
-			fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, rt.name, strings.Join(allowed, ", "))))
-		return
-	}
+	_, route, _ = strings.Cut(pattern, " ")
 	// The cap goes on the real writer, so the server closes the connection
 	// of a client that sent too much.
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	fn(sw, r)
+	h.mux.ServeHTTP(sw, r)
+}
+
+// cleanPath reports whether p is in the form the mux routes without a
+// redirect (no "//", "/./" or "/../"). A client of a JSON API gets 404 for
+// any other form: a redirect would turn its POST into a GET.
+func cleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
+}
+
+// noRoute answers a request no route takes. The mux's own answer, the
+// handler it returned for r (run against a writer that keeps only the
+// status and headers), says which: 405
+// with an Allow header when another method would have matched, else 404.
+func noRoute(w http.ResponseWriter, r *http.Request, muxAnswer http.Handler) {
+	probe := &headerProbe{header: http.Header{}}
+	muxAnswer.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); probe.status == http.StatusMethodNotAllowed && allow != "" {
+		w.Header().Set("Allow", allow)
+		writeError(w, answer(wire.CodeMethodNotAllowed,
+			fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)))
+		return
+	}
+	writeError(w, answer(wire.CodeNotFound, "no such route: "+r.Method+" "+r.URL.Path))
+}
+
+// headerProbe is a ResponseWriter that keeps the status and headers and
+// drops the body.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header { return p.header }
+
+func (p *headerProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+
+func (p *headerProbe) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 // statusWriter remembers the status code for the requests metric.
@@ -224,19 +224,6 @@ func (w *statusWriter) code() int {
 	return w.status
 }
 
-// apiError is an error response: status, a stable code, a message for
-// humans and, for 503s, when to retry.
-type apiError struct {
-	status     int
-	code       string
-	message    string
-	retryAfter int // seconds; 0 = no header
-}
-
-func apiErr(status int, code, msg string) *apiError {
-	return &apiError{status: status, code: code, message: msg}
-}
-
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
@@ -246,18 +233,18 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-func writeError(w http.ResponseWriter, e *apiError) {
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+func writeError(w http.ResponseWriter, e *APIError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, e.status, errorBody{Error: errorDetail{Code: e.code, Message: e.message}})
+	writeJSON(w, e.Status, errorBody{Error: errorDetail{Code: e.Code, Message: e.Message}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"encoding the response failed"}}`)
+		body = []byte(`{"error":{"code":"` + wire.CodeInternal + `","message":"encoding the response failed"}}`)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -267,7 +254,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-func fromWire(e *wire.Error) *apiError { return apiErr(e.Status, e.Code, e.Message) }
+func fromWire(e *wire.Error) *APIError { return answer(e.Code, e.Message) }
 
 type reservationJSON struct {
 	ID        int64      `json:"id"`
@@ -302,7 +289,11 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 	guard := string(h.svc.Guard())
 	in, werr := wire.DecodeReservation(r.Header, r.Body)
 	if werr != nil {
-		h.m.reservations.WithLabelValues(guard, outcomeInvalid).Inc()
+		outcome := outcomeInvalid
+		if werr.Code == wire.CodeRequestTimeout {
+			outcome = outcomeRequestTimeout
+		}
+		h.m.reservations.WithLabelValues(guard, outcome).Inc()
 		writeError(w, fromWire(werr))
 		return
 	}
@@ -318,7 +309,7 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Server-Timing", serverTiming(t))
 	if err != nil {
 		aerr := errorFor(err)
-		if aerr.status == http.StatusInternalServerError {
+		if aerr.Status == http.StatusInternalServerError {
 			h.cfg.log.Error("inventory: reserve failed", "sku", req.SKU, "request_id", req.RequestID, "err", err)
 		}
 		writeError(w, aerr)
@@ -335,43 +326,13 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// errorFor maps a package error to its response.
-func errorFor(err error) *apiError {
-	var fe *fieldError
-	switch {
-	case errors.As(err, &fe):
-		return apiErr(http.StatusBadRequest, "invalid_"+fe.field, err.Error())
-	case errors.Is(err, ErrInvalid):
-		return apiErr(http.StatusBadRequest, "invalid_request", err.Error())
-	case errors.Is(err, ErrNotFound):
-		return apiErr(http.StatusNotFound, "sku_not_found", err.Error())
-	case errors.Is(err, ErrOutOfStock):
-		return apiErr(http.StatusConflict, "out_of_stock", err.Error())
-	case errors.Is(err, ErrRequestIDReused):
-		return apiErr(http.StatusUnprocessableEntity, "request_id_reused", err.Error())
-	case errors.Is(err, ErrContended):
-		return &apiError{http.StatusServiceUnavailable, "contended", err.Error(), 1}
-	case errors.Is(err, ErrUnavailable):
-		return &apiError{http.StatusServiceUnavailable, "unavailable", err.Error(), 2}
-	case errors.Is(err, ErrFenced):
-		return &apiError{http.StatusServiceUnavailable, "fenced", err.Error(), 1}
-	case isContextErr(err):
-		return &apiError{http.StatusServiceUnavailable, "canceled", "the request was canceled before it completed", 1}
-	default:
-		return apiErr(http.StatusInternalServerError, "internal", "internal error")
-	}
-}
-
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
 type stockJSON struct {
 	SKU   string `json:"sku"`
 	Stock int64  `json:"stock"`
 }
 
-func (h *handler) getStock(w http.ResponseWriter, r *http.Request, sku string) {
+func (h *handler) getStock(w http.ResponseWriter, r *http.Request) {
+	sku := r.PathValue("sku")
 	if err := validSKU(sku); err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -384,7 +345,8 @@ func (h *handler) getStock(w http.ResponseWriter, r *http.Request, sku string) {
 	writeJSON(w, http.StatusOK, stockJSON{SKU: sku, Stock: n})
 }
 
-func (h *handler) putStock(w http.ResponseWriter, r *http.Request, sku string) {
+func (h *handler) putStock(w http.ResponseWriter, r *http.Request) {
+	sku := r.PathValue("sku")
 	if err := validSKU(sku); err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -404,7 +366,7 @@ func (h *handler) putStock(w http.ResponseWriter, r *http.Request, sku string) {
 // fail answers with err's response, logging what the client cannot fix.
 func (h *handler) fail(w http.ResponseWriter, err error) {
 	aerr := errorFor(err)
-	if aerr.status == http.StatusInternalServerError {
+	if aerr.Status == http.StatusInternalServerError {
 		h.cfg.log.Error("inventory: request failed", "err", err)
 	}
 	writeError(w, aerr)
@@ -433,7 +395,7 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rd := h.svc.Readiness(ctx)
 	body := readyJSON{Status: "ready", Guard: h.svc.Guard(), Store: "ok", Lock: "ok"}
-	if !h.svc.Guard().redlock() && h.svc.Guard() != GuardRedisSingle {
+	if !h.svc.Guard().NeedsNodes() {
 		body.Lock = "none"
 	} else {
 		body.Nodes = &nodesJSON{Up: rd.NodesUp, Quorum: rd.Quorum}
@@ -446,9 +408,10 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if !rd.Ready() {
 		body.Status = "not_ready"
-		body.Error = &errorDetail{Code: "not_ready", Message: "a dependency did not answer; see store and lock"}
-		w.Header().Set("Retry-After", "2")
-		writeJSON(w, http.StatusServiceUnavailable, body)
+		nr := answer(wire.CodeNotReady, "a dependency did not answer; see store and lock")
+		body.Error = &errorDetail{Code: nr.Code, Message: nr.Message}
+		w.Header().Set("Retry-After", strconv.Itoa(nr.RetryAfter))
+		writeJSON(w, nr.Status, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -488,7 +451,7 @@ func (h *handler) postFaults(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fromWire(werr))
 		return
 	}
-	bad := func(msg string) { writeError(w, apiErr(http.StatusBadRequest, "invalid_fault", msg)) }
+	bad := func(msg string) { writeError(w, answer(wire.CodeInvalidFault, msg)) }
 	var ds string
 	if werr := wire.Field(fields, "duration", &ds, `a duration string like "2s"`); werr != nil {
 		bad(werr.Message)

@@ -120,7 +120,9 @@ func TestBadInput(t *testing.T) {
 		{"faults not enabled", "POST", "/v1/faults/pause", jsonCT, `{"duration":"1s"}`, 404, "not_found"},
 		{"unknown sku stock", "GET", "/v1/stock/nope", "", ``, 404, "sku_not_found"},
 		{"bad sku stock", "GET", "/v1/stock/bad%20sku", "", ``, 400, "invalid_sku"},
-		{"empty sku stock", "GET", "/v1/stock/", "", ``, 400, "invalid_sku"},
+		{"no sku in the stock path", "GET", "/v1/stock/", "", ``, 404, "not_found"},
+		{"unclean path", "POST", "/v1//reservations", jsonCT, `{"sku":"widget","quantity":1,"request_id":"r-unclean"}`, 404, "not_found"},
+		{"trailing slash", "POST", "/v1/reservations/", jsonCT, `{"sku":"widget","quantity":1,"request_id":"r-slash"}`, 404, "not_found"},
 		{"negative stock", "PUT", "/v1/stock/widget", jsonCT, `{"stock":-1}`, 400, "invalid_stock"},
 		{"stock too big", "PUT", "/v1/stock/widget", jsonCT, `{"stock":1000000000001}`, 400, "invalid_stock"},
 		{"stock not a number", "PUT", "/v1/stock/widget", jsonCT, `{"stock":"5"}`, 400, "invalid_stock"},
@@ -453,7 +455,7 @@ func TestOutcomeLabels(t *testing.T) {
 			t.Errorf("outcome(%v): got %q, want %q", tt.err, got, tt.want)
 		}
 	}
-	if got := errorFor(errors.New("disk on fire")); got.status != 500 || strings.Contains(got.message, "disk") {
-		t.Errorf("errorFor(internal): got %d %q, want 500 without the cause", got.status, got.message)
+	if got := errorFor(errors.New("disk on fire")); got.Status != 500 || strings.Contains(got.Message, "disk") {
+		t.Errorf("errorFor(internal): got %d %q, want 500 without the cause", got.Status, got.Message)
 	}
 }

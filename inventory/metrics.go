@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,10 @@ const (
 	outcomeNotFound    = "not_found"
 	outcomeConflict    = "request_id_reused"
 	outcomeCanceled    = "canceled"
-	outcomeError       = "error"
+	// outcomeRequestTimeout: the body did not arrive within the server's
+	// read timeout (a slow client, not a malformed request).
+	outcomeRequestTimeout = "request_timeout"
+	outcomeError          = "error"
 )
 
 // metrics are the handler's Prometheus collectors. Labels are bounded: the
@@ -105,7 +109,7 @@ func outcome(r Reservation, err error) string {
 		return outcomeNotFound
 	case errors.Is(err, ErrRequestIDReused):
 		return outcomeConflict
-	case isContextErr(err):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return outcomeCanceled
 	default:
 		return outcomeError

@@ -223,7 +223,7 @@ func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error)
 	if err := req.Validate(); err != nil {
 		return Reservation{}, &ReserveError{Err: err}
 	}
-	if orig, ok, err := s.store.reservation(ctx, req.RequestID); err != nil {
+	if orig, ok, err := s.store.Reservation(ctx, req.RequestID); err != nil {
 		return Reservation{}, &ReserveError{Err: err}
 	} else if ok {
 		return replay(orig, req, Timing{})
@@ -277,7 +277,7 @@ func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error)
 		err = fmt.Errorf("inventory: unknown guard %q", s.guard)
 	}
 	if errors.Is(err, errReplay) {
-		orig, ok, lerr := s.store.reservation(ctx, req.RequestID)
+		orig, ok, lerr := s.store.Reservation(ctx, req.RequestID)
 		if lerr != nil {
 			return Reservation{}, &ReserveError{Timing: t, Err: lerr}
 		}

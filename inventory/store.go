@@ -356,8 +356,10 @@ func (s *Store) rejectFenced(ctx context.Context, sku string, t int64) error {
 	return fmt.Errorf("%w: sku %q, token %d", ErrFenced, sku, t)
 }
 
-// reservation looks a request ID up in the ledger.
-func (s *Store) reservation(ctx context.Context, requestID string) (Reservation, bool, error) {
+// Reservation looks a request ID up in the ledger: the reservation it made,
+// and whether it made one. It answers the question a client whose request
+// got no answer has: did it commit?
+func (s *Store) Reservation(ctx context.Context, requestID string) (Reservation, bool, error) {
 	var r Reservation
 	var guard string
 	err := s.db.QueryRowContext(ctx, `SELECT id, request_id, sku, quantity, guard, holder, fence, created_at

@@ -79,7 +79,7 @@ func TestStoreBasics(t *testing.T) {
 		if err != nil {
 			t.Fatalf("apply: %v", err)
 		}
-		got, ok, err := s2.reservation(ctx, "r1")
+		got, ok, err := s2.Reservation(ctx, "r1")
 		if err != nil || !ok {
 			t.Fatalf("reservation(r1): %v, %v", ok, err)
 		}

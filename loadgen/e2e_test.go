@@ -178,14 +178,3 @@ func TestHTTPTarget(t *testing.T) {
 		t.Error("unreachable target: got nil error")
 	}
 }
-
-func TestParseServerTiming(t *testing.T) {
-	got := parseServerTiming(`acquire;dur=1.250, hold;dur=0.400, release;dur=2, attempts;desc="3", other;dur=9`)
-	want := Result{Acquire: 1250 * time.Microsecond, Hold: 400 * time.Microsecond, Release: 2 * time.Millisecond, Attempts: 3}
-	if got != want {
-		t.Errorf("got %+v, want %+v", got, want)
-	}
-	if got := parseServerTiming(""); got != (Result{}) {
-		t.Errorf("empty header: got %+v", got)
-	}
-}

@@ -82,7 +82,7 @@ func (r *Report) htmlData() *htmlData {
 	}
 	end := r.duration().Seconds()
 	for _, f := range r.Faults {
-		span := faultSpan{Name: f.Name, From: f.Start.Sub(r.Meta.Started).Seconds(), Open: f.End.IsZero()}
+		span := faultSpan{Name: f.Name(), From: f.Start.Sub(r.Meta.Started).Seconds(), Open: f.End.IsZero()}
 		if !span.Open {
 			span.To = f.End.Sub(r.Meta.Started).Seconds()
 		} else {

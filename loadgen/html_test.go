@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
@@ -61,10 +62,7 @@ func TestReportRendersInChromium(t *testing.T) {
 	r, _ := executeRun(t, dir, runOpts{rate: 500, d: 1500 * time.Millisecond, lock: true, interval: 250 * time.Millisecond,
 		ths: []string{"acquire.p99<1s", "requests==1"}})
 	start := r.Meta.Started
-	faults := `{"name":"kill node1","start":"` + start.Add(500*time.Millisecond).Format(time.RFC3339Nano) + `","end":"` + start.Add(time.Second).Format(time.RFC3339Nano) + `"}` + "\n"
-	if err := os.WriteFile(filepath.Join(dir, FaultsFile), []byte(faults), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	appendFaults(t, dir, faultlog.Fault{ID: "n1-kill", Node: 1, Kind: "kill", Start: start.Add(500 * time.Millisecond), End: start.Add(time.Second)})
 	r, err := LoadReport(dir)
 	if err != nil {
 		t.Fatal(err)

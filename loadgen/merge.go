@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
 // Merge combines the run directories of several load machines (each started
@@ -223,28 +225,34 @@ func mergeIntervals(dirs []string, w *Writer, base time.Time, interval time.Dura
 	return w.ivw.Flush()
 }
 
+// mergeFaults writes the union of the runs' fault logs to out: runs side by
+// side against one lab each hold a copy of its faults.jsonl, taken at
+// different moments, so a fault appears in several, ended in the later ones.
 func mergeFaults(dirs []string, out string) error {
-	seen := map[string]bool{}
-	var lines []string
+	byID := map[string]int{}
+	var faults []faultlog.Fault
 	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, FaultsFile))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		fs, err := faultlog.Read(filepath.Join(d, FaultsFile))
 		if err != nil {
 			return fmt.Errorf("loadgen: %w", err)
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !seen[l] {
-				seen[l] = true
-				lines = append(lines, l)
+		for _, f := range fs {
+			i, seen := byID[f.ID]
+			switch {
+			case !seen:
+				byID[f.ID] = len(faults)
+				faults = append(faults, f)
+			case faults[i].Active() && !f.Active():
+				faults[i] = f
 			}
 		}
 	}
-	if len(lines) == 0 {
-		return nil
+	sort.SliceStable(faults, func(i, j int) bool { return faults[i].Start.Before(faults[j].Start) })
+	var evs []faultlog.Event
+	for _, f := range faults {
+		evs = append(evs, f.Events()...)
 	}
-	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+	if err := faultlog.Append(out, evs...); err != nil {
 		return fmt.Errorf("loadgen: %w", err)
 	}
 	return nil

@@ -28,19 +28,27 @@ func newAttemptsHist() *hdr.Histogram { return hdr.New(1, attemptsHighest, sigFi
 // Outcome is how one scheduled operation ended.
 type Outcome uint8
 
-// Outcomes, in report order.
+// Outcomes, in report order. Refused, Unknown, HTTP4xx and HTTP5xx come
+// only from a remote target: they tell a request that never arrived (safe to
+// retry) from one whose fate is unknown (it may have committed; the store
+// audit looks it up) from an answer that is not the API's.
 const (
 	Reserved    Outcome = iota // the reservation committed
 	OutOfStock                 // the SKU had too few units
 	Contended                  // the lock was held by someone else until the acquire gave up
 	Unavailable                // too few lock nodes answered
 	Fenced                     // the store rejected a stale holder's write
-	Error                      // anything else (timeouts, transport, store)
+	Error                      // anything else (a store failure, an invalid request, a cancelled operation)
+	Refused                    // never arrived: the connection was refused or broke before the request was written
+	Unknown                    // sent, no answer (reset, EOF, timeout): it may have committed
+	HTTP4xx                    // a 4xx answer that is not the API's (a rate limiter's 429)
+	HTTP5xx                    // a 5xx answer that is not the API's (a proxy's 502)
 	Late                       // never sent: no in-flight slot within the lateness tolerance
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "fenced", "error", "late"}
+var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "fenced", "error",
+	"refused", "unknown", "http_4xx", "http_5xx", "late"}
 
 // String is the outcome's name in summary.json.
 func (o Outcome) String() string {

@@ -1,20 +1,17 @@
 package loadgen
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
 // Report is a run directory read back: the totals, the time series and the
@@ -25,7 +22,7 @@ type Report struct {
 	Safety     Safety
 	Totals     *HistSet
 	Series     Series
-	Faults     []Fault
+	Faults     []faultlog.Fault // shaded in the charts
 	Summary    Summary
 	Thresholds []ThresholdResult
 }
@@ -115,8 +112,8 @@ func LoadReport(dir string) (*Report, error) {
 	for _, rec := range recs {
 		r.Totals.addRecordCounts(rec)
 	}
-	if r.Faults, err = readFaults(filepath.Join(dir, FaultsFile)); err != nil {
-		return nil, err
+	if r.Faults, err = faultlog.Read(filepath.Join(dir, FaultsFile)); err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
 	}
 	r.Summary = buildSummary(r)
 	return r, nil
@@ -313,127 +310,7 @@ func (r *Report) Write() error {
 	return writeHTML(filepath.Join(r.Dir, HTMLFile), r.htmlData())
 }
 
-// Fault is a fault phase shaded in the charts, from faults.jsonl.
-type Fault struct {
-	Name  string    `json:"name"`
-	Start time.Time `json:"start"`
-	End   time.Time `json:"end"` // zero: until the end of the run
-}
-
-// readFaults parses faults.jsonl. Each line is either a phase
-//
-//	{"name": "kill node 2", "start": T, "end": T}
-//
-// or one edge of it, {"time": T, "phase": "start"|"end", "name": "…"}, where
-// T is RFC 3339 or milliseconds since the epoch. "fault", "kind" or "action"
-// (with "target" or "node") may stand in for "name". A missing file is no
-// faults.
-func readFaults(path string) ([]Fault, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: %w", err)
-	}
-	defer f.Close()
-	var out []Fault
-	open := map[string]int{} // name → index of a phase awaiting its end
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		var raw map[string]any
-		if err := json.Unmarshal([]byte(text), &raw); err != nil {
-			return nil, fmt.Errorf("loadgen: %s line %d: %w", FaultsFile, line, err)
-		}
-		name := faultName(raw)
-		phase, _ := raw["phase"].(string)
-		if phase == "" {
-			phase, _ = raw["event"].(string)
-		}
-		at, hasAt := faultTime(raw, "time", "at", "ts")
-		switch strings.ToLower(phase) {
-		case "start", "begin", "inject", "injected":
-			if !hasAt {
-				return nil, fmt.Errorf("loadgen: %s line %d: a %q event needs a time", FaultsFile, line, phase)
-			}
-			open[name] = len(out)
-			out = append(out, Fault{Name: name, Start: at})
-			continue
-		case "end", "stop", "heal", "healed", "recover", "recovered":
-			if !hasAt {
-				return nil, fmt.Errorf("loadgen: %s line %d: a %q event needs a time", FaultsFile, line, phase)
-			}
-			if i, ok := open[name]; ok {
-				out[i].End = at
-				delete(open, name)
-			}
-			continue
-		}
-		start, ok := faultTime(raw, "start", "started", "from")
-		if !ok {
-			start, ok = at, hasAt
-		}
-		if !ok {
-			return nil, fmt.Errorf("loadgen: %s line %d: no start time", FaultsFile, line)
-		}
-		end, _ := faultTime(raw, "end", "ended", "to", "healed")
-		out = append(out, Fault{Name: name, Start: start, End: end})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("loadgen: %s: %w", FaultsFile, err)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
-	return out, nil
-}
-
-func faultName(raw map[string]any) string {
-	var parts []string
-	for _, k := range []string{"name", "fault", "kind", "action", "type"} {
-		if v, ok := raw[k].(string); ok && v != "" {
-			parts = append(parts, v)
-			break
-		}
-	}
-	for _, k := range []string{"target", "node"} {
-		switch v := raw[k].(type) {
-		case string:
-			if v != "" {
-				parts = append(parts, v)
-			}
-		case float64:
-			parts = append(parts, fmt.Sprintf("node%d", int(v)))
-		}
-	}
-	if len(parts) == 0 {
-		return "fault"
-	}
-	return strings.Join(parts, " ")
-}
-
-func faultTime(raw map[string]any, keys ...string) (time.Time, bool) {
-	for _, k := range keys {
-		switch v := raw[k].(type) {
-		case string:
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				return t, true
-			}
-		case float64:
-			if v > 1e11 { // milliseconds since the epoch
-				return time.UnixMilli(int64(v)), true
-			}
-			return time.Unix(0, int64(v*1e9)), true
-		}
-	}
-	return time.Time{}, false
-}
-
-// spectrum is the percentile distribution of h for the log-axis chart: the
-// points of its .hgrm file.
+// spectrum is the percentile distribution of h for the log-axis chart.
 func spectrum(h *hdr.Histogram, scale float64) []specPoint {
 	var out []specPoint
 	for _, s := range percentileDistribution(h, hgrmTicksPerHalf) {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
 // lockTarget imitates a Redlock-guarded service: lock timings on every
@@ -283,8 +285,12 @@ func TestMergeRunsFromTwoWorkers(t *testing.T) {
 	if ra.Summary.Requests != 150 || rb.Summary.Requests != 150 {
 		t.Fatalf("workers ran %d and %d, want 150 each", ra.Summary.Requests, rb.Summary.Requests)
 	}
-	// A fault file in one of them carries over.
-	os.WriteFile(filepath.Join(a, FaultsFile), []byte(`{"name":"kill node1","start":"`+ra.Meta.Started.Add(100*time.Millisecond).Format(time.RFC3339Nano)+`","end":"`+ra.Meta.Started.Add(200*time.Millisecond).Format(time.RFC3339Nano)+`"}`+"\n"), 0o644)
+	// Both hold a copy of the lab's fault log, taken at different moments:
+	// the merged run has each fault once, ended if any copy saw its end.
+	kill := faultlog.Fault{ID: "n1-kill", Node: 1, Kind: "kill", Start: ra.Meta.Started.Add(100 * time.Millisecond)}
+	appendFaults(t, a, kill)
+	kill.End = kill.Start.Add(100 * time.Millisecond)
+	appendFaults(t, b, kill, faultlog.Fault{ID: "n2-pause", Node: 2, Kind: "pause", Start: kill.End})
 	out := filepath.Join(root, "merged")
 	if err := Merge([]string{a, b}, out, nil); err != nil {
 		t.Fatal(err)
@@ -306,8 +312,8 @@ func TestMergeRunsFromTwoWorkers(t *testing.T) {
 	if !r.Totals.Acquire.Equals(want) {
 		t.Errorf("merged acquire histogram differs from the sum of the two")
 	}
-	if len(r.Faults) != 1 || r.Faults[0].Name != "kill node1" || len(r.Meta.Sources) != 2 {
-		t.Errorf("faults %v sources %v", r.Faults, r.Meta.Sources)
+	if len(r.Faults) != 2 || r.Faults[0].Name() != "kill node1" || r.Faults[0].Active() || !r.Faults[1].Active() || len(r.Meta.Sources) != 2 {
+		t.Errorf("faults %+v sources %v; want kill node1 ended, pause node2 open, 2 sources", r.Faults, r.Meta.Sources)
 	}
 	if failed := r.Judge([]Threshold{mustThreshold(t, "requests==300"), mustThreshold(t, "acquire.p99<1ms")}); len(failed) != 1 || failed[0].Expr != "acquire.p99<1ms" {
 		t.Errorf("judged merged run: failed %+v, want only acquire.p99<1ms", failed)
@@ -324,81 +330,6 @@ func mustThreshold(t *testing.T, s string) Threshold {
 		t.Fatal(err)
 	}
 	return th
-}
-
-// The lab's fault injector (infra/lab) writes one start and one end event per
-// fault, shaped like these lines; the report must pair them.
-func TestReadFaultsLabFormat(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FaultsFile)
-	lines := strings.Join([]string{
-		`{"id":"n2-kill-1-1","node":2,"fault":"kill","event":"start","time":"2026-11-30T10:00:05Z"}`,
-		`{"id":"n3-pause-2-2","node":3,"fault":"pause","event":"start","time":"2026-11-30T10:00:06Z","params":{"for":"2s"}}`,
-		`{"id":"n3-pause-2-2","node":3,"fault":"pause","event":"end","time":"2026-11-30T10:00:08Z","params":{"for":"2s"}}`,
-		`{"id":"n2-kill-1-1","node":2,"fault":"kill","event":"end","time":"2026-11-30T10:00:12Z"}`,
-	}, "\n")
-	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readFaults(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	want := []Fault{
-		{Name: "kill node2", Start: base.Add(5 * time.Second), End: base.Add(12 * time.Second)},
-		{Name: "pause node3", Start: base.Add(6 * time.Second), End: base.Add(8 * time.Second)},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %d faults %+v, want %d", len(got), got, len(want))
-	}
-	for i := range want {
-		if !got[i].Start.Equal(want[i].Start) || !got[i].End.Equal(want[i].End) || !strings.Contains(got[i].Name, strings.Fields(want[i].Name)[0]) {
-			t.Errorf("fault %d: got %+v, want %+v", i, got[i], want[i])
-		}
-	}
-}
-
-func TestReadFaults(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, FaultsFile)
-	lines := strings.Join([]string{
-		`{"name":"partition","start":"2025-01-01T00:00:05Z","end":"2025-01-01T00:00:08Z"}`,
-		`{"time":1735689601000,"phase":"inject","fault":"kill","node":2}`,
-		`# a comment`,
-		`{"time":"2025-01-01T00:00:03Z","phase":"heal","fault":"kill","node":2}`,
-		`{"kind":"clock-jump","target":"node1","at":"2025-01-01T00:00:09Z"}`,
-	}, "\n")
-	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readFaults(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	want := []struct {
-		name       string
-		start, end int // seconds from base; -1 = open
-	}{{"kill node2", 1, 3}, {"partition", 5, 8}, {"clock-jump node1", 9, -1}}
-	if len(got) != len(want) {
-		t.Fatalf("got %d faults %+v, want %d", len(got), got, len(want))
-	}
-	for i, w := range want {
-		g := got[i]
-		if g.Name != w.name || !g.Start.Equal(base.Add(time.Duration(w.start)*time.Second)) ||
-			(w.end < 0) != g.End.IsZero() || (w.end >= 0 && !g.End.Equal(base.Add(time.Duration(w.end)*time.Second))) {
-			t.Errorf("fault %d = %+v, want %+v", i, g, w)
-		}
-	}
-	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readFaults(path); err == nil {
-		t.Error("malformed faults.jsonl: got nil error")
-	}
-	if f, err := readFaults(filepath.Join(dir, "none")); err != nil || f != nil {
-		t.Errorf("missing faults.jsonl: got %v, %v; want none", f, err)
-	}
 }
 
 func TestSweepFindsTheKnee(t *testing.T) {

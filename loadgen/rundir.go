@@ -9,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // Files of a run directory. run.json, intervals.jsonl, latency.hlog and
@@ -19,7 +22,7 @@ const (
 	MetaFile      = "run.json"
 	IntervalsFile = "intervals.jsonl"
 	SafetyFile    = "safety.json"
-	FaultsFile    = "faults.jsonl"
+	FaultsFile    = faultlog.FileName
 	SummaryFile   = "summary.json"
 	TextFile      = "summary.txt"
 	HTMLFile      = "report.html"
@@ -192,20 +195,9 @@ func (w *Writer) Close() error {
 
 func (w *Writer) writeMeta() error { return writeJSON(filepath.Join(w.dir, MetaFile), w.meta) }
 
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("loadgen: encode %s: %w", filepath.Base(path), err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("loadgen: %w", err)
-	}
-	return nil
-}
+// writeJSON replaces a run directory's JSON file atomically: a report
+// re-rendered while another process reads it is never seen half written.
+func writeJSON(path string, v any) error { return atomicfile.WriteJSON(path, v, 0o644) }
 
 func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)

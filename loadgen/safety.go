@@ -27,6 +27,11 @@ type Safety struct {
 	Oversell int64 `json:"oversell"`
 	// FencedRejections counts stale holders' writes the store refused.
 	FencedRejections int64 `json:"fenced_rejections"`
+	// UnknownCommitted and UnknownNotCommitted split the operations whose
+	// outcome was unknown (sent, never answered) by what the ledger says
+	// became of them; zero unless AuditChecked.
+	UnknownCommitted    int64 `json:"unknown_committed"`
+	UnknownNotCommitted int64 `json:"unknown_not_committed"`
 
 	DoubleGrantsChecked bool `json:"double_grants_checked"`
 	AuditChecked        bool `json:"audit_checked"`
@@ -41,6 +46,8 @@ func (s *Safety) Add(o Safety) {
 	s.LostUpdates += o.LostUpdates
 	s.Oversell += o.Oversell
 	s.FencedRejections += o.FencedRejections
+	s.UnknownCommitted += o.UnknownCommitted
+	s.UnknownNotCommitted += o.UnknownNotCommitted
 	s.DoubleGrantsChecked = s.DoubleGrantsChecked || o.DoubleGrantsChecked
 	s.AuditChecked = s.AuditChecked || o.AuditChecked
 	for _, e := range o.Examples {

@@ -208,6 +208,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	} else {
 		b.WriteString("safety: not checked (this target reports no holds and has no store to audit)\n")
 	}
+	if n := s.Outcomes[Unknown.String()]; n > 0 {
+		if sf.AuditChecked {
+			fmt.Fprintf(&b, "unknown outcomes: %d sent and never answered; the ledger has %d of them committed, %d not\n", n, sf.UnknownCommitted, sf.UnknownNotCommitted)
+		} else {
+			fmt.Fprintf(&b, "unknown outcomes: %d sent and never answered, not audited (no store to look them up in)\n", n)
+		}
+	}
 	for _, t := range s.Thresholds {
 		mark := "pass"
 		if !t.Pass {

@@ -2,18 +2,13 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
@@ -92,6 +87,8 @@ type InventoryConfig struct {
 	LockConcurrency int
 	// PoolSize is each node client's pool size (0: go-redis default).
 	PoolSize int
+	// Username and Password authenticate to the lock nodes (Redis ACL).
+	Username, Password string
 	// Recorder receives every acquire attempt's per-node results.
 	Recorder *Recorder
 	// Hold is the time every reservation spends inside its critical section
@@ -113,10 +110,7 @@ type InventoryConfig struct {
 // HoldChecker on one clock, and the store is audited after the run.
 type InventoryTarget struct {
 	cfg      InventoryConfig
-	stores   []*inventory.Store
-	services []*inventory.Service
-	lockers  []*redlock.Client
-	clients  []*redis.Client
+	replicas []*inventory.Replica
 	checker  atomic.Pointer[HoldChecker]
 	skus     []string
 	initial  map[string]int64
@@ -129,7 +123,8 @@ var (
 	_ SafetyChecker = (*InventoryTarget)(nil)
 )
 
-// NewInventoryTarget opens the store and builds the replicas.
+// NewInventoryTarget opens the replicas, each with its own store handle and
+// lock clients.
 func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTarget, error) {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
@@ -137,67 +132,25 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 	if cfg.RunID == "" {
 		cfg.RunID = fmt.Sprintf("load-%d", time.Now().UnixNano())
 	}
-	needsLock := cfg.Guard == inventory.GuardRedlock || cfg.Guard == inventory.GuardRedlockFenced || cfg.Guard == inventory.GuardRedisSingle
-	if needsLock && len(cfg.Nodes) == 0 {
-		return nil, fmt.Errorf("loadgen: guard %s needs lock nodes", cfg.Guard)
-	}
-	t := &InventoryTarget{cfg: cfg, locks: needsLock}
+	t := &InventoryTarget{cfg: cfg, locks: cfg.Guard.NeedsNodes()}
 	t.checker.Store(NewHoldChecker(time.Now()))
-	var nodeOpts []redlock.NodeOption
-	if cfg.NodeTimeout > 0 {
-		nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
-	}
-	if cfg.PoolSize > 0 {
-		nodeOpts = append(nodeOpts, redlock.WithPoolSize(cfg.PoolSize))
+	var observer redlock.Observer
+	if cfg.Recorder != nil {
+		observer = nodeObserver{cfg.Recorder}
 	}
 	for i := 0; i < cfg.Replicas; i++ {
-		store, err := inventory.OpenStore(ctx, cfg.StoreDSN)
-		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("loadgen: open store: %w", err)
-		}
-		t.stores = append(t.stores, store)
-		opts := []inventory.ServiceOption{
-			inventory.WithHolder(fmt.Sprintf("replica-%d", i)),
-			inventory.WithHoldObserver(t.observeHold),
-		}
-		if cfg.LockTTL > 0 {
-			opts = append(opts, inventory.WithLockTTL(cfg.LockTTL))
-		}
-		if cfg.AcquireTimeout > 0 {
-			opts = append(opts, inventory.WithAcquireTimeout(cfg.AcquireTimeout))
-		}
-		if hook := cfg.criticalSection(); hook != nil {
-			opts = append(opts, inventory.WithPauseHook(hook))
-		}
-		var locker *redlock.Client
-		switch cfg.Guard {
-		case inventory.GuardRedlock, inventory.GuardRedlockFenced:
-			nodes := redlock.NewNodes(cfg.Nodes, nodeOpts...)
-			t.clients = append(t.clients, nodes...)
-			var ropts []redlock.Option
-			if cfg.Recorder != nil {
-				ropts = append(ropts, redlock.WithObserver(nodeObserver{cfg.Recorder}))
-			}
-			if cfg.LockConcurrency > 0 {
-				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.LockConcurrency))
-			}
-			if locker, err = redlock.New(nodes, ropts...); err != nil {
-				t.Close()
-				return nil, fmt.Errorf("loadgen: %w", err)
-			}
-			t.lockers = append(t.lockers, locker)
-		case inventory.GuardRedisSingle:
-			node := redlock.NewNodes(cfg.Nodes[:1], nodeOpts...)[0]
-			t.clients = append(t.clients, node)
-			opts = append(opts, inventory.WithSingleNode(node))
-		}
-		svc, err := inventory.NewService(store, cfg.Guard, locker, opts...)
+		r, err := inventory.OpenReplica(ctx, inventory.ReplicaConfig{
+			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes,
+			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
+			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
+			Observer: observer, MaxConcurrentAttempts: cfg.LockConcurrency,
+			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),
+		})
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("loadgen: %w", err)
 		}
-		t.services = append(t.services, svc)
+		t.replicas = append(t.replicas, r)
 	}
 	t.warm(ctx)
 	return t, nil
@@ -253,7 +206,7 @@ func (t *InventoryTarget) Begin(start time.Time) { t.checker.Store(NewHoldChecke
 func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
 	for _, sku := range skus {
-		if err := t.stores[0].Seed(ctx, sku, stock); err != nil {
+		if err := t.replicas[0].Store().Seed(ctx, sku, stock); err != nil {
 			return err
 		}
 		t.initial[sku] = stock
@@ -266,33 +219,22 @@ func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int6
 const warmConns = 4
 
 // warm opens connections to every lock node before the clock starts, with a
-// patience the measured requests do not get: a cold pool hit by the first
-// burst of requests dials every node at once under the 50ms node timeout,
-// and on a busy machine those dials time out, the acquires retry, and the
-// retries dial again. Nodes that stay unreachable are left to the run to
-// report.
+// patience the measured requests do not get (see inventory.Replica.Warm).
 func (t *InventoryTarget) warm(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, c := range t.clients {
-		for i := 0; i < warmConns; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-					if c.Ping(ctx).Err() == nil {
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}()
-		}
+	for _, r := range t.replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Warm(ctx, warmConns)
+		}()
 	}
 	wg.Wait()
 }
 
 // Do reserves through the next replica.
 func (t *InventoryTarget) Do(ctx context.Context, op Op) Result {
-	svc := t.services[op.Seq%uint64(len(t.services))]
+	svc := t.replicas[op.Seq%uint64(len(t.replicas))].Service()
 	res, err := svc.Reserve(ctx, inventory.Request{
 		SKU: op.Key, Quantity: op.Quantity, RequestID: t.cfg.RunID + "-" + strconv.FormatUint(op.Seq, 10),
 	})
@@ -335,7 +277,7 @@ func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	if len(t.skus) == 0 {
 		return s, nil
 	}
-	a, err := t.stores[0].Audit(ctx, t.skus, t.initial)
+	a, err := t.replicas[0].Store().Audit(ctx, t.skus, t.initial)
 	if err != nil {
 		return s, err
 	}
@@ -344,20 +286,14 @@ func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	return s, nil
 }
 
-// Close waits for the lock clients' background releases and closes every
-// connection.
+// Close closes every replica (each waits for its lock client's background
+// releases before closing its connections).
 func (t *InventoryTarget) Close() error {
 	var errs []error
-	for _, l := range t.lockers {
-		errs = append(errs, l.Close())
+	for _, r := range t.replicas {
+		errs = append(errs, r.Close())
 	}
-	for _, c := range t.clients {
-		errs = append(errs, c.Close())
-	}
-	for _, s := range t.stores {
-		errs = append(errs, s.Close())
-	}
-	t.lockers, t.clients, t.stores = nil, nil, nil
+	t.replicas = nil
 	return errors.Join(errs...)
 }
 
@@ -375,18 +311,25 @@ type HTTPConfig struct {
 	StoreDSN string
 }
 
-// HTTPTarget sends reservations to remote inventory instances and reads the
-// lock figures from their Server-Timing header.
+// HTTPTarget sends reservations to remote inventory instances through
+// inventory.Client and reads the lock figures from their Server-Timing
+// header. It tells apart a request that never arrived (Refused), one sent
+// but never answered (Unknown: it may have committed) and an answer that is
+// not the API's (HTTP4xx, HTTP5xx); with a store, the audit looks every
+// Unknown one up in the ledger.
 type HTTPTarget struct {
 	cfg     HTTPConfig
-	client  *http.Client
-	urls    []string
+	hc      *http.Client
+	clients []*inventory.Client
 	guard   string
 	locks   bool
 	store   *inventory.Store
 	skus    []string
 	initial map[string]int64
 	runID   string
+
+	mu      sync.Mutex
+	unknown []uint64 // the Seq of every operation whose outcome is unknown
 }
 
 var (
@@ -411,23 +354,30 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 		MaxIdleConns: cfg.MaxConns * len(cfg.URLs), MaxIdleConnsPerHost: cfg.MaxConns,
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}
-	t := &HTTPTarget{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: fmt.Sprintf("load-%d", time.Now().UnixNano())}
+	t := &HTTPTarget{cfg: cfg, hc: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: fmt.Sprintf("load-%d", time.Now().UnixNano())}
 	for _, u := range cfg.URLs {
-		u = strings.TrimRight(u, "/")
-		t.urls = append(t.urls, u)
-		guard, err := t.ready(ctx, u)
+		c, err := inventory.NewClient(u, t.hc)
 		if err != nil {
 			t.Close()
-			return nil, err
+			return nil, fmt.Errorf("loadgen: target: %w", err)
 		}
-		if t.guard != "" && guard != t.guard {
+		st, err := c.Ready(ctx)
+		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("loadgen: %s runs guard %s, %s runs %s: one run, one guard", t.urls[0], t.guard, u, guard)
+			return nil, fmt.Errorf("loadgen: target %s: %w", c.URL(), err)
 		}
-		t.guard = guard
+		if !st.Ready {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: target %s is not ready (store: %s, lock: %s)", c.URL(), st.Store, st.Lock)
+		}
+		if t.guard != "" && string(st.Guard) != t.guard {
+			t.Close()
+			return nil, fmt.Errorf("loadgen: %s runs guard %s, %s runs %s: one run, one guard", t.clients[0].URL(), t.guard, c.URL(), st.Guard)
+		}
+		t.guard = string(st.Guard)
+		t.clients = append(t.clients, c)
 	}
-	g := inventory.Guard(t.guard)
-	t.locks = g == inventory.GuardRedlock || g == inventory.GuardRedlockFenced || g == inventory.GuardRedisSingle
+	t.locks = inventory.Guard(t.guard).NeedsNodes()
 	if cfg.StoreDSN != "" {
 		s, err := inventory.OpenStore(ctx, cfg.StoreDSN)
 		if err != nil {
@@ -442,29 +392,6 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 // Guard is the guard the remote instances run.
 func (t *HTTPTarget) Guard() string { return t.guard }
 
-func (t *HTTPTarget) ready(ctx context.Context, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-	if err != nil {
-		return "", fmt.Errorf("loadgen: target %s: %w", base, err)
-	}
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("loadgen: target %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Guard  string `json:"guard"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body); err != nil {
-		return "", fmt.Errorf("loadgen: target %s/readyz: %w", base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("loadgen: target %s is not ready: %s", base, body.Status)
-	}
-	return body.Guard, nil
-}
-
 // Prepare seeds stock in the shared store, or through the first instance.
 func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
@@ -476,112 +403,65 @@ func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) er
 			}
 			continue
 		}
-		body := fmt.Sprintf(`{"stock":%d}`, stock)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, t.urls[0]+"/v1/stock/"+sku, strings.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("loadgen: seed %s: %w", sku, err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := t.client.Do(req)
-		if err != nil {
-			return fmt.Errorf("loadgen: seed %s: %w", sku, err)
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("loadgen: seed %s: %s answered %s", sku, t.urls[0], resp.Status)
+		if err := t.clients[0].SetStock(ctx, sku, stock); err != nil {
+			return fmt.Errorf("loadgen: seed %s through %s: %w", sku, t.clients[0].URL(), err)
 		}
 	}
 	return nil
 }
 
+func (t *HTTPTarget) requestID(seq uint64) string { return t.runID + "-" + strconv.FormatUint(seq, 10) }
+
 // Do posts one reservation.
 func (t *HTTPTarget) Do(ctx context.Context, op Op) Result {
-	base := t.urls[op.Seq%uint64(len(t.urls))]
-	body := `{"sku":"` + op.Key + `","quantity":` + strconv.FormatInt(op.Quantity, 10) +
-		`,"request_id":"` + t.runID + "-" + strconv.FormatUint(op.Seq, 10) + `"}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/reservations", strings.NewReader(body))
-	if err != nil {
-		return Result{Outcome: Error}
+	c := t.clients[op.Seq%uint64(len(t.clients))]
+	res, err := c.Reserve(ctx, inventory.Request{SKU: op.Key, Quantity: op.Quantity, RequestID: t.requestID(op.Seq)})
+	timing := res.Timing
+	var re *inventory.ReserveError
+	if errors.As(err, &re) {
+		timing = re.Timing
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return Result{Outcome: Error}
+	out := classifyHTTP(err)
+	if out == Unknown {
+		t.mu.Lock()
+		t.unknown = append(t.unknown, op.Seq)
+		t.mu.Unlock()
 	}
-	defer resp.Body.Close()
-	res := parseServerTiming(resp.Header.Get("Server-Timing"))
-	res.Lock = t.locks
-	switch {
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
-		res.Outcome = Reserved
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	case resp.StatusCode == http.StatusConflict:
-		res.Outcome = OutOfStock
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	default:
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		switch e.Error.Code {
-		case "contended":
-			res.Outcome = Contended
-		case "unavailable":
-			res.Outcome = Unavailable
-		case "fenced":
-			res.Outcome = Fenced
-		case "out_of_stock":
-			res.Outcome = OutOfStock
-		default:
-			res.Outcome = Error
-		}
+	return Result{
+		// Only a reservation the service ran carries lock figures (a lock
+		// guard makes at least one attempt); a refusal in transit or a
+		// proxy's answer has none to record.
+		Outcome: out, Lock: t.locks && timing.Attempts > 0,
+		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts,
 	}
-	return res
 }
 
-// parseServerTiming reads `acquire;dur=1.2, hold;dur=0.4, release;dur=0.3,
-// attempts;desc="2"` (durations in ms).
-func parseServerTiming(h string) Result {
-	var r Result
-	for _, metric := range strings.Split(h, ",") {
-		parts := strings.Split(strings.TrimSpace(metric), ";")
-		name := strings.TrimSpace(parts[0])
-		for _, p := range parts[1:] {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			v = strings.Trim(v, `"`)
-			switch {
-			case k == "dur":
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil || f < 0 {
-					continue
-				}
-				d := time.Duration(f * float64(time.Millisecond))
-				switch name {
-				case "acquire":
-					r.Acquire = d
-				case "hold":
-					r.Hold = d
-				case "release":
-					r.Release = d
-				}
-			case k == "desc" && name == "attempts":
-				if n, err := strconv.Atoi(v); err == nil {
-					r.Attempts = n
-				}
-			}
+// classifyHTTP maps a Client.Reserve result to its outcome.
+func classifyHTTP(err error) Outcome {
+	var ae *inventory.APIError
+	switch {
+	case errors.Is(err, inventory.ErrNotSent):
+		return Refused
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
+		return Unknown
+	case errors.Is(err, inventory.ErrUnexpectedResponse) && errors.As(err, &ae):
+		switch ae.Status / 100 {
+		case 4:
+			return HTTP4xx
+		case 5:
+			return HTTP5xx
 		}
+		return Error
 	}
-	return r
+	return classify(err)
 }
 
 // DoubleGrants is always 0: holds happen in the remote processes, on their
 // clocks, and are not reported.
 func (t *HTTPTarget) DoubleGrants() int64 { return 0 }
 
-// Safety audits the shared store when there is one.
+// Safety audits the shared store when there is one, and looks up every
+// operation whose outcome was unknown: did it commit?
 func (t *HTTPTarget) Safety(ctx context.Context) (Safety, error) {
 	if t.store == nil || len(t.skus) == 0 {
 		return Safety{}, nil
@@ -590,12 +470,27 @@ func (t *HTTPTarget) Safety(ctx context.Context) (Safety, error) {
 	if err != nil {
 		return Safety{}, err
 	}
-	return Safety{AuditChecked: true, LostUpdates: a.LostUpdates, Oversell: a.Oversell, FencedRejections: a.FencedRejections}, nil
+	s := Safety{AuditChecked: true, LostUpdates: a.LostUpdates, Oversell: a.Oversell, FencedRejections: a.FencedRejections}
+	t.mu.Lock()
+	unknown := append([]uint64(nil), t.unknown...)
+	t.mu.Unlock()
+	for _, seq := range unknown {
+		_, committed, err := t.store.Reservation(ctx, t.requestID(seq))
+		if err != nil {
+			return Safety{}, fmt.Errorf("loadgen: audit of the unknown outcomes: %w", err)
+		}
+		if committed {
+			s.UnknownCommitted++
+		} else {
+			s.UnknownNotCommitted++
+		}
+	}
+	return s, nil
 }
 
 // Close closes idle connections and the store.
 func (t *HTTPTarget) Close() error {
-	t.client.CloseIdleConnections()
+	t.hc.CloseIdleConnections()
 	if t.store != nil {
 		err := t.store.Close()
 		t.store = nil

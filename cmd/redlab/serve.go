@@ -79,7 +79,7 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 		return err
 	}
 	o.guard = g
-	if g != inventory.GuardNone && g != inventory.GuardDBAtomic {
+	if g.NeedsNodes() {
 		if o.nodes, err = o.nodesFlag.orEnv(); err != nil {
 			return fmt.Errorf("guard %s: %w", g, err)
 		}
@@ -123,51 +123,28 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 }
 
 func (o *serveOptions) run(ctx context.Context, e *env) error {
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	store, err := inventory.OpenStore(octx, o.store)
-	cancel()
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
-	var svcOpts []inventory.ServiceOption
-	var locker *redlock.Client
-	if len(o.nodes) > 0 {
-		nodes := redlock.NewNodes(o.nodes, redlock.WithNodeTimeout(o.nodeTimeout))
-		defer func() {
-			for _, n := range nodes {
-				n.Close()
-			}
-		}()
-		switch o.guard {
-		case inventory.GuardRedisSingle:
-			svcOpts = append(svcOpts, inventory.WithSingleNode(nodes[0]))
-		default:
-			if locker, err = redlock.New(nodes); err != nil {
-				return err
-			}
-			defer locker.Close() // before the nodes close: it waits for its background releases
-		}
-	}
-	svcOpts = append(svcOpts, inventory.WithLockTTL(o.lockTTL), inventory.WithAcquireTimeout(o.acquireTimeout))
-	if o.holder != "" {
-		svcOpts = append(svcOpts, inventory.WithHolder(o.holder))
-	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 	handlerOpts := []inventory.HandlerOption{inventory.WithLogger(logger)}
+	rcfg := inventory.ReplicaConfig{
+		StoreDSN: o.store, Guard: o.guard, Nodes: o.nodes, NodeTimeout: o.nodeTimeout,
+		LockTTL: o.lockTTL, AcquireTimeout: o.acquireTimeout, Holder: o.holder,
+	}
 	if o.faultHooks {
 		faults := inventory.NewFaults()
 		if err := faults.SetRandom(o.faultPause, o.faultFraction); err != nil {
 			return err
 		}
-		svcOpts = append(svcOpts, inventory.WithPauseHook(faults.Hook()))
+		rcfg.PauseHook = faults.Hook()
 		handlerOpts = append(handlerOpts, inventory.WithFaults(faults))
 	}
-	svc, err := inventory.NewService(store, o.guard, locker, svcOpts...)
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	replica, err := inventory.OpenReplica(octx, rcfg)
+	cancel()
 	if err != nil {
 		return err
 	}
+	defer replica.Close()
+	svc := replica.Service()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // The lab's nodes run with the ACL infra/modules/redis-node renders for a
@@ -125,7 +127,7 @@ func ensureCredentials(stateDir string) (Credentials, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := writeFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 		return c, fmt.Errorf("lab: credentials: %w", err)
 	}
 	return c, nil
@@ -159,7 +161,7 @@ func (c Credentials) writeVarFile(path string) (remove func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(path, b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	return func() { os.Remove(path) }, nil

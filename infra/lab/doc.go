@@ -13,7 +13,8 @@
 //   - Lab's fault methods (Kill, PowerLoss, Restart, Stop, Start, Pause,
 //     Partition, Heal, Latency, ClockJump, ClockRate) call that endpoint;
 //     every fault is recorded with its start and end time, to the
-//     nanosecond, in faults.jsonl (ReadFaults).
+//     nanosecond, in faults.jsonl (package faultlog owns the format;
+//     ReadFaults reads a state directory's).
 //
 // ACLs are on, as on a real VM (see Credentials): clients log in as
 // "redlock" (locks) or "monitor" (reads); the lab-only "admin" is the

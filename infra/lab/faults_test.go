@@ -64,7 +64,7 @@ func TestReadFaultsMissingAndBroken(t *testing.T) {
 	if got, err := ReadFaults(dir); err != nil || len(got) != 0 {
 		t.Errorf("missing file: got %v, %v; want no faults, no error", got, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, FaultsFile), []byte("{\"id\":\"a\",\"event\":\"start\",\"time\":\""+time.Now().Format(time.RFC3339Nano)+"\"}\nnot json\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, FaultsFile), []byte("{\"id\":\"a\",\"fault\":\"kill\",\"event\":\"start\",\"time\":\""+time.Now().Format(time.RFC3339Nano)+"\"}\nnot json\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadFaults(dir); err == nil {

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // Persistence is a lab persistence profile.
@@ -433,7 +435,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if old != nil {
 		f.Nodes = old.f.Nodes
 	}
-	if err := writeJSONFile(filepath.Join(cfg.StateDir, labFileName), f); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	removeVars, err := creds.writeVarFile(filepath.Join(cfg.StateDir, workspaceDir, credsVarFile))
@@ -453,7 +455,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, fmt.Errorf("lab: output nodes: %w", err)
 	}
 	sort.Slice(f.Nodes, func(i, j int) bool { return f.Nodes[i].ID < f.Nodes[j].ID })
-	if err := writeJSONFile(filepath.Join(cfg.StateDir, labFileName), f); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	// Terraform believes every node exists; a supervisor may have died

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // Port offsets from the lab's base port. Node N (from 1) listens on
@@ -235,37 +237,12 @@ type AOFSample struct {
 // Addr is the proxied address clients use.
 func (s NodeStatus) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
 
-func writeJSONFile(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(b, '\n'), 0o644)
-}
-
 func readJSONFile(path string, v any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)
-}
-
-// writeFileAtomic replaces path so readers never see a half-written file.
-func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, perm); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, perm); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 func readPID(path string) int {
@@ -278,7 +255,7 @@ func readPID(path string) int {
 }
 
 func writePID(path string, pid int) error {
-	return writeFileAtomic(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
 // alive reports whether pid is a live process. A zombie is dead: where PID 1

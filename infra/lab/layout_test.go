@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 func TestParseRedisConfPersistence(t *testing.T) {
@@ -242,7 +244,7 @@ func TestCheckPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := NodeSpec{ID: 2, Port: cfg.BasePort + 2, RedisPort: cfg.BasePort + redisPortOffset + 2, ControlPort: taken}
-	if err := writeJSONFile(filepath.Join(nodeDir(dir, 2), specFile), spec); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(nodeDir(dir, 2), specFile), spec, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkPorts(cfg); err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // PrepareNode writes the node's spec, rendered redis.conf and restart guard
@@ -38,11 +40,11 @@ func PrepareNode(spec NodeSpec) error {
 		b    []byte
 		mode os.FileMode
 	}{{confFile, spec.Conf, 0o644}, {guardFile, spec.Guard, 0o755}} {
-		if err := writeFileAtomic(spec.path(f.name), f.b, f.mode); err != nil {
+		if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
 			return fmt.Errorf("lab: node %d: %w", spec.ID, err)
 		}
 	}
-	if err := writeJSONFile(spec.path(specFile), spec); err != nil {
+	if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
 		return fmt.Errorf("lab: node %d: %w", spec.ID, err)
 	}
 	return nil

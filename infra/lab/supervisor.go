@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // ErrNotRunning is returned by a fault that needs a running redis-server
@@ -544,7 +546,7 @@ func (s *supervisor) setStateLocked(st NodeState) {
 }
 
 func (s *supervisor) saveLocked() {
-	if err := writeJSONFile(s.spec.path(statusFile), s.st); err != nil {
+	if err := atomicfile.WriteJSON(s.spec.path(statusFile), s.st, 0o644); err != nil {
 		s.log.Printf("save status: %v", err)
 	}
 	close(s.changed)

@@ -1,7 +1,8 @@
-// Package wire decodes and validates the inventory API's JSON request
-// bodies, strictly: one object of known fields, right types, nothing after
-// it, within a size cap. It imports only the standard library, so its fuzz
-// test builds and runs quickly.
+// Package wire is the inventory API's wire format: it spells the API's error
+// codes and decodes and validates the JSON request bodies, strictly: one
+// object of known fields, right types, nothing after it, within a size cap.
+// It imports only the standard library, so its fuzz test builds and runs
+// quickly.
 package wire
 
 import (
@@ -12,6 +13,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,18 +28,17 @@ const (
 	MaxStock        = 1_000_000_000_000
 )
 
-// Error is a rejected request body: the HTTP status, a stable code and a
-// message for humans.
+// Error is a rejected request body: a stable code (its HTTP status is
+// inventory's to give) and a message for humans.
 type Error struct {
-	Status  int
 	Code    string
 	Message string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-func errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // FieldError says which field is invalid and why.
@@ -90,9 +91,9 @@ func CheckStock(n int64) *FieldError {
 	return nil
 }
 
-// invalid turns a FieldError into a 400 with code invalid_<field>.
+// invalid turns a FieldError into an error with code invalid_<field>.
 func invalid(fe *FieldError) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "invalid_" + fe.Field, Message: fe.Error()}
+	return &Error{Code: InvalidCode(fe.Field), Message: fe.Error()}
 }
 
 // DecodeObject reads a JSON object body into its raw fields. It enforces the
@@ -105,36 +106,41 @@ func DecodeObject(header http.Header, body io.Reader, allowed ...string) (map[st
 	ct := header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != "application/json" {
-		return nil, errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json, got %q", ct)
+		return nil, errorf(CodeUnsupportedMediaType, "Content-Type must be application/json, got %q", ct)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "charset must be utf-8, got %q", cs)
+		return nil, errorf(CodeUnsupportedMediaType, "charset must be utf-8, got %q", cs)
 	}
 	if ce := header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil, errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Encoding %q is not supported", ce)
+		return nil, errorf(CodeUnsupportedMediaType, "Content-Encoding %q is not supported", ce)
 	}
 	b, err := io.ReadAll(io.LimitReader(body, MaxBodyBytes+1))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || len(b) > MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body exceeds %d bytes", MaxBodyBytes)
+		return nil, errorf(CodeBodyTooLarge, "body exceeds %d bytes", MaxBodyBytes)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The server's read timeout cut the body off: the client was too
+		// slow, its JSON was not wrong.
+		return nil, errorf(CodeRequestTimeout, "the body did not arrive within the server's read timeout")
 	}
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "invalid_json", "reading the body failed")
+		return nil, errorf(CodeInvalidJSON, "reading the body failed")
 	}
 	b = bytes.TrimLeft(b, " \t\r\n")
 	if len(b) == 0 {
-		return nil, errorf(http.StatusBadRequest, "invalid_json", "empty body, want a JSON object")
+		return nil, errorf(CodeInvalidJSON, "empty body, want a JSON object")
 	}
 	if b[0] != '{' {
-		return nil, errorf(http.StatusBadRequest, "invalid_json", "body must be a JSON object")
+		return nil, errorf(CodeInvalidJSON, "body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var fields map[string]json.RawMessage
 	if err := dec.Decode(&fields); err != nil {
-		return nil, errorf(http.StatusBadRequest, "invalid_json", "malformed JSON object")
+		return nil, errorf(CodeInvalidJSON, "malformed JSON object")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errorf(http.StatusBadRequest, "invalid_json", "unexpected data after the JSON object")
+		return nil, errorf(CodeInvalidJSON, "unexpected data after the JSON object")
 	}
 	var unknown []string
 	for k := range fields {
@@ -148,22 +154,22 @@ func DecodeObject(header http.Header, body io.Reader, allowed ...string) (map[st
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, errorf(http.StatusBadRequest, "unknown_field", "unknown field(s) %s; allowed: %s",
+		return nil, errorf(CodeUnknownField, "unknown field(s) %s; allowed: %s",
 			strings.Join(unknown, ", "), strings.Join(allowed, ", "))
 	}
 	return fields, nil
 }
 
 // Field decodes fields[name] into dst. A missing or null field, or one of
-// the wrong type, is a 400 with code invalid_<name>; want says what is
+// the wrong type, is an error with code invalid_<name>; want says what is
 // expected ("a string").
 func Field(fields map[string]json.RawMessage, name string, dst any, want string) *Error {
 	raw, ok := fields[name]
 	if !ok || string(raw) == "null" {
-		return errorf(http.StatusBadRequest, "invalid_"+name, "%s is required", name)
+		return errorf(InvalidCode(name), "%s is required", name)
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return errorf(http.StatusBadRequest, "invalid_"+name, "%s must be %s", name, want)
+		return errorf(InvalidCode(name), "%s must be %s", name, want)
 	}
 	return nil
 }
@@ -174,11 +180,18 @@ var (
 	wantStock    = fmt.Sprintf("an integer 0..%d", int64(MaxStock))
 )
 
-// Reservation is the body of POST /v1/reservations.
+// Reservation is the body of POST /v1/reservations, as the client encodes
+// it and DecodeReservation reads it.
 type Reservation struct {
-	SKU       string
-	Quantity  int64
-	RequestID string
+	SKU       string `json:"sku"`
+	Quantity  int64  `json:"quantity"`
+	RequestID string `json:"request_id"`
+}
+
+// Stock is the body of PUT /v1/stock/{sku}, as the client encodes it and
+// DecodeStock reads it.
+type Stock struct {
+	Stock int64 `json:"stock"`
 }
 
 // DecodeReservation reads and validates a reservation body.

@@ -1,0 +1,184 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlocklab/redlocklab/redlock"
+)
+
+// ReplicaConfig is everything one replica of the service is built from: its
+// store, its guard and, for the guards that lock, its own lock nodes'
+// clients. Zero values take the defaults.
+type ReplicaConfig struct {
+	// StoreDSN is "sqlite:PATH" or a postgres:// URL (see OpenStore).
+	StoreDSN string
+	Guard    Guard
+	// Nodes are the lock nodes, host:port, for the guards that lock
+	// (Guard.NeedsNodes); redis-single uses the first. Ignored otherwise.
+	Nodes []string
+	// NodeTimeout is each node client's dial, read and write timeout
+	// (0: redlock.DefaultNodeTimeout).
+	NodeTimeout time.Duration
+	// PoolSize is each node client's connection pool (0: go-redis default).
+	PoolSize int
+	// Username and Password authenticate to the lock nodes (Redis ACL; an
+	// empty Username with a Password is the default user). Empty: no AUTH.
+	Username, Password string
+	// LockTTL and AcquireTimeout (0: DefaultLockTTL, DefaultAcquireTimeout).
+	LockTTL        time.Duration
+	AcquireTimeout time.Duration
+	// Holder names the replica in the ledger and in holds (default
+	// host-pid-random).
+	Holder string
+	// Observer receives the Redlock client's per-attempt events (nil: none).
+	Observer redlock.Observer
+	// MaxConcurrentAttempts bounds the Redlock client's concurrent acquire
+	// attempts (redlock.WithMaxConcurrentAttempts; 0: unbounded).
+	MaxConcurrentAttempts int
+	// OnHold receives every lock tenure (WithHoldObserver).
+	OnHold func(Hold)
+	// PauseHook runs inside every critical section (WithPauseHook).
+	PauseHook PauseHook
+}
+
+// Replica is one replica of the service with everything it opened: a store
+// handle, the lock nodes' clients and the Redlock client. It is what `redlab
+// serve` runs and what the load generator runs several of in one process.
+type Replica struct {
+	svc    *Service
+	store  *Store
+	nodes  []*redis.Client
+	locker *redlock.Client
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// OpenReplica opens the store (applying its migrations), connects the lock
+// nodes the guard needs and builds the service. Nothing is left open when
+// it fails.
+func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error) {
+	if !cfg.Guard.known() {
+		return nil, fmt.Errorf("inventory: unknown guard %q", cfg.Guard)
+	}
+	if cfg.Guard.NeedsNodes() && len(cfg.Nodes) == 0 {
+		return nil, fmt.Errorf("inventory: guard %s needs lock nodes", cfg.Guard)
+	}
+	if cfg.NodeTimeout < 0 || cfg.PoolSize < 0 || cfg.MaxConcurrentAttempts < 0 {
+		return nil, fmt.Errorf("inventory: node timeout %v, pool size %d, max concurrent attempts %d: none may be negative",
+			cfg.NodeTimeout, cfg.PoolSize, cfg.MaxConcurrentAttempts)
+	}
+	r := &Replica{}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.store, err = OpenStore(ctx, cfg.StoreDSN); err != nil {
+		return nil, err
+	}
+	opts := []ServiceOption{WithHoldObserver(cfg.OnHold), WithPauseHook(cfg.PauseHook)}
+	if cfg.LockTTL != 0 {
+		opts = append(opts, WithLockTTL(cfg.LockTTL))
+	}
+	if cfg.AcquireTimeout != 0 {
+		opts = append(opts, WithAcquireTimeout(cfg.AcquireTimeout))
+	}
+	if cfg.Holder != "" {
+		opts = append(opts, WithHolder(cfg.Holder))
+	}
+	if cfg.Guard.NeedsNodes() {
+		var nodeOpts []redlock.NodeOption
+		if cfg.NodeTimeout > 0 {
+			nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
+		}
+		if cfg.PoolSize > 0 {
+			nodeOpts = append(nodeOpts, redlock.WithPoolSize(cfg.PoolSize))
+		}
+		if cfg.Username != "" || cfg.Password != "" {
+			nodeOpts = append(nodeOpts, redlock.WithAuth(cfg.Username, cfg.Password))
+		}
+		addrs := cfg.Nodes
+		if !cfg.Guard.redlock() {
+			addrs = addrs[:1] // redis-single locks on one node
+		}
+		r.nodes = redlock.NewNodes(addrs, nodeOpts...)
+		if cfg.Guard.redlock() {
+			var ropts []redlock.Option
+			if cfg.Observer != nil {
+				ropts = append(ropts, redlock.WithObserver(cfg.Observer))
+			}
+			if cfg.MaxConcurrentAttempts > 0 {
+				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.MaxConcurrentAttempts))
+			}
+			if r.locker, err = redlock.New(r.nodes, ropts...); err != nil {
+				return nil, fmt.Errorf("inventory: %w", err)
+			}
+		} else {
+			opts = append(opts, WithSingleNode(r.nodes[0]))
+		}
+	}
+	if r.svc, err = NewService(r.store, cfg.Guard, r.locker, opts...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Service is the replica's reservation service.
+func (r *Replica) Service() *Service { return r.svc }
+
+// Store is the replica's store handle.
+func (r *Replica) Store() *Store { return r.store }
+
+// Warm opens conns connections to every lock node before traffic arrives,
+// retrying a node for up to a second: a cold pool hit by a burst dials every
+// node at once under the short node timeout, and on a busy machine those
+// dials time out and the acquires that needed them fail. Nodes that stay
+// unreachable are left for the traffic to report.
+func (r *Replica) Warm(ctx context.Context, conns int) {
+	var wg sync.WaitGroup
+	for _, c := range r.nodes {
+		for i := 0; i < conns; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+					if c.Ping(ctx).Err() == nil {
+						return
+					}
+					select {
+					case <-time.After(50 * time.Millisecond):
+					case <-ctx.Done():
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// Close closes what the replica opened, in dependency order: the Redlock
+// client first (it waits for its background releases, which need the node
+// clients), then the node clients, then the store. It is idempotent.
+func (r *Replica) Close() error {
+	r.closeOnce.Do(func() {
+		var errs []error
+		if r.locker != nil {
+			errs = append(errs, r.locker.Close())
+		}
+		for _, n := range r.nodes {
+			errs = append(errs, n.Close())
+		}
+		if r.store != nil {
+			errs = append(errs, r.store.Close())
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}
