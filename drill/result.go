@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
 
@@ -345,15 +346,7 @@ func (r *Result) Failures() []string {
 }
 
 func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("drill: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("drill: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteJSON(path, v, 0o644); err != nil {
 		return fmt.Errorf("drill: %w", err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -144,6 +145,10 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	creds, err := l.Credentials()
+	if err != nil {
+		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+	}
 	stages := []loadgen.Stage{{Duration: w.Duration, Rate: w.Rate}}
 	runs := make([]*guardRun, 0, len(w.Guards))
 	defer func() {
@@ -157,7 +162,6 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	for _, g := range w.Guards {
 		gr := &guardRun{guard: g, dir: filepath.Join(dir, string(g)), pause: newPauser(g, hist), stages: stages}
 		runs = append(runs, gr)
-		var err error
 		if gr.keys, err = w.Keys.Generator(loadgen.Shard{Index: 0, Count: 1}); err != nil {
 			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 		}
@@ -175,6 +179,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 			StoreDSN: "sqlite:" + filepath.Join(gr.dir, "inventory.db"),
 			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeout,
 			Recorder: gr.rec, Hold: w.Hold, PauseHook: gr.pause.hook,
+			Username: creds.Redlock.Name, Password: creds.Redlock.Password,
 			OnHold: func(h loadgen.Hold) {
 				hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
 			},
@@ -270,7 +275,45 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	if err := hist.WriteFile(filepath.Join(dir, HistoryFile)); err != nil {
 		return nil, err
 	}
-	return judge(spec, seed, hist, runs, l.Addrs())
+	res, err := judge(spec, seed, hist, runs, l.Addrs())
+	if err != nil {
+		return nil, err
+	}
+	for _, gr := range runs {
+		if err := shadeFaults(gr, labFaults, hist); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// shadeFaults gives a guard's run directory the drill's faults (the lab's,
+// and the client pauses of this guard) and renders its report again, so that
+// its charts shade them.
+func shadeFaults(gr *guardRun, labFaults []lab.Fault, hist *History) error {
+	var evs []faultlog.Event
+	for _, f := range labFaults {
+		evs = append(evs, f.Events()...)
+	}
+	t0 := hist.Start()
+	for _, f := range hist.Faults() {
+		if f.Guard != string(gr.guard) {
+			continue
+		}
+		evs = append(evs, faultlog.Event{ID: f.ID, Kind: faultlog.Kind(f.Fault), Phase: faultlog.Phase(f.Event), Time: t0.Add(time.Duration(f.AtNs)).UTC()})
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	runDir := filepath.Join(gr.dir, "run")
+	if err := faultlog.Append(filepath.Join(runDir, faultlog.FileName), evs...); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+	r, err := loadgen.LoadReport(runDir)
+	if err != nil {
+		return err
+	}
+	return r.Write()
 }
 
 // barrier releases its waiters when n have arrived.

@@ -189,6 +189,25 @@ func (f *stagesFlag) Set(s string) error {
 	return nil
 }
 
+// holdFlag is a hold distribution: D, const:D or uniform:MIN:MAX.
+type holdFlag loadgen.HoldSpec
+
+func (f *holdFlag) String() string {
+	if loadgen.HoldSpec(*f).IsZero() {
+		return "0s"
+	}
+	return loadgen.HoldSpec(*f).String()
+}
+func (f *holdFlag) Type() string { return "D|uniform:MIN:MAX" }
+func (f *holdFlag) Set(s string) error {
+	h, err := loadgen.ParseHold(s)
+	if err != nil {
+		return err
+	}
+	*f = holdFlag(h)
+	return nil
+}
+
 // keysFlag is --keys: uniform:N, zipf:N:θ, hot:N:fraction[:hotkeys].
 type keysFlag loadgen.KeySpec
 

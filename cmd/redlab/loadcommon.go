@@ -14,6 +14,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/pflag"
 
+	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -32,6 +33,8 @@ type loadFlags struct {
 	lockTTL        time.Duration
 	acquireTimeout time.Duration
 	nodeTimeout    time.Duration
+	hold           holdFlag
+	login          login
 	lockConc       int
 	lateTolerance  time.Duration
 	interval       time.Duration
@@ -42,8 +45,9 @@ type loadFlags struct {
 	out            string
 
 	// resolved by validate
-	addrs []string
-	g     inventory.Guard
+	addrs          []string
+	g              inventory.Guard
+	user, password string
 }
 
 func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
@@ -62,6 +66,8 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.DurationVar(&f.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock TTL of the in-process replicas")
 	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
 	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms)")
+	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
+	f.login.register(fs, lab.UserRedlock)
 	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "bound on the concurrent acquire attempts of each replica's Redlock client; excess attempts wait for a slot before their node timeout starts (default: unlimited)")
 	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")
 	fs.DurationVar(&f.interval, "interval", loadgen.DefaultInterval, "collection interval of histograms, counters and the status line")
@@ -90,12 +96,20 @@ func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFla
 	if remote && fs.Changed("lock-concurrency") {
 		return errors.New("--lock-concurrency applies to in-process replicas, not to --target")
 	}
-	needsNodes := !remote && g != inventory.GuardNone && g != inventory.GuardDBAtomic
+	if remote && fs.Changed("hold") {
+		return errors.New("--hold applies to in-process replicas, not to --target")
+	}
+	needsNodes := !remote && g.NeedsNodes()
 	if needsNodes || len(f.nodes) > 0 {
 		if f.addrs, err = f.nodes.orEnv(); err != nil && needsNodes {
 			return fmt.Errorf("%w (guard %s takes a lock)", err, g)
 		}
 		err = nil
+	}
+	if needsNodes {
+		if f.user, f.password, err = f.login.resolve(); err != nil {
+			return err
+		}
 	}
 	if f.replicas < 1 || f.replicas > 64 {
 		return fmt.Errorf("--replicas must be 1..64, got %d", f.replicas)
@@ -189,7 +203,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		LockConcurrency: f.lockConc, Recorder: rec,
+		LockConcurrency: f.lockConc, Recorder: rec, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }

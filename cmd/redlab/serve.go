@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -31,6 +32,8 @@ type serveOptions struct {
 	nodeTimeout     time.Duration
 	shutdownTimeout time.Duration
 	holder          string
+	login           login
+	user, password  string // resolved by validate
 	faultHooks      bool
 	faultPause      time.Duration
 	faultFraction   float64
@@ -66,6 +69,7 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	fs.DurationVar(&o.nodeTimeout, "node-timeout", redlock.DefaultNodeTimeout, "per-node dial/read/write timeout of the lock client")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long the first signal waits for in-flight requests")
 	fs.StringVar(&o.holder, "holder", "", "this replica's name in the ledger (default host-pid-random)")
+	o.login.register(fs, lab.UserRedlock)
 	fs.BoolVar(&o.faultHooks, "fault-hooks", false, "enable fault injection: POST /v1/faults/pause and the --fault-pause flags")
 	fs.DurationVar(&o.faultPause, "fault-pause", 0, "with --fault-hooks: pause this long inside the critical section of --fault-fraction of the reservations")
 	fs.Float64Var(&o.faultFraction, "fault-fraction", 0, "with --fault-pause: the share of reservations to pause, 0..1")
@@ -82,6 +86,9 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 	if g.NeedsNodes() {
 		if o.nodes, err = o.nodesFlag.orEnv(); err != nil {
 			return fmt.Errorf("guard %s: %w", g, err)
+		}
+		if o.user, o.password, err = o.login.resolve(); err != nil {
+			return err
 		}
 	}
 	if err := inventory.CheckDSN(o.store); err != nil {
@@ -128,6 +135,7 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	rcfg := inventory.ReplicaConfig{
 		StoreDSN: o.store, Guard: o.guard, Nodes: o.nodes, NodeTimeout: o.nodeTimeout,
 		LockTTL: o.lockTTL, AcquireTimeout: o.acquireTimeout, Holder: o.holder,
+		Username: o.user, Password: o.password,
 	}
 	if o.faultHooks {
 		faults := inventory.NewFaults()
