@@ -79,8 +79,10 @@ if [ "${DEMO_NODES:-lab}" = lab ] && [ -n "$tf" ] && [ -x "$tf" ] && grep -q "^ 
 		echo "demo: bringing up the five-node lab ($tf)"
 		mode=lab
 		if REDLAB_TF="$tf" "$BIN" lab up --state-dir "$work/lab" --base-port "$base" >"$work/lab-up.log" 2>&1; then
-			nodes=$(sed -n 's/^REDLAB_NODES=//p' "$work/lab-up.log" | tail -1)
-			grep -v '^REDLAB_NODES=' "$work/lab-up.log" || true
+			# The last line exports the lab's nodes, state dir and credentials.
+			eval "$(tail -1 "$work/lab-up.log")"
+			nodes=$REDLAB_NODES
+			grep -v '^export ' "$work/lab-up.log" || true
 		else
 			echo "demo: lab up failed, falling back to plain redis-server nodes:" >&2
 			tail -20 "$work/lab-up.log" >&2
