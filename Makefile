@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: drills test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -46,8 +46,11 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
+## test-go: the drill package runs alone, after the rest: its CI drills run a
+## lab and three loads each, and must not share two cores with other packages.
 test-go:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/drill$$')
+	$(GO) test -race -count=1 -timeout 20m ./drill/
 
 ## test-fuzz: the request decoder's fuzz test, briefly.
 test-fuzz:
@@ -82,6 +85,11 @@ bench:
 ## redlock guard with zipf keys, summary + report.html path, lab down.
 demo: setup-demo
 	GO=$(GO) ./scripts/demo.sh
+
+## drills: every drill of runbooks/drills on the local lab, and the matrix
+## (runs/drills/matrix.md, .json, .html); about 15 minutes.
+drills: build
+	bin/redlab drill --matrix runbooks/drills --out runs/drills
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
