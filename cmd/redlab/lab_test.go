@@ -113,7 +113,7 @@ func TestLabCLI(t *testing.T) {
 	wd, _ := os.Getwd()
 	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
 	dir := filepath.Join(t.TempDir(), "state")
-	base := redistest.FreeBasePort(t, 3, 0, 100, 200) // the lab's three port ranges
+	base := redistest.FreeStableBasePort(t, 3, 0, 100, 200) // the lab's three port ranges
 	redlab := func(args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(bin, append(args, "--state-dir", dir)...)
@@ -138,7 +138,7 @@ func TestLabCLI(t *testing.T) {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", base+i))
 	}
 	exports := lines[len(lines)-1]
-	if got, want := exports, "export REDLAB_NODES="+strings.Join(addrs, ",")+" REDLAB_STATE_DIR="+dir; got != want {
+	if got, want := exports, "export REDLAB_NODES="+strings.Join(addrs, ",")+" REDLAB_STATE_DIR="+dir+" REDLAB_CREDENTIALS="+filepath.Join(dir, "credentials.json"); got != want {
 		t.Errorf("last line of lab up: got %q, want %q", got, want)
 	}
 	checkExports(t, bin, exports, strings.Join(addrs, ","), dir)
@@ -155,6 +155,7 @@ func TestLabCLI(t *testing.T) {
 		{[]string{"fault", "latency", "3", "--add", "20ms", "--jitter", "5ms"}, exitOK, []string{"latency node 3"}},
 		{[]string{"fault", "clock-jump", "1", "--by", "5s"}, exitOK, []string{"clock-jump node 1: 0 keys' TTLs moved, 0 keys expired"}},
 		{[]string{"fault", "kill", "1"}, exitOK, []string{"kill node 1: now waiting"}},
+		{[]string{"fault", "power-loss", "3"}, exitOK, []string{"power-loss node 3 (always): cut 0 bytes"}},
 		{[]string{"fault", "restart", "1", "--delay", "0s"}, exitOK, []string{"restart node 1"}},
 		{[]string{"fault", "stop", "2"}, exitOK, []string{"stop node 2: now stopped"}},
 		{[]string{"fault", "pause", "2", "--for", "1s"}, exitFailure, []string{"not running"}},
