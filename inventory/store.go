@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -111,6 +112,18 @@ func OpenStore(ctx context.Context, dsn string) (*Store, error) {
 			}
 		}
 	}
+	if d == dialectSQLite {
+		// Switching a new file to WAL takes an exclusive lock that SQLite
+		// does not wait for (no busy handler): replicas opening one new
+		// file at once would fail with SQLITE_BUSY. Openers of a file take
+		// turns, across processes, until it is migrated.
+		path, _, _ := strings.Cut(source, "?")
+		unlock, err := lockFile(path + ".lock")
+		if err != nil {
+			return nil, fmt.Errorf("inventory: open store: %w", err)
+		}
+		defer unlock()
+	}
 	db, err := sql.Open(driver, source)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: open store: %w", err)
@@ -134,6 +147,23 @@ func OpenStore(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// lockFile takes an exclusive flock on path (created if missing) and returns
+// its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // migrate applies every embedded migration not yet recorded in
