@@ -158,7 +158,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return nil, newAttemptError(n-1, last, sentinel, ErrCircuitOpen)
 		}
 		if err := c.admit(ctx); err != nil {
-			c.passed(p, quorumUnknown)
+			c.passed(p, quorumUnknown, nil)
 			if errors.Is(err, ErrClosed) {
 				return nil, err
 			}
@@ -219,7 +219,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, newAttemptError(0, c.reject(key, 1, state), ErrCircuitOpen)
 	}
 	if err := c.admit(ctx); err != nil {
-		c.passed(p, quorumUnknown)
+		c.passed(p, quorumUnknown, nil)
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
@@ -254,7 +254,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	reported := false
 	defer func() {
 		if !reported {
-			c.passed(p, quorumUnknown)
+			c.passed(p, quorumUnknown, nil)
 		}
 	}()
 	token, err := newToken()
@@ -300,7 +300,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
 	ev.Probe = p == passProbe
-	ev.Breaker, ev.BreakerChanged = c.passed(p, health(t, err))
+	ev.Breaker, ev.BreakerChanged = c.passed(p, health(t, err), t.nodes)
 	reported = true
 	// Decided: the slot goes to the next attempt; late nodes and the
 	// cleanup of a lost round go on in the background.
