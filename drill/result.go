@@ -159,10 +159,21 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			reports[phaseOf(phases, int64(o.op.Intended.Sub(t0)))].Add(o.op, o.res, o.ended)
 		}
 		gr.mu.Unlock()
+		// Grants by phase; during counts only the grants made while every
+		// fault was in force, so that a fault applied node by node (or
+		// healed node by node) does not count the instants when only part
+		// of it held.
 		grants := map[Phase]int64{}
+		full := fullEffect(faults, loadEnd)
 		for _, h := range holds {
-			if h.Guard == g {
-				grants[phaseOf(phases, h.GrantedNs)]++
+			if h.Guard != g {
+				continue
+			}
+			switch ph := phaseOf(phases, h.GrantedNs); {
+			case ph != PhaseDuring:
+				grants[ph]++
+			case h.GrantedNs >= full.StartNs && h.GrantedNs <= full.EndNs:
+				grants[PhaseDuring]++
 			}
 		}
 		for _, ph := range Phases {
@@ -293,6 +304,33 @@ func phaseSpans(faults []FaultRecord, end int64) map[Phase]Span {
 	first = min(max(first, 0), end)
 	last = min(max(last, first), end)
 	return map[Phase]Span{PhaseBefore: {0, first}, PhaseDuring: {first, last}, PhaseAfter: {last, end}}
+}
+
+// fullEffect is the span when every fault of the drill was in force: from
+// the last start to the first end (a fault never ended lasts until the end
+// of the load). It is empty (EndNs < StartNs) when the faults never all held
+// at once.
+func fullEffect(faults []FaultRecord, end int64) Span {
+	starts, ends := map[string]int64{}, map[string]int64{}
+	for _, f := range faults {
+		switch f.Event {
+		case "start":
+			starts[f.ID] = f.AtNs
+		case "end":
+			ends[f.ID] = f.AtNs
+		}
+	}
+	if len(starts) == 0 {
+		return Span{StartNs: end, EndNs: end - 1}
+	}
+	sp := Span{StartNs: -1, EndNs: end}
+	for id, st := range starts {
+		sp.StartNs = max(sp.StartNs, st)
+		if e, ok := ends[id]; ok {
+			sp.EndNs = min(sp.EndNs, e)
+		}
+	}
+	return sp
 }
 
 // phaseOf places an instant: during covers its end instant too (a fault

@@ -215,3 +215,23 @@ func TestShippedSpecsParse(t *testing.T) {
 		}
 	}
 }
+
+func TestFullEffect(t *testing.T) {
+	s := time.Second.Nanoseconds()
+	faults := []FaultRecord{
+		{ID: "a", Event: "start", AtNs: 10 * s}, {ID: "b", Event: "start", AtNs: 10*s + 40}, {ID: "c", Event: "start", AtNs: 10*s + 80},
+		{ID: "b", Event: "end", AtNs: 18 * s}, {ID: "a", Event: "end", AtNs: 18*s + 50}, {ID: "c", Event: "end", AtNs: 18*s + 90},
+	}
+	if got, want := fullEffect(faults, 30*s), (Span{10*s + 80, 18 * s}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	// One fault never ended: it holds until the end.
+	if got, want := fullEffect(faults[:3], 30*s), (Span{10*s + 80, 30 * s}); got != want {
+		t.Errorf("open faults: got %+v, want %+v", got, want)
+	}
+	// Faults one after the other never all hold.
+	seq := []FaultRecord{{ID: "a", Event: "start", AtNs: 1}, {ID: "a", Event: "end", AtNs: 2}, {ID: "b", Event: "start", AtNs: 3}, {ID: "b", Event: "end", AtNs: 4}}
+	if sp := fullEffect(seq, 30*s); sp.EndNs >= sp.StartNs {
+		t.Errorf("sequential faults: got %+v, want an empty span", sp)
+	}
+}
