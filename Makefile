@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: drills test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -90,6 +90,10 @@ demo: setup-demo
 ## (runs/drills/matrix.md, .json, .html); about 15 minutes.
 drills: build
 	bin/redlab drill --matrix runbooks/drills --out runs/drills
+
+## publish-matrix: the measured matrix into README.md and runbooks/README.md.
+publish-matrix:
+	bash scripts/publish-matrix.sh runs/drills/matrix.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
