@@ -8,21 +8,26 @@ import (
 	"testing"
 )
 
-// TestRedisNodeModuleTests runs the module's own tests/*.tftest.hcl with the
-// binary under test (tofu or terraform) on a copy of the module.
-func TestRedisNodeModuleTests(t *testing.T) {
+// TestModuleTests runs the provider-less modules' own tests/*.tftest.hcl
+// with the binary under test (tofu or terraform) on a copy of each module.
+// node-generations applies terraform_data for real, run after run.
+func TestModuleTests(t *testing.T) {
 	bin := tfBinary(t)
-	dir := t.TempDir()
-	copyTree(t, moduleDir(t, "redis-node"), dir)
-	r := runTF(tfContext(t), bin, dir, "test", "-no-color")
-	if r.err != nil {
-		t.Fatalf("module tests failed: %s", r)
+	for _, module := range []string{"redis-node", "node-generations"} {
+		t.Run(module, func(t *testing.T) {
+			dir := t.TempDir()
+			copyTree(t, moduleDir(t, module), dir)
+			r := runTF(tfContext(t), bin, dir, "test", "-no-color")
+			if r.err != nil {
+				t.Fatalf("module tests failed: %s", r)
+			}
+			summary := regexp.MustCompile(`Success! (\d+) passed, 0 failed`).FindString(r.stdout)
+			if summary == "" {
+				t.Fatalf("no success summary in the test output:\n%s", r.stdout)
+			}
+			t.Logf("%s test: %s", filepath.Base(bin), summary)
+		})
 	}
-	summary := regexp.MustCompile(`Success! (\d+) passed, 0 failed`).FindString(r.stdout)
-	if summary == "" {
-		t.Fatalf("no success summary in the test output:\n%s", r.stdout)
-	}
-	t.Logf("%s test: %s", filepath.Base(bin), summary)
 }
 
 // TestRuleRemovalFailsModuleTests removes or weakens one rule at a time in a
@@ -32,11 +37,15 @@ func TestRuleRemovalFailsModuleTests(t *testing.T) {
 	bin := tfBinary(t)
 	mutations := []struct {
 		name      string
-		file      string
+		file      string // under infra/modules/redis-node, or another module's path
 		from, to  string
 		testFile  string
 		wantError string // a phrase of the failing assertion's error_message
 	}{
+		{"definitions follow their inputs", "../node-generations/main.tf", "    ignore_changes = [input]\n", "",
+			"roll", "Every node must keep the definition it has until its generation changes"},
+		{"generations ignored", "../node-generations/main.tf", "  triggers_replace = lookup(var.generations, each.key, \"0\")\n", "",
+			"roll", "Raising node 1's generation must replace node 1"},
 		{"appendfsync removed", "templates/redis.conf.tftpl", "appendfsync ${fsync}\n", "",
 			"redis_conf", "must fsync every write"},
 		{"appendonly off", "templates/redis.conf.tftpl", `appendonly ${persistence ? "yes" : "no"}`, "appendonly no",
@@ -110,13 +119,16 @@ func TestRuleRemovalFailsModuleTests(t *testing.T) {
 		{"Debian's unit name", "main.tf", `unit_name = "redlock-redis.service"`, `unit_name = "redis-server.service"`,
 			"restart_guard", "must not be named like Debian"},
 	}
-	src := moduleDir(t, "redis-node")
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel() // each run is mostly process start-up
+			module, file := "redis-node", m.file
+			if rest, ok := strings.CutPrefix(m.file, "../"); ok {
+				module, file, _ = strings.Cut(rest, "/")
+			}
 			dir := t.TempDir()
-			copyTree(t, src, dir)
-			path := filepath.Join(dir, m.file)
+			copyTree(t, moduleDir(t, module), dir)
+			path := filepath.Join(dir, file)
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -152,7 +164,7 @@ func flatten(s string) string {
 // (make test-infra checks all of infra/, the lab's root module included.)
 func TestFormat(t *testing.T) {
 	bin := tfBinary(t)
-	for _, dir := range []string{"../modules/redis-node", "../modules/aws", "../envs/aws"} {
+	for _, dir := range []string{"../modules/redis-node", "../modules/node-generations", "../modules/aws", "../envs/aws"} {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			t.Fatal(err)
