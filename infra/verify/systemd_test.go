@@ -449,10 +449,11 @@ func (n *systemdNode) waitReady(ctx context.Context, t *testing.T) time.Time {
 	return time.Now()
 }
 
-// hold takes key for a minute: longer than any step of the test.
+// hold takes key for five minutes: far longer than any step of the test,
+// even on a slow machine.
 func (n *systemdNode) hold(ctx context.Context, t *testing.T, key string) *redlock.Lock {
 	t.Helper()
-	l, err := n.client.TryAcquire(ctx, key, time.Minute)
+	l, err := n.client.TryAcquire(ctx, key, 5*time.Minute)
 	if err != nil {
 		t.Fatalf("acquire %s: %v", key, err)
 	}
