@@ -60,6 +60,7 @@ test-infra:
 	@command -v $(TF) >/dev/null 2>&1 || { echo "test-infra: $(TF) not found: install tofu or terraform, or run 'make tools'"; exit 1; }
 	$(TF) fmt -check -recursive -diff infra
 	cd infra/modules/redis-node && $(TF) test
+	cd infra/modules/node-generations && $(TF) test
 	cd infra/envs/local && d=$$(mktemp -d) && TF_DATA_DIR=$$d $(TF) init -input=false -no-color >/dev/null && TF_DATA_DIR=$$d $(TF) test -no-color; rc=$$?; rm -rf $$d; exit $$rc
 
 ## tools: build OpenTofu from the Go module proxy into ./bin (only needed when

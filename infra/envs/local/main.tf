@@ -12,8 +12,9 @@
 #   - the guard's runtime directory is not on tmpfs, so a machine reboot is
 #     not seen as a boot (the guard's last-stop state still makes a node whose
 #     supervisor vanished wait);
-#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds,
-#     which may be 0 (restart at once: the unsafe practice drills compare);
+#   - restart_margin = 0 and clock_drift_ratio = 0: the restart delay is
+#     exactly restart_delay_seconds, which may be 0 (restart at once: the
+#     unsafe practice drills compare);
 #   - each node may have its own persistence profile.
 
 locals {
@@ -52,6 +53,7 @@ module "node" {
   bind_address      = "127.0.0.1"
   max_lock_ttl      = var.restart_delay_seconds
   restart_margin    = var.restart_margin
+  clock_drift_ratio = 0
   maxmemory         = var.maxmemory
   fsync             = each.value.persistence == "everysec" ? "everysec" : "always"
   persistence       = each.value.persistence != "none"
