@@ -24,7 +24,8 @@ const (
 // proxy is the Toxiproxy listener in front of one redis-server, run as a
 // library inside the supervisor.
 type proxy struct {
-	p *toxiproxy.Proxy
+	p      *toxiproxy.Proxy
+	listen string
 }
 
 func startProxy(name, listen, upstream string) (*proxy, error) {
@@ -33,7 +34,18 @@ func startProxy(name, listen, upstream string) (*proxy, error) {
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("lab: proxy on %s: %w", listen, err)
 	}
-	return &proxy{p: p}, nil
+	return &proxy{p: p, listen: listen}, nil
+}
+
+// retarget points the proxy at another upstream: its listener restarts on
+// the same address and every connection through it is closed, so clients
+// reconnect to the new upstream (as after a failover behind Sentinel or a
+// managed endpoint). Its toxics stay.
+func (x *proxy) retarget(upstream string) error {
+	if err := x.p.Update(&toxiproxy.Proxy{Listen: x.listen, Upstream: upstream, Enabled: true}); err != nil {
+		return fmt.Errorf("lab: proxy on %s to %s: %w", x.listen, upstream, err)
+	}
+	return nil
 }
 
 // Stop closes the listener and every proxied connection. Idempotent.
