@@ -67,7 +67,7 @@ func (s *supervisor) startReplica(auth User) error {
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		PoolSize: 2, Username: auth.Name, Password: auth.Password,
 	})
-	link, err := startProxy(fmt.Sprintf("node%d-replication", spec.ID), "127.0.0.1:"+strconv.Itoa(spec.ReplicaLinkPort), s.masterAddr())
+	link, err := startSwitchedProxy(fmt.Sprintf("node%d-replication", spec.ID), "127.0.0.1:"+strconv.Itoa(spec.ReplicaLinkPort), s.masterAddr())
 	if err != nil {
 		rs.direct.Close()
 		return err

@@ -135,7 +135,11 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	s.restoreStatus()
 	// The front leads to the pair's master: the original redis-server, or
 	// its replica after a failover.
-	s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), s.masterAddr())
+	if spec.hasReplica() {
+		s.proxy, err = startSwitchedProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), s.masterAddr())
+	} else {
+		s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), "127.0.0.1:"+strconv.Itoa(spec.RedisPort))
+	}
 	if err != nil {
 		return err
 	}
