@@ -271,8 +271,8 @@ func TestShippedSpecsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 12 {
-		t.Fatalf("got %d drill runbooks, want at least 12", len(files))
+	if len(files) < 17 {
+		t.Fatalf("got %d drill runbooks, want at least 17", len(files))
 	}
 	for _, f := range files {
 		s, err := ReadFile(f)
