@@ -71,10 +71,15 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg.NodePersistence = spec.Lab.Persistence
 	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
 	cfg.RestartDelay = spec.Lab.RestartDelay
-	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes); err != nil {
+	cfg.Replicas = spec.Lab.Replicas
+	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas); err != nil {
 		return nil, err
 	}
-	logf("lab up: %d nodes, persistence %s, restart delay %v", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay)
+	replicas := ""
+	if spec.Lab.Replicas > 0 {
+		replicas = ", an asynchronous replica per node"
+	}
+	logf("lab up: %d nodes, persistence %s, restart delay %v%s", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas)
 	l, err := lab.Up(ctx, cfg)
 	defer func() {
 		// Down even when ctx ended: nothing of the lab may be left behind.
@@ -177,7 +182,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 		gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 			Nodes: l.Addrs(), Guard: g, Replicas: w.Replicas,
 			StoreDSN: "sqlite:" + filepath.Join(gr.dir, "inventory.db"),
-			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeout,
+			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 			Recorder: gr.rec, Hold: w.Hold, PauseHook: gr.pause.hook,
 			Username: creds.Redlock.Name, Password: creds.Redlock.Password,
 			OnHold: func(h loadgen.Hold) {
@@ -372,19 +377,21 @@ func prepareDir(dir string) error {
 	return os.MkdirAll(dir, 0o755)
 }
 
-// freeBasePort finds a lab base port whose three port ranges are free for
-// n nodes.
-func freeBasePort(n int) (int, error) {
-	for base := lab.DefaultBasePort; base+300+n < 65535; base += 300 {
-		if portsFree(base, n) {
+// freeBasePort finds a lab base port whose port ranges (three, five with
+// replicas) are free for n nodes.
+func freeBasePort(n, replicas int) (int, error) {
+	offsets := lab.PortOffsets(replicas)
+	step := offsets[len(offsets)-1] + 100
+	for base := lab.DefaultBasePort; base+step+n < 65535; base += step {
+		if portsFree(base, n, offsets) {
 			return base, nil
 		}
 	}
 	return 0, errors.New("drill: no free port range for the lab")
 }
 
-func portsFree(base, n int) bool {
-	for _, off := range []int{0, 100, 200} {
+func portsFree(base, n int, offsets []int) bool {
+	for _, off := range offsets {
 		for i := 1; i <= n; i++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
 			if err != nil {

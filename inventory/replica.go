@@ -22,8 +22,9 @@ type ReplicaConfig struct {
 	// Nodes are the lock nodes, host:port, for the guards that lock
 	// (Guard.NeedsNodes); redis-single uses the first. Ignored otherwise.
 	Nodes []string
-	// NodeTimeout is each node client's dial, read and write timeout
-	// (0: redlock.DefaultNodeTimeout).
+	// NodeTimeout is each node client's dial, read and write timeout (0:
+	// redlock.DefaultNodeTimeout; for the redsync guard, go-redis's own
+	// defaults, as redsync's users get them).
 	NodeTimeout time.Duration
 	// PoolSize is each node client's connection pool (0: go-redis default).
 	PoolSize int
@@ -93,7 +94,10 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 	if cfg.Holder != "" {
 		opts = append(opts, WithHolder(cfg.Holder))
 	}
-	if cfg.Guard.NeedsNodes() {
+	if cfg.Guard == GuardRedsync {
+		r.nodes = redsyncNodes(cfg)
+		opts = append(opts, WithRedsyncNodes(r.nodes))
+	} else if cfg.Guard.NeedsNodes() {
 		var nodeOpts []redlock.NodeOption
 		if cfg.NodeTimeout > 0 {
 			nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
@@ -120,6 +124,9 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 			if r.locker, err = redlock.New(r.nodes, ropts...); err != nil {
 				return nil, fmt.Errorf("inventory: %w", err)
 			}
+			if cfg.Guard == GuardRedlockDel {
+				opts = append(opts, WithDeleteNodes(r.nodes))
+			}
 		} else {
 			opts = append(opts, WithSingleNode(r.nodes[0]))
 		}
@@ -128,6 +135,26 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		return nil, err
 	}
 	return r, nil
+}
+
+// redsyncNodes builds the redsync guard's node clients the way redsync's
+// own documentation and its users do, redis.NewClient(&redis.Options{Addr:
+// …}): go-redis's defaults for everything (timeouts, retries, pool, dial
+// retries, context deadlines not applied to the socket), plus the login.
+// Only a NodeTimeout or PoolSize given on purpose replaces a default.
+func redsyncNodes(cfg ReplicaConfig) []*redis.Client {
+	out := make([]*redis.Client, len(cfg.Nodes))
+	for i, a := range cfg.Nodes {
+		o := &redis.Options{Addr: a, Username: cfg.Username, Password: cfg.Password}
+		if cfg.NodeTimeout > 0 {
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.NodeTimeout, cfg.NodeTimeout, cfg.NodeTimeout
+		}
+		if cfg.PoolSize > 0 {
+			o.PoolSize = cfg.PoolSize
+		}
+		out[i] = redis.NewClient(o)
+	}
+	return out
 }
 
 // Service is the replica's reservation service.

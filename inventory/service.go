@@ -1,7 +1,8 @@
 // Package inventory is the lab's protected resource: a stock reservation
-// service whose read-modify-write of a SKU's stock is guarded one of five
-// ways (see Guard), with every committed reservation written to a ledger in
-// the same transaction as the stock change. After any run, Store.Audit
+// service whose read-modify-write of a SKU's stock is guarded one of six
+// ways (see Guards; Comparisons adds a seventh that exists only to show a
+// mistake), with every committed reservation written to a ledger in the
+// same transaction as the stock change. After any run, Store.Audit
 // proves whether stock was conserved (initial − final = Σ ledger), oversold,
 // or defended by fencing.
 //
@@ -128,6 +129,8 @@ type serviceConfig struct {
 	onHold         func(Hold)
 	pause          PauseHook
 	single         *redis.Client
+	delNodes       []*redis.Client
+	redsync        *redsyncLocker
 }
 
 // WithLockTTL sets the lock's time to live (default DefaultLockTTL).
@@ -161,6 +164,19 @@ func WithPauseHook(h PauseHook) ServiceOption {
 // WithSingleNode is the one Redis node of the redis-single guard.
 func WithSingleNode(c *redis.Client) ServiceOption {
 	return func(cfg *serviceConfig) { cfg.single = c }
+}
+
+// WithDeleteNodes are the lock nodes the redlock-del guard sends its plain
+// DEL to on release (the Redlock client's nodes).
+func WithDeleteNodes(nodes []*redis.Client) ServiceOption {
+	return func(cfg *serviceConfig) { cfg.delNodes = nodes }
+}
+
+// WithRedsyncNodes are the lock nodes of the redsync guard: go-redis
+// clients as redsync's users build them (see ReplicaConfig), one
+// goredis/v9 pool each.
+func WithRedsyncNodes(nodes []*redis.Client) ServiceOption {
+	return func(cfg *serviceConfig) { cfg.redsync = newRedsyncLocker(nodes) }
 }
 
 // Service reserves stock through one guard. It is safe for concurrent use;
@@ -197,6 +213,10 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 		return nil, fmt.Errorf("inventory: guard %s needs a Redlock client", guard)
 	case guard == GuardRedisSingle && cfg.single == nil:
 		return nil, fmt.Errorf("inventory: guard %s needs WithSingleNode", guard)
+	case guard == GuardRedlockDel && len(cfg.delNodes) == 0:
+		return nil, fmt.Errorf("inventory: guard %s needs WithDeleteNodes", guard)
+	case guard == GuardRedsync && (cfg.redsync == nil || cfg.redsync.n == 0):
+		return nil, fmt.Errorf("inventory: guard %s needs WithRedsyncNodes", guard)
 	}
 	if cfg.holder == "" {
 		host, _ := os.Hostname()
@@ -248,8 +268,12 @@ func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error)
 		r, t, err = s.withSingleLock(ctx, req, func(ctx context.Context) (Reservation, error) {
 			return s.readModifyWrite(ctx, req, writeBlind, 0)
 		})
-	case GuardRedlock:
+	case GuardRedlock, GuardRedlockDel:
 		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
+			return s.readModifyWrite(ctx, req, writeBlind, 0)
+		})
+	case GuardRedsync:
+		r, t, err = s.withRedsync(ctx, req, func(ctx context.Context) (Reservation, error) {
 			return s.readModifyWrite(ctx, req, writeBlind, 0)
 		})
 	case GuardRedlockFenced:
@@ -352,6 +376,11 @@ func (s *Service) Readiness(ctx context.Context) Readiness {
 		r.NodesUp = up
 		if err != nil {
 			r.Lock = fmt.Errorf("inventory: redlock nodes: %w", err)
+		}
+	case s.guard == GuardRedsync:
+		r.NodesUp, r.Quorum = s.cfg.redsync.ping(ctx)
+		if r.NodesUp < r.Quorum {
+			r.Lock = fmt.Errorf("inventory: redsync nodes: %d of %d answer, quorum %d", r.NodesUp, s.cfg.redsync.n, r.Quorum)
 		}
 	case s.guard == GuardRedisSingle:
 		r.Quorum = 1

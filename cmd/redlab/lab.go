@@ -23,7 +23,9 @@ and supervised by 'redlab node run', created with OpenTofu/Terraform
 (infra/envs/local).
 
 Node N's proxy (what clients use) is 127.0.0.1:base+N, its redis-server
-127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N.
+127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N; with
+--replicas 1, its replica 127.0.0.1:base+300+N and the front of the
+replica's replication link 127.0.0.1:base+400+N.
 The tofu/terraform binary: $REDLAB_TF, else tofu, else terraform on PATH,
 else ./bin/tofu (make tools).`,
 	}
@@ -65,6 +67,12 @@ after which doctor, load, serve, fault and lab status/down need neither
 				if !fs.Changed("base-port") {
 					cfg.BasePort = was.BasePort
 				}
+				if !fs.Changed("replicas") {
+					cfg.Replicas = was.Replicas
+				}
+			}
+			if cfg.Replicas < 0 || cfg.Replicas > 1 {
+				return usageErrorf("--replicas %d: want 0 (independent nodes) or 1 (an asynchronous replica per node, the mistake 'fault failover' shows)", cfg.Replicas)
 			}
 			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
 				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
@@ -88,9 +96,17 @@ after which doctor, load, serve, fault and lab status/down need neither
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v, state %s\n",
-				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), l.StateDir())
+			replicas := ""
+			if l.Replicas() > 0 {
+				replicas = ", one asynchronous replica per node (not independent nodes: doctor flags them)"
+			}
+			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
+				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
+				if n.ReplicaAddr != "" {
+					fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s, replica %s via %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control, n.ReplicaAddr, n.ReplicaLink)
+					continue
+				}
 				fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control)
 			}
 			fmt.Fprintln(e.stdout, exportLine(labExports(l)))
@@ -102,6 +118,7 @@ after which doctor, load, serve, fault and lab status/down need neither
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "node N listens on base+N (proxy), base+100+N (redis), base+200+N (control)")
 	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "appendfsync of every node (always, everysec or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
+	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
 	return c
@@ -156,7 +173,7 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			if asJSON {
 				return writeJSON(e.stdout, labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
-					RestartDelay: lab.Duration(l.RestartDelay()), Addrs: l.Addrs(), Nodes: sts,
+					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Addrs: l.Addrs(), Nodes: sts,
 				})
 			}
 			printLabStatus(e.stdout, l, sts)
@@ -175,6 +192,7 @@ type labStatusJSON struct {
 	Persistence     lab.Persistence   `json:"persistence"`
 	NodePersistence []lab.Persistence `json:"node_persistence"`
 	RestartDelay    lab.Duration      `json:"restart_delay"`
+	Replicas        int               `json:"replicas"`
 	Addrs           []string          `json:"addrs"`
 	Nodes           []lab.NodeStatus  `json:"nodes"`
 }
@@ -187,7 +205,11 @@ func writeJSON(w io.Writer, v any) error {
 
 func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tADDR\tREDIS PID\tSUPERVISOR PID\tRESTARTS\tPERSISTENCE\tNETWORK\tSINCE")
+	header := "NODE\tSTATE\tADDR\tREDIS PID\tSUPERVISOR PID\tRESTARTS\tPERSISTENCE\tNETWORK\tSINCE"
+	if l.Replicas() > 0 {
+		header += "\tREPLICA"
+	}
+	fmt.Fprintln(tw, header)
 	for _, st := range sts {
 		network := "ok"
 		switch {
@@ -200,8 +222,12 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 		if !st.Since.IsZero() {
 			since = st.Since.Format("15:04:05")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.ID, st.State, st.Addr(),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", st.ID, st.State, st.Addr(),
 			pidOrDash(st.RedisPID), pidOrDash(st.SupervisorPID), st.Restarts, st.Persistence, network, since)
+		if l.Replicas() > 0 {
+			fmt.Fprintf(tw, "\t%s", replicaText(st.Replica))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	delay := l.RestartDelay().String()
@@ -209,6 +235,28 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 		delay = "0s (a crashed node restarts at once)"
 	}
 	fmt.Fprintf(w, "\nrestart delay %s. Power-loss fidelity: %s\n", delay, l.Persistence().KillNote())
+}
+
+// replicaText sums a replicated node's pair up in a few words.
+func replicaText(r *lab.ReplicaStatus) string {
+	if r == nil {
+		return "-"
+	}
+	var words []string
+	if r.Promoted {
+		words = append(words, "promoted: the replica is the master")
+	} else {
+		words = append(words, "replica "+string(r.State))
+	}
+	switch {
+	case r.LinkCut:
+		words = append(words, "link cut")
+	case r.Synced:
+		words = append(words, "synced")
+	default:
+		words = append(words, "not synced")
+	}
+	return strings.Join(words, ", ")
 }
 
 func pidOrDash(pid int) string {

@@ -55,7 +55,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	f.quantity = quantityFlag{Min: 1, Max: 1}
 	f.worker = workerFlag{Index: 0, Count: 1}
 	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or guards none/db-atomic")
-	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic")
+	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic, redsync; or redlock-del (release by plain DEL: the mistake, for comparisons only)")
 	fs.Var(&f.keys, "keys", "SKU distribution: uniform:N, zipf:N:θ (θ<1 YCSB-style), hot:N:fraction[:hotkeys]")
 	fs.Var(&f.quantity, "quantity", "units per reservation: N, const:N or uniform:MIN:MAX")
 	fs.Int64Var(&f.stock, "stock", 1_000_000, "stock seeded for every SKU before the run")
@@ -65,7 +65,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", loadgen.DefaultMaxInFlight, "bound on concurrent operations; an operation with no free slot within --late-tolerance is counted late, not sent")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock TTL of the in-process replicas")
 	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
-	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms)")
+	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms; for redsync, go-redis's own defaults)")
 	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
 	f.login.register(fs, lab.UserRedlock)
 	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "bound on the concurrent acquire attempts of each replica's Redlock client; excess attempts wait for a slot before their node timeout starts (default: unlimited)")
@@ -81,7 +81,9 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 // validate checks the shared flags and the run's thresholds (given as
 // thFlag); it has no side effects.
 func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFlag) error {
-	g, err := inventory.ParseGuard(f.guard)
+	// The load generator also runs the comparison guards (redlock-del):
+	// a run that shows a mistake next to the right practice.
+	g, err := inventory.ParseAnyGuard(f.guard)
 	if err != nil {
 		return err
 	}
@@ -170,8 +172,8 @@ func (f *loadFlags) timedNodes() (int, string) {
 		return 0, "--target noop takes no lock, so there is no per-node latency"
 	case f.targetKind() == "http":
 		return 0, "the --target instances take the locks, so this run sees no per-node latency"
-	case f.g != inventory.GuardRedlock && f.g != inventory.GuardRedlockFenced:
-		return 0, fmt.Sprintf("guard %s has no per-node latency (redlock and redlock-fenced have)", f.g)
+	case !f.g.TimesNodes():
+		return 0, fmt.Sprintf("guard %s has no per-node latency (redlock, redlock-fenced and redlock-del have)", f.g)
 	}
 	return len(f.addrs), ""
 }

@@ -53,6 +53,8 @@ func TestServeFlags(t *testing.T) {
 		{"naive guard is not a service guard", []string{"--guard", "redlock-fenced-naive", "--store", store}, exitUsage, "unknown guard"},
 		{"redlock needs nodes", []string{"--guard", "redlock", "--store", store}, exitUsage, "--nodes is required"},
 		{"redis-single needs nodes", []string{"--guard", "redis-single", "--store", store}, exitUsage, "--nodes is required"},
+		{"redsync needs nodes", []string{"--guard", "redsync", "--store", store}, exitUsage, "--nodes is required"},
+		{"redlock-del is for comparisons only", []string{"--guard", "redlock-del", "--store", store, "--nodes", "127.0.0.1:1"}, exitUsage, "releases its lock with a plain DEL"},
 		{"bad node", []string{"--nodes", "localhost", "--store", store}, exitUsage, "host:port"},
 		{"bad store", []string{"--guard", "none", "--store", "mysql://x"}, exitUsage, "--store"},
 		{"bad listen", []string{"--guard", "none", "--store", store, "--listen", "8080"}, exitUsage, "--listen"},

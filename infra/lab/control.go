@@ -21,7 +21,7 @@ var ErrInvalid = errors.New("lab: invalid fault parameters")
 // not give access to the nodes' data.
 //
 //	GET  /v1/status          -> NodeStatus
-//	POST /v1/faults/{kind}   faultRequest -> faultResponse
+//	POST /v1/faults/{kind}   faultRequest -> FaultResult
 //
 // kind is a FaultKind, or "start" (ends a stop) or "heal".
 
@@ -33,6 +33,7 @@ type faultRequest struct {
 	Jitter Duration  `json:"jitter,omitempty"` // latency
 	By     Duration  `json:"by,omitempty"`     // clock-jump
 	Factor float64   `json:"factor,omitempty"` // clock-rate
+	Lag    Duration  `json:"lag,omitempty"`    // failover
 }
 
 // FaultResult is what the node reports after a fault request.
@@ -43,6 +44,8 @@ type FaultResult struct {
 	ClockJump *ClockJumpResult `json:"clock_jump,omitempty"`
 	// PowerLoss is set for power-loss.
 	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
+	// Failover is set for failover.
+	Failover *FailoverResult `json:"failover,omitempty"`
 	// Status is the node's status after the request.
 	Status NodeStatus `json:"status"`
 }
@@ -130,6 +133,11 @@ func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (
 			return FaultResult{}, fmt.Errorf("%w: clock-rate needs a factor > 0 and a duration > 0", ErrInvalid)
 		}
 		return s.clockRate(req.Factor, time.Duration(req.For))
+	case string(FaultFailover):
+		if req.Lag < 0 || time.Duration(req.Lag) > time.Hour {
+			return FaultResult{}, fmt.Errorf("%w: failover lag must be 0..1h, got %v", ErrInvalid, time.Duration(req.Lag))
+		}
+		return s.failover(ctx, time.Duration(req.Lag))
 	}
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
 }

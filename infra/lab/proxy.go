@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,9 +23,11 @@ const (
 )
 
 // proxy is the Toxiproxy listener in front of one redis-server, run as a
-// library inside the supervisor.
+// library inside the supervisor. A switched proxy leads to a switcher, so
+// that retarget can change its upstream without closing its listener.
 type proxy struct {
-	p *toxiproxy.Proxy
+	p  *toxiproxy.Proxy
+	sw *switcher // nil: the upstream is fixed
 }
 
 func startProxy(name, listen, upstream string) (*proxy, error) {
@@ -36,8 +39,41 @@ func startProxy(name, listen, upstream string) (*proxy, error) {
 	return &proxy{p: p}, nil
 }
 
+// startSwitchedProxy is startProxy for an upstream that retarget can
+// change: Toxiproxy (and its faults) in front, a switcher behind it.
+func startSwitchedProxy(name, listen, upstream string) (*proxy, error) {
+	sw, err := startSwitcher(upstream)
+	if err != nil {
+		return nil, err
+	}
+	x, err := startProxy(name, listen, sw.addr())
+	if err != nil {
+		sw.stop()
+		return nil, err
+	}
+	x.sw = sw
+	return x, nil
+}
+
+// retarget points a switched proxy at another upstream and closes every
+// connection through it, so that clients reconnect to the new upstream (as
+// after a failover behind Sentinel or a managed endpoint). The listener and
+// its toxics stay.
+func (x *proxy) retarget(upstream string) error {
+	if x.sw == nil {
+		return errors.New("lab: retarget of a proxy without a switch")
+	}
+	x.sw.switchTo(upstream)
+	return nil
+}
+
 // Stop closes the listener and every proxied connection. Idempotent.
-func (x *proxy) Stop() { x.p.Stop() }
+func (x *proxy) Stop() {
+	x.p.Stop()
+	if x.sw != nil {
+		x.sw.stop()
+	}
+}
 
 func (x *proxy) partition() error {
 	if err := x.setToxic(toxicPartitionUp, "timeout", "upstream", map[string]any{"timeout": 0}); err != nil {
