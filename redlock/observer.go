@@ -50,6 +50,44 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 
 var _ Observer = ObserverFunc(nil)
 
+// Observers returns an Observer that hands every Event to each of obs in
+// order, and every AcquireResult to those of them that are
+// AcquireObservers. Nil entries are skipped; with none left it returns nil,
+// with one, that one.
+func Observers(obs ...Observer) Observer {
+	var list multiObserver
+	for _, o := range obs {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
+}
+
+type multiObserver []Observer
+
+var _ AcquireObserver = multiObserver(nil)
+
+func (m multiObserver) Observe(e Event) {
+	for _, o := range m {
+		o.Observe(e)
+	}
+}
+
+func (m multiObserver) ObserveAcquire(r AcquireResult) {
+	for _, o := range m {
+		if a, ok := o.(AcquireObserver); ok {
+			a.ObserveAcquire(r)
+		}
+	}
+}
+
 // Op names the operation an Event describes.
 type Op uint8
 

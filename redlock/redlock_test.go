@@ -886,3 +886,25 @@ func TestExtendAfterExpiryIsObserved(t *testing.T) {
 		t.Errorf("last event: got %+v, want an extend refused with ErrExpired, no node, TTL 1s", last)
 	}
 }
+
+func TestObserversFansOut(t *testing.T) {
+	if redlock.Observers() != nil || redlock.Observers(nil, nil) != nil {
+		t.Error("Observers of nothing: want nil")
+	}
+	plain := redlock.ObserverFunc(func(redlock.Event) {})
+	if _, ok := redlock.Observers(nil, plain).(redlock.ObserverFunc); !ok {
+		t.Error("Observers of one observer: want that observer")
+	}
+	var seen int
+	rec := &acquireRecorder{}
+	o := redlock.Observers(redlock.ObserverFunc(func(redlock.Event) { seen++ }), nil, rec)
+	o.Observe(redlock.Event{Op: redlock.OpRelease})
+	a, ok := o.(redlock.AcquireObserver)
+	if !ok {
+		t.Fatal("Observers of two: want an AcquireObserver")
+	}
+	a.ObserveAcquire(redlock.AcquireResult{Key: "k", Attempts: 2})
+	if seen != 1 || len(rec.events) != 1 || len(rec.acquires) != 1 || rec.acquires[0].Attempts != 2 {
+		t.Errorf("got %d and %d events, %d acquire results; want 1, 1 and 1 (with 2 attempts)", seen, len(rec.events), len(rec.acquires))
+	}
+}
