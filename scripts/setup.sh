@@ -10,7 +10,8 @@
 #   test  all of demo, and: make; gcc and libc6-dev (go test -race needs cgo);
 #         postgresql, a running cluster with a role redlab (password redlab,
 #         superuser) and a database redlab; chrony; cloud-init; prometheus (for
-#         promtool); chromium and fonts-liberation (report screenshots);
+#         promtool, and the lab's monitoring) and prometheus-redis-exporter;
+#         chromium and fonts-liberation (report screenshots);
 #         systemd (systemd-analyze); nodejs and npm; `npm ci` in
 #         loadgen/testdata/hdrjs when it has a package.json and its
 #         node_modules is missing or stale; tofu or terraform, else OpenTofu
@@ -147,6 +148,7 @@ detect() {
 	need_cmd chrony chronyd
 	need_cmd cloud-init cloud-init
 	need_cmd prometheus promtool
+	need_cmd prometheus-redis-exporter prometheus-redis-exporter
 	need_cmd chromium chromium
 	# A font, so that the report screenshots have text (chromium only
 	# recommends one).

@@ -24,23 +24,39 @@ func FaultKinds() []FaultKind {
 
 var nodeStates = []NodeState{NodeStarting, NodeWaiting, NodeUp, NodePaused, NodeStopped}
 
+// The supervisors' metric names.
+const (
+	metricFaultActive  = "redlab_lab_fault_active"
+	metricNodeState    = "redlab_lab_node_state"
+	metricRestarts     = "redlab_lab_node_restarts_total"
+	metricRestartDelay = "redlab_lab_node_restart_delay_seconds"
+	metricDowntime     = "redlab_lab_node_crash_downtime_seconds"
+	metricClockOffset  = "redlab_lab_node_clock_offset_seconds"
+)
+
+// NodeMetricNames lists the metrics every supervisor serves on its control
+// endpoint's /metrics.
+func NodeMetricNames() []string {
+	return []string{metricFaultActive, metricNodeState, metricRestarts, metricRestartDelay, metricDowntime, metricClockOffset}
+}
+
 var (
-	descFaultActive = prometheus.NewDesc("redlab_lab_fault_active",
+	descFaultActive = prometheus.NewDesc(metricFaultActive,
 		"1 while a fault of this kind is in effect on the node (a kill lasts until the node answers again), else 0.",
 		[]string{"node", "fault"}, nil)
-	descNodeState = prometheus.NewDesc("redlab_lab_node_state",
+	descNodeState = prometheus.NewDesc(metricNodeState,
 		"1 for the node's current state as its supervisor sees it (starting, waiting: held by the restart guard, up, paused, stopped), 0 for the others.",
 		[]string{"node", "state"}, nil)
-	descRestarts = prometheus.NewDesc("redlab_lab_node_restarts_total",
+	descRestarts = prometheus.NewDesc(metricRestarts,
 		"Times redis-server died unasked (a crash, a kill, a power loss) and the supervisor restarted it through the restart guard.",
 		[]string{"node"}, nil)
-	descRestartDelay = prometheus.NewDesc("redlab_lab_node_restart_delay_seconds",
+	descRestartDelay = prometheus.NewDesc(metricRestartDelay,
 		"The restart guard's delay after a crash, as configured (0: crashed nodes restart at once).",
 		[]string{"node"}, nil)
-	descDowntime = prometheus.NewDesc("redlab_lab_node_crash_downtime_seconds",
+	descDowntime = prometheus.NewDesc(metricDowntime,
 		"How long the node's last crash kept it from answering: from redis-server's death to its first PING after the restart. Absent before the first crash.",
 		[]string{"node"}, nil)
-	descClockOffset = prometheus.NewDesc("redlab_lab_node_clock_offset_seconds",
+	descClockOffset = prometheus.NewDesc(metricClockOffset,
 		"The node's TIME minus the supervisor's clock at the middle of the round trip (as redlab doctor measures it). Absent while the node does not answer.",
 		[]string{"node"}, nil)
 )
