@@ -217,7 +217,7 @@ func labelVariable(name, label, metric string) variable {
 	q := fmt.Sprintf("label_values(%s, %s)", metric, name)
 	return variable{
 		Name: name, Label: label, Type: "query", Datasource: ds, Definition: q,
-		Query: map[string]any{"query": q, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+		Query:   map[string]any{"query": q, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
 		Refresh: 2, IncludeAll: true, Multi: true, AllValue: ".*", Sort: 3,
 		Current: map[string]any{"selected": true, "text": []string{"All"}, "value": []string{"$__all"}},
 	}
