@@ -390,8 +390,8 @@ func redlockDashboard() dashboard {
 
 		timeseries("Releases and extensions", "Release and extend calls per second by result; not_held means the lock was gone before its release.", "ops",
 			at(0, 49, 8, 8),
-			q(`sum by (result) (rate(redlock_releases_total{guard=~"$guard"}[$__rate_interval])) > 0`, "release {{result}}"),
-			q(`sum by (result) (rate(redlock_extensions_total{guard=~"$guard"}[$__rate_interval])) > 0`, "extend {{result}}")),
+			q(`sum by (result) (rate(redlock_releases_total{guard=~"$guard"}[$__rate_interval]))`, "release {{result}}"),
+			q(`sum by (result) (rate(redlock_extensions_total{guard=~"$guard"}[$__rate_interval]))`, "extend {{result}}")),
 		timeseries("Node answer time p99", "p99 of each node's answers (granted or taken), by operation: a node slower than the others shows here before it costs a quorum.", "s",
 			at(8, 49, 8, 8), q(`node_op:redlock_node_request_duration_seconds:p99_1m{node=~"$node"}`, "node {{node}} {{op}}")),
 		timeseries("Store latency p99", "p99 of the store operations of a reservation, by operation.", "s",

@@ -27,6 +27,10 @@ const (
 	outcomeError          = "error"
 )
 
+// outcomes lists every outcome, for the series that exist from the start.
+var outcomes = []string{outcomeReserved, outcomeReplayed, outcomeOutOfStock, outcomeContended, outcomeUnavailable,
+	outcomeFenced, outcomeInvalid, outcomeNotFound, outcomeConflict, outcomeCanceled, outcomeRequestTimeout, outcomeError}
+
 // Store operations, the bounded values of the store metric's "op" label.
 const (
 	storeLookup    = "lookup"     // the request ID's earlier reservation, if any

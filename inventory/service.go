@@ -216,6 +216,11 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 	s := &Service{store: store, guard: guard, locker: locker, cfg: cfg}
 	if cfg.reg != nil {
 		s.m = newMetrics(cfg.reg)
+		// Every outcome from the start at 0, so that a ratio of one of
+		// them (contended, say) is 0 rather than absent until it happens.
+		for _, o := range outcomes {
+			s.m.reservations.WithLabelValues(string(guard), o)
+		}
 		s.m.inFlight.WithLabelValues(string(guard))
 		if guard.NeedsNodes() {
 			s.m.lockTTL.WithLabelValues(string(guard)).Set(cfg.ttl.Seconds())
