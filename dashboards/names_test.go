@@ -228,10 +228,11 @@ func metricNames(t *testing.T, expr parser.Expr) []string {
 var promqlParser = parser.NewParser(parser.Options{})
 
 // TestQueriesParseAndNameKnownMetrics: every expression of the rules and
-// dashboards parses (Grafana's variables expanded as Grafana would) and
-// selects only series this project, redis_exporter (as the lab runs it),
-// the Go and process collectors, the recording rules or Prometheus itself
-// produce. Every recording rule is used by a dashboard or an alert.
+// dashboards (Grafana's variables expanded as Grafana would) and of the
+// runbooks' diagnosis blocks parses and selects only series this project,
+// redis_exporter (as the lab runs it), the Go and process collectors, the
+// recording rules or Prometheus itself produce. Every recording rule is
+// used by a dashboard or an alert.
 func TestQueriesParseAndNameKnownMetrics(t *testing.T) {
 	known := map[string]string{}
 	add := func(src string, fs []family) {
@@ -276,17 +277,45 @@ func TestQueriesParseAndNameKnownMetrics(t *testing.T) {
 			}
 		}
 	}
+	// The runbooks' diagnosis queries, one per line of their promql blocks.
+	books, _ := filepath.Glob("../runbooks/alerts/*.md")
+	for _, book := range books {
+		b, err := os.ReadFile(book)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, block := range promqlBlock.FindAllStringSubmatch(string(b), -1) {
+			for _, line := range strings.Split(block[1], "\n") {
+				if strings.TrimSpace(line) == "" {
+					continue
+				}
+				expr, err := promqlParser.ParseExpr(line)
+				if err != nil {
+					t.Errorf("%s, promql block %d: %v\n%s", book, i+1, err, line)
+					continue
+				}
+				for _, n := range metricNames(t, expr) {
+					if _, ok := known[n]; !ok {
+						t.Errorf("%s: %q selects %s, which nothing exports", book, line, n)
+					}
+				}
+				kinds["runbook"]++
+			}
+		}
+	}
 	for name, used := range recorded {
 		if !used {
 			t.Errorf("recording rule %s: no dashboard or alert uses it", name)
 		}
 	}
-	for _, k := range []string{"alert", "record", "panel", "annotation", "variable"} {
+	for _, k := range []string{"alert", "record", "panel", "annotation", "variable", "runbook"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s query found: the extraction is broken", k)
 		}
 	}
 }
+
+var promqlBlock = regexp.MustCompile("(?s)```promql\n(.*?)```")
 
 var readmeRow = regexp.MustCompile("(?m)^\\| `([a-z_:]+)` \\| (counter|gauge|histogram|summary) \\|")
 

@@ -221,6 +221,17 @@ func TestLabMonitoringEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first, err := l.Monitoring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later lab up keeps the monitoring, and its processes.
+	if code, out := redlab("lab", "up"); code != 0 || !strings.Contains(out, "monitoring  Prometheus "+promURL) {
+		t.Errorf("lab up again: exit %d, want the monitoring kept in:\n%s", code, out)
+	}
+	if again, err := l.Monitoring(); err != nil || again.PID != first.PID || again.Exporters[1].PID != first.Exporters[1].PID {
+		t.Errorf("lab up again: monitoring %+v, %v; want the same Prometheus (pid %d) and exporters", again, err, first.PID)
+	}
 	creds, err := l.Credentials()
 	if err != nil {
 		t.Fatal(err)
