@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlockprom"
 )
 
 // ReplicaConfig is everything one replica of the service is built from: its
@@ -39,6 +41,11 @@ type ReplicaConfig struct {
 	Holder string
 	// Observer receives the Redlock client's per-attempt events (nil: none).
 	Observer redlock.Observer
+	// Registerer, when set, gets the service's metrics (WithMetrics) and,
+	// for the Redlock guards, the lock client's (redlock/redlockprom),
+	// labelled with the guard so that several guards can share it. Replicas
+	// sharing a registerer share the collectors.
+	Registerer prometheus.Registerer
 	// MaxConcurrentAttempts bounds the Redlock client's concurrent acquire
 	// attempts (redlock.WithMaxConcurrentAttempts; 0: unbounded).
 	MaxConcurrentAttempts int
@@ -85,6 +92,9 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		return nil, err
 	}
 	opts := []ServiceOption{WithHoldObserver(cfg.OnHold), WithPauseHook(cfg.PauseHook)}
+	if cfg.Registerer != nil {
+		opts = append(opts, WithMetrics(cfg.Registerer))
+	}
 	if cfg.LockTTL != 0 {
 		opts = append(opts, WithLockTTL(cfg.LockTTL))
 	}
@@ -115,8 +125,19 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		r.nodes = redlock.NewNodes(addrs, nodeOpts...)
 		if cfg.Guard.redlock() {
 			var ropts []redlock.Option
+			observers := []redlock.Observer{}
 			if cfg.Observer != nil {
-				ropts = append(ropts, redlock.WithObserver(cfg.Observer))
+				observers = append(observers, cfg.Observer)
+			}
+			if cfg.Registerer != nil {
+				m, err := redlockprom.New(prometheus.WrapRegistererWith(prometheus.Labels{"guard": string(cfg.Guard)}, cfg.Registerer))
+				if err != nil {
+					return nil, fmt.Errorf("inventory: lock metrics: %w", err)
+				}
+				observers = append(observers, m.Observer())
+			}
+			if o := redlock.Observers(observers...); o != nil {
+				ropts = append(ropts, redlock.WithObserver(o))
 			}
 			if cfg.MaxConcurrentAttempts > 0 {
 				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.MaxConcurrentAttempts))

@@ -178,12 +178,13 @@ func (c *Client) passed(p pass, h quorumHealth, nodes []NodeResult) (BreakerStat
 }
 
 // reject reports an attempt that the breaker refused and returns its Event.
-func (c *Client) reject(key string, n int, state BreakerState) Event {
+func (c *Client) reject(key string, ttl time.Duration, n int, state BreakerState) Event {
 	ev := Event{
 		Op:       OpAcquire,
 		Key:      key,
 		Attempt:  n,
 		Quorum:   c.quorum,
+		TTL:      ttl,
 		Start:    time.Now(),
 		Err:      ErrCircuitOpen,
 		Breaker:  state,

@@ -135,6 +135,12 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, err
 	}
 	start := time.Now()
+	l, err := c.acquire(ctx, key, ttl, start)
+	c.observeAcquire(key, ttl, start, l, err)
+	return l, err
+}
+
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, ttl)
@@ -151,7 +157,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		}
 		p, state := c.gate()
 		if p == passRejected {
-			ev := c.reject(key, n, state)
+			ev := c.reject(key, ttl, n, state)
 			if last.Op == 0 { // refused before the first attempt
 				last = ev
 			}
@@ -214,9 +220,15 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	start := time.Now()
+	l, err := c.tryAcquire(ctx, key, ttl, start)
+	c.observeAcquire(key, ttl, start, l, err)
+	return l, err
+}
+
+func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
 	p, state := c.gate()
 	if p == passRejected {
-		return nil, newAttemptError(0, c.reject(key, 1, state), ErrCircuitOpen)
+		return nil, newAttemptError(0, c.reject(key, ttl, 1, state), ErrCircuitOpen)
 	}
 	if err := c.admit(ctx); err != nil {
 		c.passed(p, quorumUnknown, nil)
@@ -299,6 +311,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	r.decide(err == nil)
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
+	ev.TTL = ttl
 	ev.Probe = p == passProbe
 	ev.Breaker, ev.BreakerChanged = c.passed(p, health(t, err), t.nodes)
 	reported = true
@@ -425,7 +438,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if l.Validity() <= 0 {
-		return newAttemptError(0, Event{Op: OpExtend, Key: l.key, Quorum: c.quorum, Start: time.Now(), Err: ErrExpired}, ErrExpired)
+		ev := Event{Op: OpExtend, Key: l.key, Quorum: c.quorum, TTL: ttl, Start: time.Now(), Err: ErrExpired}
+		c.observe(ev)
+		return newAttemptError(0, ev, ErrExpired)
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
@@ -472,6 +487,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 	deadline, validity, err := r.grant(t, ttl, ErrNotHeld)
 	ev := r.event(OpExtend, l.key, 1, c.quorum, t, err)
+	ev.TTL = ttl
 	if err != nil {
 		c.observe(ev)
 		return newAttemptError(1, ev, err)

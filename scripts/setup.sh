@@ -10,7 +10,8 @@
 #   test  all of demo, and: make; gcc and libc6-dev (go test -race needs cgo);
 #         postgresql, a running cluster with a role redlab (password redlab,
 #         superuser) and a database redlab; chrony; cloud-init; prometheus (for
-#         promtool); chromium and fonts-liberation (report screenshots);
+#         promtool, and the lab's monitoring) and prometheus-redis-exporter;
+#         chromium and fonts-liberation (report screenshots);
 #         systemd (systemd-analyze); debootstrap and systemd-container
 #         (systemd-nspawn: infra/verify boots the node's user data in
 #         Debian 12 machines); nodejs and npm; `npm ci` in
@@ -149,6 +150,7 @@ detect() {
 	need_cmd chrony chronyd
 	need_cmd cloud-init cloud-init
 	need_cmd prometheus promtool
+	need_cmd prometheus-redis-exporter prometheus-redis-exporter
 	need_cmd chromium chromium
 	# A font, so that the report screenshots have text (chromium only
 	# recommends one).

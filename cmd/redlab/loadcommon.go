@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
@@ -190,8 +191,9 @@ func (f *loadFlags) targetKind() string {
 }
 
 // newTarget builds the target the flags describe, with its store in dir
-// unless --store names one.
-func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Recorder) (loadgen.Target, error) {
+// unless --store names one; in-process replicas register their service and
+// lock metrics on reg when it is not nil.
+func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Recorder, reg prometheus.Registerer) (loadgen.Target, error) {
 	switch f.targetKind() {
 	case "noop":
 		return loadgen.NoopTarget{}, nil
@@ -205,7 +207,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		LockConcurrency: f.lockConc, Recorder: rec, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
+		LockConcurrency: f.lockConc, Recorder: rec, Registerer: reg, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }
@@ -289,15 +291,19 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 		return nil, err
 	}
 	r.rec = loadgen.NewRecorder(len(f.addrs), 0)
-	if r.target, err = f.newTarget(ctx, f.out, r.rec); err != nil {
+	var reg prometheus.Registerer
+	if f.metricsAddr != "" {
+		r.metrics = loadgen.NewMetrics()
+		reg = r.metrics.Registry()
+	}
+	if r.target, err = f.newTarget(ctx, f.out, r.rec, reg); err != nil {
 		return nil, err
 	}
-	metrics, stopMetrics, err := f.serveMetrics(ctx, e)
+	stopMetrics, err := f.serveMetrics(ctx, e, r.metrics)
 	if err != nil {
 		r.target.Close()
 		return nil, err
 	}
-	r.metrics = metrics
 	r.close = func() {
 		stopMetrics()
 		r.target.Close()
@@ -306,17 +312,23 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 	return r, nil
 }
 
-func (f *loadFlags) serveMetrics(ctx context.Context, e *env) (*loadgen.Metrics, func(), error) {
-	if f.metricsAddr == "" {
-		return nil, func() {}, nil
+// serveMetrics serves m (nil: no --metrics-addr) and, when the lab in the
+// state directory has monitoring on, registers the endpoint with its
+// Prometheus until stop.
+func (f *loadFlags) serveMetrics(ctx context.Context, e *env, m *loadgen.Metrics) (stop func(), err error) {
+	if m == nil {
+		return func() {}, nil
 	}
-	m := loadgen.NewMetrics()
-	bound, stop, err := m.Serve(ctx, f.metricsAddr)
+	bound, stopServe, err := m.Serve(ctx, f.metricsAddr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fmt.Fprintf(e.stderr, "generator metrics on http://%s/metrics\n", bound)
-	return m, stop, nil
+	unregister := registerTarget(e, stateDir(""), lab.JobLoad, bound)
+	return func() {
+		unregister()
+		stopServe()
+	}, nil
 }
 
 // runSpec is one run of sched (the profile's schedule) into dir on the rig,

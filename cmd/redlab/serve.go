@@ -149,6 +149,10 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 		rcfg.PauseHook = faults.Hook()
 		handlerOpts = append(handlerOpts, inventory.WithFaults(faults))
 	}
+	// One registry for the service, its lock client and the runtime.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rcfg.Registerer = reg
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	replica, err := inventory.OpenReplica(octx, rcfg)
 	cancel()
@@ -158,13 +162,12 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	defer replica.Close()
 	svc := replica.Service()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := inventory.NewServer(o.listen, inventory.NewHandler(svc, reg, handlerOpts...))
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	defer registerTarget(e, stateDir(""), lab.JobServe, ln.Addr().String())()
 	hooks := ""
 	if o.faultHooks {
 		hooks = ", fault hooks ON"

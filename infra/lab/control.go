@@ -21,6 +21,7 @@ var ErrInvalid = errors.New("lab: invalid fault parameters")
 // not give access to the nodes' data.
 //
 //	GET  /v1/status          -> NodeStatus
+//	GET  /metrics            -> the node's state and faults for Prometheus (nodemetrics.go)
 //	POST /v1/faults/{kind}   faultRequest -> FaultResult
 //
 // kind is a FaultKind, or "start" (ends a stop) or "heal".
@@ -60,6 +61,7 @@ func (s *supervisor) handler() http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.status())
 	})
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		var req faultRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {

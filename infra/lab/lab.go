@@ -536,11 +536,12 @@ func checkPorts(cfg Config) error {
 }
 
 // Down destroys the lab in cfg.StateDir (only StateDir, Terraform and Log
-// are used): terraform destroy, whose provisioners stop every node, then a
-// sweep of anything left (a node whose destroy failed, processes whose
-// supervisor died), then it removes what the lab created in the state
-// directory (the credentials file included) and the directory itself when
-// that leaves it empty. A lab that is already down is fine.
+// are used): its monitoring (StopMonitoring), terraform destroy, whose
+// provisioners stop every node, then a sweep of anything left (a node whose
+// destroy failed, processes whose supervisor died), then it removes what
+// the lab created in the state directory (the credentials file included)
+// and the directory itself when that leaves it empty. A lab that is already
+// down is fine.
 func Down(ctx context.Context, cfg Config) error {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
@@ -553,6 +554,10 @@ func Down(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	var errs []error
+	// Monitoring first: it watches the nodes, and ends with them.
+	if err := StopMonitoring(ctx, dir); err != nil {
+		errs = append(errs, err)
+	}
 	root := filepath.Join(dir, workspaceDir, rootModule)
 	var f labFile
 	haveLab := readJSONFile(filepath.Join(dir, labFileName), &f) == nil

@@ -81,6 +81,11 @@ type supervisor struct {
 	aof         *aofSampler // set for appendfsync everysec: the power-loss model
 	pendingCut  *powerCut   // a power loss waiting for its process to die
 	failingOver bool        // a failover is swapping the pair's roles
+	// crashedAt is when redis-server last died unasked (zero once it
+	// answers again); lastDowntime is how long the last such crash kept
+	// the node from answering (see nodemetrics.go).
+	crashedAt    time.Time
+	lastDowntime time.Duration
 	// notes are parameters for the end event of an active fault.
 	notes   map[FaultKind]map[string]string
 	wake    chan struct{} // the loop re-reads wantUp
@@ -469,6 +474,9 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		return
 	}
 	s.setStateLocked(NodeUp)
+	if !s.crashedAt.IsZero() {
+		s.lastDowntime, s.crashedAt = time.Since(s.crashedAt), time.Time{}
+	}
 	for _, k := range []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop} {
 		s.endFaultLocked(k, nil)
 	}
@@ -487,6 +495,7 @@ func (s *supervisor) onExit(p *redisProc) {
 	clean := s.stopping && !p.killed
 	if !clean && s.wantUp {
 		s.st.Restarts++
+		s.crashedAt = time.Now()
 	}
 	s.stopping = false
 	s.proc = nil
