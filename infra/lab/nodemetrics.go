@@ -19,7 +19,7 @@ import (
 // FaultKinds lists every fault a supervisor can inject, in a fixed order.
 func FaultKinds() []FaultKind {
 	return []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop, FaultPause,
-		FaultPartition, FaultLatency, FaultClockJump, FaultClockRate}
+		FaultPartition, FaultLatency, FaultClockJump, FaultClockRate, FaultFailover}
 }
 
 var nodeStates = []NodeState{NodeStarting, NodeWaiting, NodeUp, NodePaused, NodeStopped}
