@@ -234,3 +234,43 @@ func TestGrafanaProvisioning(t *testing.T) {
 		t.Errorf("data source: got %+v, want one Prometheus", src)
 	}
 }
+
+// TestREADMEDescribesEveryPanel: dashboards/README.md has a row for every
+// panel of every dashboard, under the dashboard's own heading, so the
+// question each panel answers cannot drift from the dashboards.
+func TestREADMEDescribesEveryPanel(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	files, err := Grafana()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		var d struct {
+			Title  string `json:"title"`
+			Panels []struct {
+				Title string `json:"title"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(f.Data, &d); err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		start := strings.Index(readme, "\n### "+d.Title+"\n")
+		if start < 0 {
+			t.Errorf("README.md: no section %q", "### "+d.Title)
+			continue
+		}
+		section := readme[start+1:]
+		if end := strings.Index(section[4:], "\n#"); end >= 0 {
+			section = section[:end+4]
+		}
+		for _, p := range d.Panels {
+			if !strings.Contains(section, "\n| "+p.Title+" | ") {
+				t.Errorf("README.md, %s: no row for the panel %q", d.Title, p.Title)
+			}
+		}
+	}
+}
