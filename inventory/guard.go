@@ -252,19 +252,25 @@ func (s *Service) withSingleLock(ctx context.Context, req Request, body func(con
 func (s *Service) acquireSingle(ctx context.Context, key, token string) (int, time.Time, error) {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.acquireTimeout)
 	defer cancel()
+	var cause error
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
 		ok, err := s.cfg.single.SetNX(actx, key, token, s.cfg.ttl).Result()
 		if err == nil && ok {
 			return attempt, sent, nil
 		}
-		cause := fmt.Errorf("%w: %q is held", ErrContended, key)
-		if err != nil {
+		if err == nil {
+			cause = fmt.Errorf("%w: %q is held", ErrContended, key)
+		} else {
 			// The SET may have landed even though its reply did not.
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			_ = releaseScript.Run(rctx, s.cfg.single, []string{key}, token).Err()
 			rcancel()
-			cause = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			// When the acquire timeout cut this attempt short, the node's
+			// last answer stays the reason.
+			if actx.Err() == nil || cause == nil {
+				cause = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
 		}
 		timer := time.NewTimer(singleBackoff(attempt))
 		select {

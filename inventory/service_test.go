@@ -451,7 +451,7 @@ func TestLockErrors(t *testing.T) {
 					n.Client().Del(context.Background(), lockKey("held"))
 				}
 			})
-			svc := replica(t, store, g, cluster, WithAcquireTimeout(150*time.Millisecond))
+			svc := replica(t, store, g, cluster, WithAcquireTimeout(time.Second))
 			_, err := svc.Reserve(ctx, Request{SKU: "held", Quantity: 1, RequestID: "c-" + string(g)})
 			checkErr(t, "Reserve", err, ErrContended)
 			var re *ReserveError

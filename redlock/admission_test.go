@@ -60,7 +60,7 @@ func acquireMany(t *testing.T, addrs []string, opts ...redlock.Option) []redlock
 			mu.Unlock()
 		}
 	})
-	c := newClient(t, addrs, testTimeout, append(opts, redlock.WithObserver(obs))...)
+	c := newClient(t, addrs, calmTimeout, append(opts, redlock.WithObserver(obs))...)
 	ctx := testCtx(t)
 	const goroutines, each = 16, 5
 	var wg sync.WaitGroup

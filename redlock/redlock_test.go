@@ -20,6 +20,12 @@ import (
 // set their own.
 const testTimeout = 250 * time.Millisecond
 
+// calmTimeout is the node timeout of tests that are not about timeouts: far
+// above the stalls of a loaded machine running the race detector, so that a
+// slow scheduler cannot turn a test of exclusion, events or release into a
+// test of timeouts.
+const calmTimeout = 5 * time.Second
+
 // newClient returns a Client over addrs that is closed, with its node
 // clients, at cleanup.
 func newClient(t *testing.T, addrs []string, nodeTimeout time.Duration, opts ...redlock.Option) *redlock.Client {
@@ -454,7 +460,7 @@ func TestContentionNeverOverlaps(t *testing.T) {
 		}
 	})
 	for range clients {
-		c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(obs), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
+		c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(obs), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
 		for range workers {
 			wg.Add(1)
 			go func() {
@@ -500,7 +506,7 @@ func TestContentionNeverOverlaps(t *testing.T) {
 func TestDo(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), testTimeout)
+	c := newClient(t, cl.Addrs(), calmTimeout)
 	errBoom := errors.New("boom")
 
 	t.Run("cancels fn at validity end", func(t *testing.T) {
@@ -561,7 +567,7 @@ func TestDo(t *testing.T) {
 		if !errors.Is(err, errBoom) {
 			t.Fatalf("Do: got %v, want fn's error", err)
 		}
-		c2 := newClient(t, cl.Addrs(), testTimeout)
+		c2 := newClient(t, cl.Addrs(), calmTimeout)
 		l, err := c2.TryAcquire(ctx, "do-fail", time.Second)
 		if err != nil {
 			t.Fatalf("TryAcquire after Do: got %v, want the lock free", err)
@@ -587,7 +593,7 @@ func TestDo(t *testing.T) {
 func TestValidityExhausted(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	// A drift allowance of the whole TTL leaves no validity for any quorum.
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithDrift(1, 0))
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithDrift(1, 0))
 	_, err := c.TryAcquire(testCtx(t), "exhausted", time.Second)
 	if !errors.Is(err, redlock.ErrValidityExhausted) {
 		t.Fatalf("got %v, want ErrValidityExhausted", err)
@@ -680,7 +686,7 @@ func TestObserverSeesEveryOperation(t *testing.T) {
 	ctx := testCtx(t)
 	var mu sync.Mutex
 	var events []redlock.Event
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, e)
