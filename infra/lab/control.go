@@ -436,12 +436,27 @@ func (s *supervisor) startFaultLocked(kind FaultKind, params map[string]string) 
 		s.st.Active = map[FaultKind]string{}
 	}
 	s.st.Active[kind] = f.ID
+	if s.faultStart == nil {
+		s.faultStart = map[FaultKind]time.Time{}
+	}
+	s.faultStart[kind] = f.Start
 	s.saveLocked()
 	return f
 }
 
 func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
+	s.endFaultAtLocked(kind, time.Now(), params)
+}
+
+// endFaultAtLocked ends the active fault of kind as of at.
+func (s *supervisor) endFaultAtLocked(kind FaultKind, at time.Time, params map[string]string) {
 	id := s.st.Active[kind]
+	// Never before its own start (a fault started while the node was
+	// already coming back).
+	if st, ok := s.faultStart[kind]; ok && at.Before(st) {
+		at = st
+	}
+	delete(s.faultStart, kind)
 	notes := s.notes[kind]
 	delete(s.notes, kind)
 	if id == "" {
@@ -457,7 +472,7 @@ func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
 		}
 		params = merged
 	}
-	if err := s.rec.end(id, kind, params); err != nil {
+	if err := s.rec.endAt(id, kind, at, params); err != nil {
 		s.log.Printf("record: %v", err)
 	}
 	delete(s.st.Active, kind)

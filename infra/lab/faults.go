@@ -63,7 +63,12 @@ func (r *recorder) start(kind FaultKind, params map[string]string) (Fault, error
 }
 
 func (r *recorder) end(id string, kind FaultKind, params map[string]string) error {
-	return r.append(faultlog.Event{ID: id, Node: r.node, Kind: kind, Phase: faultlog.End, Time: time.Now().UTC(), Params: params})
+	return r.endAt(id, kind, time.Now(), params)
+}
+
+// endAt records the end of a fault as of at.
+func (r *recorder) endAt(id string, kind FaultKind, at time.Time, params map[string]string) error {
+	return r.append(faultlog.Event{ID: id, Node: r.node, Kind: kind, Phase: faultlog.End, Time: at.UTC(), Params: params})
 }
 
 func (r *recorder) append(ev faultlog.Event) error {

@@ -53,6 +53,7 @@ type redisProc struct {
 	done    chan struct{} // closed once the process is gone
 	exit    string        // how it ended, set before done is closed
 	killed  bool          // ended by SIGKILL (only known for our own children)
+	started time.Time     // just before the exec (zero when adopted)
 }
 
 // supervisor runs one node. Its state is guarded by mu; the run loop is the
@@ -86,6 +87,9 @@ type supervisor struct {
 	// the node from answering (see nodemetrics.go).
 	crashedAt    time.Time
 	lastDowntime time.Duration
+	// faultStart is when each active fault started (this process's own
+	// faults; a fault adopted from a previous supervisor has none).
+	faultStart map[FaultKind]time.Time
 	// notes are parameters for the end event of an active fault.
 	notes   map[FaultKind]map[string]string
 	wake    chan struct{} // the loop re-reads wantUp
@@ -398,11 +402,12 @@ func (s *supervisor) start(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
 	// Own process group, no parent-death signal: see the notes above.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		_ = s.guard(ctx, nil, "post-stop", "unclean")
 		return fmt.Errorf("redis-server: %w", err)
 	}
-	p := &redisProc{pid: cmd.Process.Pid, done: make(chan struct{})}
+	p := &redisProc{pid: cmd.Process.Pid, started: started, done: make(chan struct{})}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -446,13 +451,24 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		return
 	}
 	logged := false
+	// down is the last instant the node is known not to answer: the send
+	// of the last PING that failed, or the process's start. The crash
+	// faults end there, not when the poll noticed the answer, so that a
+	// client that reached the node between the two is not counted inside
+	// the fault.
+	down := p.started
+	if down.IsZero() {
+		down = time.Now()
+	}
 	for {
+		sent := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		err := s.direct.Ping(pctx).Err()
 		cancel()
 		if err == nil {
 			break
 		}
+		down = sent
 		// A refused login (wrong credentials) would otherwise look like a
 		// node that never comes up.
 		var reply redis.Error
@@ -478,7 +494,7 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		s.lastDowntime, s.crashedAt = time.Since(s.crashedAt), time.Time{}
 	}
 	for _, k := range []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop} {
-		s.endFaultLocked(k, nil)
+		s.endFaultAtLocked(k, down, nil)
 	}
 }
 

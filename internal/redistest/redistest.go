@@ -9,6 +9,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -275,13 +276,33 @@ func FreePort(tb testing.TB) int {
 	return port
 }
 
+// handedOut are the ports freePort returned in this process: the kernel
+// may offer a port again as soon as its listener closes, and two of a
+// test's ports must never be the same.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redistest: free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("redistest: free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("redistest: free port: the kernel offered only ports already handed out")
 }
 
 // FreeBasePort returns a base port such that base+offset+i is free on
