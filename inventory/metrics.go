@@ -16,6 +16,7 @@ const (
 	outcomeOutOfStock  = "out_of_stock"
 	outcomeContended   = "contended"
 	outcomeUnavailable = "unavailable"
+	outcomeOverloaded  = "overloaded"
 	outcomeFenced      = "fenced"
 	outcomeInvalid     = "invalid"
 	outcomeNotFound    = "not_found"
@@ -101,6 +102,8 @@ func outcome(r Reservation, err error) string {
 		return outcomeContended
 	case errors.Is(err, ErrUnavailable):
 		return outcomeUnavailable
+	case errors.Is(err, ErrOverloaded):
+		return outcomeOverloaded
 	case errors.Is(err, ErrFenced):
 		return outcomeFenced
 	case errors.Is(err, ErrInvalid):

@@ -82,9 +82,12 @@ type InventoryConfig struct {
 	AcquireTimeout time.Duration // 0: the service default
 	NodeTimeout    time.Duration // 0: the redlock default
 	// LockConcurrency bounds the concurrent acquire attempts of each
-	// replica's Redlock client (redlock.WithMaxConcurrentAttempts); 0:
-	// unlimited.
+	// replica's Redlock client (redlock.WithMaxConcurrentAttempts); 0: the
+	// client's adaptive limit.
 	LockConcurrency int
+	// NoOverloadControl switches the replicas' Redlock overload control
+	// off (redlock.WithOverloadControl(false)).
+	NoOverloadControl bool
 	// PoolSize is each node client's pool size (0: go-redis default).
 	PoolSize int
 	// Username and Password authenticate to the lock nodes (Redis ACL).
@@ -143,7 +146,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes,
 			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
 			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
-			Observer: observer, MaxConcurrentAttempts: cfg.LockConcurrency,
+			Observer: observer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
 			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),
 		})
 		if err != nil {
@@ -259,6 +262,8 @@ func classify(err error) Outcome {
 		return Contended
 	case errors.Is(err, inventory.ErrUnavailable):
 		return Unavailable
+	case errors.Is(err, inventory.ErrOverloaded):
+		return Overloaded
 	case errors.Is(err, inventory.ErrFenced):
 		return Fenced
 	}

@@ -36,6 +36,7 @@ type loadFlags struct {
 	hold           holdFlag
 	login          login
 	lockConc       int
+	overloadCtl    bool
 	lateTolerance  time.Duration
 	interval       time.Duration
 	progress       bool
@@ -68,7 +69,8 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms)")
 	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
 	f.login.register(fs, lab.UserRedlock)
-	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "bound on the concurrent acquire attempts of each replica's Redlock client; excess attempts wait for a slot before their node timeout starts (default: unlimited)")
+	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "fixed bound on the concurrent acquire attempts of each replica's Redlock client, instead of its adaptive limit; excess attempts wait for a slot before their node timeout starts (default: the adaptive limit)")
+	fs.BoolVar(&f.overloadCtl, "overload-control", true, "the Redlock clients' overload control: an adaptive limit on acquire attempts in flight (the excess fails at once as overloaded) and a retry budget; =false to measure without")
 	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")
 	fs.DurationVar(&f.interval, "interval", loadgen.DefaultInterval, "collection interval of histograms, counters and the status line")
 	fs.BoolVar(&f.progress, "progress", false, "print the status line every interval even when stderr is not a terminal")
@@ -95,6 +97,9 @@ func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFla
 	}
 	if remote && fs.Changed("lock-concurrency") {
 		return errors.New("--lock-concurrency applies to in-process replicas, not to --target")
+	}
+	if remote && fs.Changed("overload-control") {
+		return errors.New("--overload-control applies to in-process replicas, not to --target")
 	}
 	if remote && fs.Changed("hold") {
 		return errors.New("--hold applies to in-process replicas, not to --target")
@@ -203,7 +208,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		LockConcurrency: f.lockConc, Recorder: rec, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
+		LockConcurrency: f.lockConc, NoOverloadControl: !f.overloadCtl, Recorder: rec, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }
