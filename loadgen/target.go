@@ -208,10 +208,10 @@ func (t *InventoryTarget) Begin(start time.Time) { t.checker.Store(NewHoldChecke
 // Prepare seeds every SKU with stock (and clears its ledger).
 func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
+	if err := t.replicas[0].Store().SeedMany(ctx, skus, stock); err != nil {
+		return err
+	}
 	for _, sku := range skus {
-		if err := t.replicas[0].Store().Seed(ctx, sku, stock); err != nil {
-			return err
-		}
 		t.initial[sku] = stock
 	}
 	return nil
@@ -402,12 +402,11 @@ func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) er
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
 	for _, sku := range skus {
 		t.initial[sku] = stock
-		if t.store != nil {
-			if err := t.store.Seed(ctx, sku, stock); err != nil {
-				return err
-			}
-			continue
-		}
+	}
+	if t.store != nil {
+		return t.store.SeedMany(ctx, skus, stock)
+	}
+	for _, sku := range skus {
 		if err := t.clients[0].SetStock(ctx, sku, stock); err != nil {
 			return fmt.Errorf("loadgen: seed %s through %s: %w", sku, t.clients[0].URL(), err)
 		}
