@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -81,6 +82,10 @@ type Info struct {
 	Refused            int64
 	Stopped            bool // stopped early (first interrupt)
 	Intervals          int
+	// CPU is the CPU time (user and system) this process used from the
+	// start of the schedule to the end of the drain: the generator and,
+	// with in-process replicas, everything they run (store, lock clients).
+	CPU time.Duration
 }
 
 // Engine runs one open-loop load.
@@ -145,6 +150,7 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 	cfg := e.cfg
 	clk := cfg.Clock
 	start := clk.Now()
+	cpu0 := processCPU()
 	if cfg.OnStart != nil {
 		cfg.OnStart(start)
 	}
@@ -251,6 +257,7 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 	}
 	wg.Wait()
 	end := clk.Now()
+	info.CPU = processCPU() - cpu0
 	endTime.Store(&end)
 	close(stopCollector)
 	c := <-collectorDone
@@ -262,6 +269,16 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 		err = ctx.Err()
 	}
 	return info, err
+}
+
+// processCPU is the CPU time this process has used so far, user and
+// system; 0 where getrusage fails.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // worker runs operations one at a time; it records into the recorder shard
