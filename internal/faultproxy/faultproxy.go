@@ -5,17 +5,18 @@
 // A front is meant to cost close to nothing while no fault is on, because
 // the lab measures Redis and the lock, not its own plumbing. So a Proxy is
 // one event loop over non-blocking sockets (epoll): a chunk a client sends is
-// one read and one write, with no goroutine handing it to another and, in a
-// Dedicated proxy, no trip through the Go scheduler either (see Options). A
-// chunk meets the fault machinery only while a fault needs it, and a fault
-// switched on while connections are open applies to them at once: the loop
-// owns every connection and re-reads the fault on every change.
+// one read and one write, with no goroutine handing it to another. A chunk
+// meets the fault machinery only while a fault needs it, and a fault switched
+// on while connections are open applies to them at once: the loop owns every
+// connection and re-reads the fault on every change.
 //
 // Measured on a 2-core VM, one forwarded PING round trip cost the front
-// about 45 µs of CPU in a Dedicated proxy, against 70–95 µs for a
-// goroutine-per-direction front (io.Copy, even spliced) and about 130 µs for
-// Toxiproxy; most of what is left is the kernel's: every front doubles the
-// loopback TCP hops of a request.
+// about 55 µs of CPU, against 70–95 µs for a goroutine-per-direction front
+// (io.Copy, even spliced) and about 120 µs for Toxiproxy. Most of what is
+// left is the kernel's and the scheduler's: every front doubles the loopback
+// TCP hops of a request. (A loop that kept its scheduler slot while waiting,
+// with a raw epoll_wait, saved about 15 µs more per round trip but cost an
+// idle front about 1% of a core; it was not worth it at the lab's rates.)
 //
 // The lab's node supervisors put one in front of every redis-server and
 // internal/redistest gives tests one, so the faults a test exercises are the
@@ -88,19 +89,6 @@ func (f *Fault) delay() time.Duration {
 func (f Fault) normal() Fault {
 	f.Latency, f.Jitter, f.ServiceTime = max(f.Latency, 0), max(f.Jitter, 0), max(f.ServiceTime, 0)
 	return f
-}
-
-// Options tune a Proxy.
-type Options struct {
-	// Dedicated lets the proxy's event loop keep its scheduler slot (a P,
-	// in Go's terms) while it waits for the network, instead of handing it
-	// back on every wait: that trip through the scheduler is most of what
-	// a wait costs in user space (sysmon takes the slot back, the thread
-	// parks, another wakes). Only a process that runs one proxy and little
-	// else should ask for it, like a lab node's supervisor: every
-	// Dedicated proxy takes one of the process's GOMAXPROCS slots for
-	// itself. It is ignored when GOMAXPROCS is 1.
-	Dedicated bool
 }
 
 // DialTimeout bounds the dial of the upstream for a new connection; a

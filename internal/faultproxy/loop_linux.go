@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,11 +16,10 @@ import (
 // Proxy forwards the connections it accepts to one upstream address. Its
 // methods are safe for concurrent use.
 type Proxy struct {
-	addr      string
-	upstream  unix.Sockaddr
-	family    int
-	dedicated bool
-	base      time.Time // the loop's clock: time since base
+	addr     string
+	upstream unix.Sockaddr
+	family   int
+	base     time.Time // the loop's clock: time since base
 
 	fault   atomic.Pointer[Fault]
 	closing atomic.Bool
@@ -63,10 +60,6 @@ const (
 	// maxQueued bounds what a direction of a connection holds back
 	// (latency, service time, a slow reader) before it stops reading.
 	maxQueued = 1 << 20
-	// dedicatedWait caps one wait of a Dedicated loop, which Go's
-	// scheduler cannot interrupt without asynchronous preemption; it
-	// bounds how long a stop-the-world could wait for it.
-	dedicatedWait = 50 * time.Millisecond
 	// acceptPause is how long accepting pauses after a failure other than
 	// a vanished client (out of file descriptors): level-triggered epoll
 	// would otherwise report the listener again at once.
@@ -114,7 +107,7 @@ type chunk struct {
 
 // Listen starts a proxy on addr (host:port; port 0 picks a free one)
 // forwarding to upstream, which is resolved once, now. Close it to stop it.
-func Listen(addr, upstream string, opts Options) (*Proxy, error) {
+func Listen(addr, upstream string) (*Proxy, error) {
 	up, err := net.ResolveTCPAddr("tcp", upstream)
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: upstream %q: %w", upstream, err)
@@ -124,11 +117,10 @@ func Listen(addr, upstream string, opts Options) (*Proxy, error) {
 		return nil, fmt.Errorf("faultproxy: listen address %q: %w", addr, err)
 	}
 	p := &Proxy{
-		dedicated: opts.Dedicated && runtime.GOMAXPROCS(0) > 1,
-		base:      time.Now(),
-		done:      make(chan struct{}),
-		acks:      make(chan struct{}, 1),
-		epfd:      -1, lfd: -1, wakeFD: -1,
+		base: time.Now(),
+		done: make(chan struct{}),
+		acks: make(chan struct{}, 1),
+		epfd: -1, lfd: -1, wakeFD: -1,
 		ends:   map[uint32]*end{},
 		nextID: firstEndID,
 		links:  map[*link]struct{}{},
@@ -331,24 +323,11 @@ func (p *Proxy) loop() {
 // wait waits for events, for at most timeout (negative: no limit).
 func (p *Proxy) wait(timeout time.Duration) (int, error) {
 	ms := -1
-	if p.dedicated && (timeout < 0 || timeout > dedicatedWait) {
-		timeout = dedicatedWait
-	}
 	if timeout >= 0 {
 		// Round up: a chunk must not leave early.
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
-	if !p.dedicated {
-		return unix.EpollWait(p.epfd, p.events, ms)
-	}
-	// A raw system call keeps the P: no scheduler round trip per wait.
-	// Go's preemption signal interrupts it (EINTR), so a stop-the-world
-	// does not wait for it; dedicatedWait bounds it when that is off.
-	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd), uintptr(unsafe.Pointer(&p.events[0])), uintptr(len(p.events)), uintptr(ms), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
+	return unix.EpollWait(p.epfd, p.events, ms)
 }
 
 // timeout is how long the loop may wait before a timer is due: the first

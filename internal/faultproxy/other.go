@@ -11,7 +11,7 @@ import (
 type Proxy struct{}
 
 // Listen fails: the proxy's event loop is built on epoll.
-func Listen(addr, upstream string, opts Options) (*Proxy, error) {
+func Listen(addr, upstream string) (*Proxy, error) {
 	return nil, errors.New("faultproxy: needs Linux (epoll)")
 }
 

@@ -21,7 +21,7 @@ type Proxy struct {
 // stops it at cleanup.
 func NewProxy(tb testing.TB, upstream string) *Proxy {
 	tb.Helper()
-	p, err := faultproxy.Listen("127.0.0.1:0", upstream, faultproxy.Options{})
+	p, err := faultproxy.Listen("127.0.0.1:0", upstream)
 	if err != nil {
 		tb.Fatalf("redistest: start proxy: %v", err)
 	}
