@@ -63,6 +63,9 @@ type Meta struct {
 	// CPUSeconds is the generator process's CPU time during the run (see
 	// Info.CPU), summed over the runs of a merge.
 	CPUSeconds float64 `json:"cpu_s,omitempty"`
+	// Processes is the CPU time of the other processes the run watched
+	// (Config.Watch), concatenated over the runs of a merge.
+	Processes []ProcessCPU `json:"processes,omitempty"`
 	// Sources lists the run directories a merged run was made from.
 	Sources []string `json:"sources,omitempty"`
 }
@@ -184,6 +187,7 @@ func (w *Writer) Finish(info Info, safety Safety) error {
 	w.meta.Started, w.meta.Ended = info.Start, info.End
 	w.meta.Planned, w.meta.Scheduled, w.meta.Refused, w.meta.Stopped = info.Planned, info.Scheduled, info.Refused, info.Stopped
 	w.meta.CPUSeconds = math.Round(info.CPU.Seconds()*1000) / 1000
+	w.meta.Processes = info.Watched
 	return errors.Join(w.Close(), w.writeMeta(), writeJSON(filepath.Join(w.dir, SafetyFile), safety))
 }
 

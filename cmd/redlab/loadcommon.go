@@ -46,6 +46,7 @@ type loadFlags struct {
 	seed           uint64
 	out            string
 	cpuProfile     string
+	labCPU         bool
 
 	// resolved by validate
 	addrs          []string
@@ -80,6 +81,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.Var(&f.worker, "worker", "this machine's share of a run split over M load machines: i/M (rate and keys are sharded)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the key and quantity draws (default: random, recorded in run.json)")
 	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; must not hold a run already")
+	fs.BoolVar(&f.labCPU, "lab-cpu", false, "account the CPU time of the lab's node processes (redis-server, and the supervisor with its front) in every run, read from /proc: the lab of $"+envStateDir+", else ./"+lab.DefaultStateDir)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (go tool pprof) to FILE, from the end of the set-up to the end of the runs")
 }
 
@@ -286,6 +288,7 @@ type loadRig struct {
 	metrics *loadgen.Metrics
 	status  io.Writer
 	tty     bool
+	watch   []loadgen.WatchedProcess
 	close   func()
 }
 
@@ -302,6 +305,11 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 	var err error
 	if r.keys, err = loadgen.KeySpec(f.keys).Generator(r.shard); err != nil {
 		return nil, err
+	}
+	if f.labCPU {
+		if r.watch, err = labProcesses(ctx, stateDir("")); err != nil {
+			return nil, err
+		}
 	}
 	r.rec = loadgen.NewRecorder(len(f.addrs), 0)
 	if r.target, err = f.newTarget(ctx, f.out, r.rec); err != nil {
@@ -326,6 +334,32 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 	}
 	r.status, r.tty = f.status(e.stderr)
 	return r, nil
+}
+
+// labProcesses lists the processes of the lab in dir whose CPU --lab-cpu
+// accounts: per node, its redis-server and its supervisor (the front).
+func labProcesses(ctx context.Context, dir string) ([]loadgen.WatchedProcess, error) {
+	l, err := lab.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--lab-cpu: %w", err)
+	}
+	sts, err := l.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--lab-cpu: %w", err)
+	}
+	var out []loadgen.WatchedProcess
+	for _, st := range sts {
+		if st.RedisPID > 0 {
+			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d redis-server", st.ID), PID: st.RedisPID})
+		}
+		if st.SupervisorPID > 0 {
+			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d supervisor", st.ID), PID: st.SupervisorPID})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--lab-cpu: no running node in the lab at %s", dir)
+	}
+	return out, nil
 }
 
 // startCPUProfile profiles this process into path until the returned
@@ -368,7 +402,7 @@ func (f *loadFlags) runSpec(r *loadRig, dir string, profile []loadgen.Stage, sch
 		Out: dir, Meta: f.meta(profile, command, r.target), Stock: f.stock,
 		Engine: loadgen.Config{
 			Schedule: sched, Target: r.target, Keys: r.keys, Quantity: loadgen.QuantitySpec(f.quantity), Seed: f.seed,
-			MaxInFlight: f.maxInFlight, LateTolerance: f.lateTolerance, Interval: f.interval, Recorder: r.rec,
+			MaxInFlight: f.maxInFlight, LateTolerance: f.lateTolerance, Interval: f.interval, Recorder: r.rec, Watch: r.watch,
 		},
 		Status: r.status, StatusTTY: r.tty, Metrics: r.metrics, Thresholds: thresholds, Stop: stop,
 	}
