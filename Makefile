@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: capacity drills test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -60,6 +60,7 @@ test-infra:
 	@command -v $(TF) >/dev/null 2>&1 || { echo "test-infra: $(TF) not found: install tofu or terraform, or run 'make tools'"; exit 1; }
 	$(TF) fmt -check -recursive -diff infra
 	cd infra/modules/redis-node && $(TF) test
+	cd infra/modules/node-generations && $(TF) test
 	cd infra/envs/local && d=$$(mktemp -d) && TF_DATA_DIR=$$d $(TF) init -input=false -no-color >/dev/null && TF_DATA_DIR=$$d $(TF) test -no-color; rc=$$?; rm -rf $$d; exit $$rc
 
 ## tools: build OpenTofu from the Go module proxy into ./bin (only needed when
@@ -98,6 +99,10 @@ demo: setup-demo
 ## (runs/drills/matrix.md, .json, .html); about 15 minutes.
 drills: build
 	bin/redlab drill --matrix runbooks/drills --out runs/drills
+
+## publish-matrix: the measured matrix into README.md and runbooks/README.md.
+publish-matrix:
+	bash scripts/publish-matrix.sh runs/drills/matrix.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

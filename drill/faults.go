@@ -28,6 +28,7 @@ type nodeFaults interface {
 	Latency(ctx context.Context, id int, add, jitter time.Duration) (lab.FaultResult, error)
 	ClockJump(ctx context.Context, id int, by time.Duration) (lab.FaultResult, error)
 	ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (lab.FaultResult, error)
+	Failover(ctx context.Context, id int, lag time.Duration) (lab.FaultResult, error)
 }
 
 var _ nodeFaults = (*lab.Lab)(nil)
@@ -191,6 +192,8 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 				_, err = in.nodes.ClockJump(ctx, id, f.By)
 			case FaultClockRate:
 				_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
+			case FaultFailover:
+				_, err = in.nodes.Failover(ctx, id, f.Lag)
 			default:
 				err = fmt.Errorf("unknown fault %q", f.Kind)
 			}
@@ -224,6 +227,10 @@ func describeFault(f Fault) string {
 		fmt.Fprintf(&b, " by %v", f.By)
 	case FaultClockRate:
 		fmt.Fprintf(&b, " ×%g", f.Factor)
+	case FaultFailover:
+		if f.Lag > 0 {
+			fmt.Fprintf(&b, " after %v of replication lag", f.Lag)
+		}
 	case FaultClientPause:
 		if len(f.Guards) > 0 {
 			b.WriteString(" " + joinGuards(f.Guards))

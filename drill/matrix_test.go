@@ -59,3 +59,17 @@ func TestMatrixWrite(t *testing.T) {
 		t.Error("Passed: got true with a failed and a broken drill")
 	}
 }
+
+// TestGuardOrderHasEveryGuard: a new guard gets a place among the
+// columns, not an alphabetical one after them.
+func TestGuardOrderHasEveryGuard(t *testing.T) {
+	order := map[inventory.Guard]bool{}
+	for _, g := range guardOrder() {
+		order[g] = true
+	}
+	for _, g := range append(inventory.Guards(), inventory.Comparisons()...) {
+		if !order[g] {
+			t.Errorf("guard %s has no column in guardOrder", g)
+		}
+	}
+}

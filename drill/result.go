@@ -24,8 +24,8 @@ type Result struct {
 	Started   string  `json:"started"`
 	DurationS float64 `json:"duration_s"`
 	Lab       LabInfo `json:"lab"`
-	// Phases are the bounds of before, during and after, in ns since the
-	// start of the load (the history's clock).
+	// Phases are the bounds of before, during and after, and of the spec's
+	// windows, in ns since the start of the load (the history's clock).
 	Phases map[Phase]Span `json:"phases"`
 	// Guards maps each guard to its verdict.
 	Guards map[string]*GuardResult `json:"guards"`
@@ -38,6 +38,8 @@ type LabInfo struct {
 	Nodes          int      `json:"nodes"`
 	Persistence    []string `json:"persistence"`
 	RestartDelayMs float64  `json:"restart_delay_ms"`
+	// Replicas is 1 when every node had an asynchronous replica.
+	Replicas int `json:"replicas,omitempty"`
 }
 
 // Span is a phase's bounds: [StartNs, EndNs).
@@ -95,6 +97,9 @@ type PhaseResult struct {
 	AcquireP50Ms float64 `json:"acquire_p50_ms"`
 	AcquireP99Ms float64 `json:"acquire_p99_ms"`
 	Availability float64 `json:"availability"`
+	// ReservedPerS is the phase's throughput: reservations made per second
+	// of the phase.
+	ReservedPerS float64 `json:"reserved_per_s"`
 }
 
 // ExpectationResult is one expectation judged.
@@ -110,11 +115,16 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 	faults := hist.Faults()
 	loadEnd := int64(spec.Workload.Duration)
 	phases := phaseSpans(faults, loadEnd)
+	all := append([]Phase{}, Phases...)
+	for _, w := range spec.Windows {
+		phases[w.Name] = Span{int64(w.From), int64(w.To)}
+		all = append(all, w.Name)
+	}
 	t0 := hist.Start()
 	res := &Result{
 		Drill: spec.Name, Title: spec.Title, Seed: seed, Passed: true,
 		Started: t0.UTC().Format(time.RFC3339Nano), DurationS: spec.Workload.Duration.Seconds(),
-		Lab:    LabInfo{Nodes: spec.Lab.Nodes, RestartDelayMs: float64(spec.Lab.RestartDelay) / 1e6},
+		Lab:    LabInfo{Nodes: spec.Lab.Nodes, RestartDelayMs: float64(spec.Lab.RestartDelay) / 1e6, Replicas: spec.Lab.Replicas},
 		Phases: phases, Guards: map[string]*GuardResult{},
 	}
 	for _, p := range spec.Lab.Persistence {
@@ -150,22 +160,44 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		// The phase reports: operations by when they were due, grants by
 		// when they were made.
 		reports := map[Phase]*loadgen.PhaseReport{}
-		for _, ph := range Phases {
+		for _, ph := range all {
 			sp := phases[ph]
 			reports[ph] = loadgen.NewPhaseReport(len(nodes), t0.Add(time.Duration(sp.StartNs)), t0.Add(time.Duration(sp.EndNs)))
 		}
 		gr.mu.Lock()
 		for _, o := range gr.ops {
-			reports[phaseOf(phases, int64(o.op.Intended.Sub(t0)))].Add(o.op, o.res, o.ended)
-		}
-		gr.mu.Unlock()
-		grants := map[Phase]int64{}
-		for _, h := range holds {
-			if h.Guard == g {
-				grants[phaseOf(phases, h.GrantedNs)]++
+			at := int64(o.op.Intended.Sub(t0))
+			reports[phaseOf(phases, at)].Add(o.op, o.res, o.ended)
+			for _, w := range spec.Windows {
+				if inWindow(w, at) {
+					reports[w.Name].Add(o.op, o.res, o.ended)
+				}
 			}
 		}
-		for _, ph := range Phases {
+		gr.mu.Unlock()
+		// Grants by phase; during counts only the grants made while every
+		// fault was in force, so that a fault applied node by node (or
+		// healed node by node) does not count the instants when only part
+		// of it held.
+		grants := map[Phase]int64{}
+		full := fullEffect(faults, loadEnd)
+		for _, h := range holds {
+			if h.Guard != g {
+				continue
+			}
+			switch ph := phaseOf(phases, h.GrantedNs); {
+			case ph != PhaseDuring:
+				grants[ph]++
+			case h.GrantedNs >= full.StartNs && h.GrantedNs <= full.EndNs:
+				grants[PhaseDuring]++
+			}
+			for _, w := range spec.Windows {
+				if inWindow(w, h.GrantedNs) {
+					grants[w.Name]++
+				}
+			}
+		}
+		for _, ph := range all {
 			pr := reports[ph]
 			pr.Finish(safety)
 			ps := pr.Summary
@@ -176,6 +208,9 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				AcquireP50Ms: ps.AcquireLatencyMs.P50, AcquireP99Ms: ps.AcquireLatencyMs.P99,
 			}
 			r.Availability = availability(r.Requests, r.Unavailable+r.Error)
+			if d := time.Duration(phases[ph].EndNs - phases[ph].StartNs).Seconds(); d > 0 {
+				r.ReservedPerS = math.Round(float64(r.Reserved)/d*100) / 100
+			}
 			out.Phases[ph] = r
 		}
 		for _, x := range spec.Expect[gr.guard] {
@@ -294,6 +329,36 @@ func phaseSpans(faults []FaultRecord, end int64) map[Phase]Span {
 	last = min(max(last, first), end)
 	return map[Phase]Span{PhaseBefore: {0, first}, PhaseDuring: {first, last}, PhaseAfter: {last, end}}
 }
+
+// fullEffect is the span when every fault of the drill was in force: from
+// the last start to the first end (a fault never ended lasts until the end
+// of the load). It is empty (EndNs < StartNs) when the faults never all held
+// at once.
+func fullEffect(faults []FaultRecord, end int64) Span {
+	starts, ends := map[string]int64{}, map[string]int64{}
+	for _, f := range faults {
+		switch f.Event {
+		case "start":
+			starts[f.ID] = f.AtNs
+		case "end":
+			ends[f.ID] = f.AtNs
+		}
+	}
+	if len(starts) == 0 {
+		return Span{StartNs: end, EndNs: end - 1}
+	}
+	sp := Span{StartNs: -1, EndNs: end}
+	for id, st := range starts {
+		sp.StartNs = max(sp.StartNs, st)
+		if e, ok := ends[id]; ok {
+			sp.EndNs = min(sp.EndNs, e)
+		}
+	}
+	return sp
+}
+
+// inWindow reports whether ns (from the start of the load) falls in w.
+func inWindow(w Window, ns int64) bool { return ns >= int64(w.From) && ns < int64(w.To) }
 
 // phaseOf places an instant: during covers its end instant too (a fault
 // healed at t ends the faulty phase at t).

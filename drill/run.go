@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/inventory"
@@ -32,6 +35,11 @@ type Options struct {
 	// Lab passes the lab's binaries and directories through (zero: the
 	// lab's own defaults). StateDir and BasePort are chosen per drill.
 	Lab lab.Config
+	// Monitoring, when set, runs the lab with its monitoring (exporters
+	// and Prometheus, see lab.StartMonitoring) and serves every guard's
+	// metrics to it. Prometheus keeps its data in Out/<drill>/prometheus,
+	// which outlives the lab: see PrometheusDir.
+	Monitoring *lab.MonitoringConfig
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -71,10 +79,15 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg.NodePersistence = spec.Lab.Persistence
 	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
 	cfg.RestartDelay = spec.Lab.RestartDelay
-	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes); err != nil {
+	cfg.Replicas = spec.Lab.Replicas
+	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas); err != nil {
 		return nil, err
 	}
-	logf("lab up: %d nodes, persistence %s, restart delay %v", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay)
+	replicas := ""
+	if spec.Lab.Replicas > 0 {
+		replicas = ", an asynchronous replica per node"
+	}
+	logf("lab up: %d nodes, persistence %s, restart delay %v%s", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas)
 	l, err := lab.Up(ctx, cfg)
 	defer func() {
 		// Down even when ctx ended: nothing of the lab may be left behind.
@@ -87,8 +100,17 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("drill %s: lab up: %w", spec.Name, err)
 	}
+	if opts.Monitoring != nil {
+		if err := startMonitoring(ctx, l, *opts.Monitoring, dir, logf); err != nil {
+			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+		}
+	}
 
-	res, err := runLoad(ctx, spec, seed, dir, l, logf)
+	var scrape time.Duration
+	if opts.Monitoring != nil {
+		scrape = max(opts.Monitoring.ScrapeInterval, time.Millisecond)
+	}
+	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
 		err = ferr
 	}
@@ -116,6 +138,8 @@ type guardRun struct {
 	pause  *pauser
 	sched  *loadgen.Schedule
 	stages []loadgen.Stage
+	// metrics is the guard's generator metrics (nil without monitoring).
+	metrics *loadgen.Metrics
 
 	mu  sync.Mutex
 	ops []opRecord
@@ -139,11 +163,26 @@ func (g *guardRun) onResult(op loadgen.Op, res loadgen.Result, ended time.Time) 
 
 // runLoad runs every guard's load on the lab with the fault schedule and
 // judges the outcome.
-func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.Lab, logf func(string, ...any)) (*Result, error) {
+//
+// With scrape > 0 (monitoring on) every guard's metrics are served to the
+// lab's Prometheus, which scrapes every scrape.
+func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.Lab, scrape time.Duration, logf func(string, ...any)) (*Result, error) {
 	w := spec.Workload
 	hist := NewHistory(time.Now())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var reg *prometheus.Registry
+	if scrape > 0 {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		stop, err := serveMetrics(ctx, reg, l.StateDir(), spec.Name, scrape)
+		if err != nil {
+			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+		}
+		// Deferred before the targets' Close below, so it runs after it:
+		// Prometheus scrapes until the last reservation is counted.
+		defer stop()
+	}
 
 	creds, err := l.Credentials()
 	if err != nil {
@@ -174,11 +213,18 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 		}
 		gr.rec = loadgen.NewRecorder(len(l.Addrs()), 0)
 		g := g
+		var targetReg prometheus.Registerer
+		if reg != nil {
+			targetReg = reg
+			if gr.metrics, err = loadgen.NewMetricsOn(prometheus.WrapRegistererWith(prometheus.Labels{"guard": string(g)}, reg)); err != nil {
+				return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
+			}
+		}
 		gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 			Nodes: l.Addrs(), Guard: g, Replicas: w.Replicas,
 			StoreDSN: "sqlite:" + filepath.Join(gr.dir, "inventory.db"),
-			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeout,
-			Recorder: gr.rec, Hold: w.Hold, PauseHook: gr.pause.hook,
+			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
+			Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
 			Username: creds.Redlock.Name, Password: creds.Redlock.Password,
 			OnHold: func(h loadgen.Hold) {
 				hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
@@ -210,8 +256,9 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 					Schedule: gr.sched, Target: gr.target, Keys: gr.keys, Quantity: w.Quantity, Seed: seed,
 					Recorder: gr.rec, OnResult: gr.onResult,
 				},
-				Stock: w.Stock,
-				Gate:  start.wait,
+				Stock:   w.Stock,
+				Metrics: gr.metrics,
+				Gate:    start.wait,
 			})
 			if gr.err != nil {
 				cancel() // the others must not wait at the barrier
@@ -372,19 +419,22 @@ func prepareDir(dir string) error {
 	return os.MkdirAll(dir, 0o755)
 }
 
-// freeBasePort finds a lab base port whose three port ranges are free for
-// n nodes.
-func freeBasePort(n int) (int, error) {
-	for base := lab.DefaultBasePort; base+300+n < 65535; base += 300 {
-		if portsFree(base, n) {
+// freeBasePort finds a lab base port whose port ranges (three, five with
+// replicas, then the monitoring's: Prometheus on base+500 and node N's
+// exporter on base+500+N) are free for n nodes.
+func freeBasePort(n, replicas int) (int, error) {
+	offsets := append(lab.PortOffsets(replicas), 499, 500)
+	step := 600
+	for base := lab.DefaultBasePort; base+step+n < 65535; base += step {
+		if portsFree(base, n, offsets) {
 			return base, nil
 		}
 	}
 	return 0, errors.New("drill: no free port range for the lab")
 }
 
-func portsFree(base, n int) bool {
-	for _, off := range []int{0, 100, 200} {
+func portsFree(base, n int, offsets []int) bool {
+	for _, off := range offsets {
 		for i := 1; i <= n; i++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
 			if err != nil {

@@ -11,13 +11,18 @@ import (
 
 // ciDrills are the shipped drills CI runs on every change, each with its
 // spec's own seed: the docs' warning (everysec without a restart delay breaks
-// the lock), the rule that prevents it (fsync always), and the pause no TTL
-// lock survives without fencing. A broken fault or checker cannot land: each
-// expects violations where the debate says they happen, and none elsewhere.
+// the lock), the rule that prevents it (fsync always), the pause no TTL
+// lock survives without fencing, and two of the common mistakes: a release
+// by plain DEL next to the Lua release, and replicas failing over as nodes
+// (the replicated lab and the failover fault). A broken fault or checker
+// cannot land: each expects violations where the debate says they happen,
+// and none elsewhere.
 var ciDrills = []string{
 	"power-loss-everysec-no-delay",
 	"power-loss-always-no-delay",
 	"client-pause",
+	"delete-release",
+	"replicas-as-nodes",
 }
 
 func TestShippedDrills(t *testing.T) {

@@ -23,7 +23,41 @@ import (
 
 // Spec is one drill: the lab it needs, the load every guard runs, the faults
 // on their schedule and what each guard is expected to show. It is the YAML
-// front matter of a runbook (runbooks/drills/<name>.md).
+// front matter of a runbook (runbooks/drills/<name>.md):
+//
+//	drill: NAME                      # = the file name without .md
+//	title: ONE LINE
+//	lab: {nodes: 5,                  # 1-99
+//	      persistence: always,       # always | everysec | none, or one per node: [always, everysec, ...]
+//	      restart_delay: 5s,         # after a crash; 0s restarts at once
+//	      replicas: 0}               # 1: every node gets an asynchronous replica (the failover fault)
+//	workload: {guards: [redlock, ...],   # Guards and Comparisons (redlock-del)
+//	           rate: 20, duration: 30s,  # per guard; every guard at once, own keys and store
+//	           keys: uniform:30, hold: uniform:5s:9s, quantity: 1,
+//	           lock_ttl: 10s, acquire_timeout: 3s,
+//	           node_timeout: 50ms,       # a duration, or default (the guard's library default)
+//	           guard_options: {redsync: {node_timeout: default}},  # per guard, over the above
+//	           replicas: 2, stock: 1000000, seed: 1}
+//	faults:
+//	  - {at: 10s, fault: KIND, nodes: [3, 4, 5], ...}   # see FaultKind for each kind's fields
+//	windows: {healthy: 2s-10s, slow: 12s-20s}          # named phases of the load, optional
+//	expect:
+//	  GUARD: ["safety.lock_violations>0", "during.acquire.p99<=2*before.acquire.p99", ...]
+//
+// node_timeout "default" is redlock's DefaultNodeTimeout for the guards
+// built on this repository's Redlock client and redis-single, and go-redis's
+// own defaults for redsync (as its users run it). guard_options overrides
+// the workload's node_timeout for one guard; its keys must be guards of the
+// workload.
+//
+// The phases before, during and after split the load at the first fault's
+// start and the last fault's end. windows adds named phases FROM-TO (from
+// the start of the load) for a run with more than one faulty stretch: an
+// expectation prefixed by a window's name is judged on the operations due
+// in it and the locks granted in it, like one prefixed by a phase. A window
+// may overlap the others; its name must not be a phase or a metric's.
+//
+// Every error names the file, the line and the field (SpecError).
 type Spec struct {
 	// Name is the drill's name; it equals the runbook's file name without
 	// ".md".
@@ -33,6 +67,8 @@ type Spec struct {
 	Lab      LabSpec
 	Workload Workload
 	Faults   []Fault
+	// Windows are the spec's named phases, in the spec's order.
+	Windows []Window
 	// Expect holds each guard's expectations, in the spec's order.
 	Expect map[inventory.Guard][]Expectation
 	// File is where the spec was read from.
@@ -45,6 +81,16 @@ type LabSpec struct {
 	// Persistence has one profile per node.
 	Persistence  []lab.Persistence
 	RestartDelay time.Duration
+	// Replicas is 0 (independent nodes) or 1 (an asynchronous replica per
+	// node, which the failover fault promotes).
+	Replicas int
+}
+
+// Window is a named phase of a drill: [From, To) from the start of the load.
+type Window struct {
+	Name     Phase
+	From, To time.Duration
+	Line     int
 }
 
 // Workload is the load each guard runs, at once, on the same lab: every
@@ -59,10 +105,22 @@ type Workload struct {
 	Quantity       loadgen.QuantitySpec
 	LockTTL        time.Duration
 	AcquireTimeout time.Duration
-	NodeTimeout    time.Duration
-	Replicas       int
-	Stock          int64
-	Seed           uint64
+	// NodeTimeout is every guard's per-node timeout (0: its library's
+	// default), unless GuardNodeTimeout names the guard.
+	NodeTimeout time.Duration
+	// GuardNodeTimeout overrides NodeTimeout per guard (0: the default).
+	GuardNodeTimeout map[inventory.Guard]time.Duration
+	Replicas         int
+	Stock            int64
+	Seed             uint64
+}
+
+// NodeTimeoutOf is guard g's per-node timeout; 0 is its library's default.
+func (w Workload) NodeTimeoutOf(g inventory.Guard) time.Duration {
+	if d, ok := w.GuardNodeTimeout[g]; ok {
+		return d
+	}
+	return w.NodeTimeout
 }
 
 // FaultKind names a drill fault.
@@ -82,6 +140,10 @@ const (
 	FaultClockJump   FaultKind = "clock-jump"   // the node's clock steps forward by `by`
 	FaultClockRate   FaultKind = "clock-rate"   // the node's clock runs `factor` fast for `for`
 	FaultClientPause FaultKind = "client-pause" // a lock holder freezes inside its critical section for `for`
+	// FaultFailover crashes the master of each node and promotes its replica
+	// behind the node's address, after holding replication back for `lag`
+	// (optional); the lab needs replicas: 1.
+	FaultFailover FaultKind = "failover"
 )
 
 // faultKinds is every kind with what it needs: nodes, a duration, params.
@@ -102,6 +164,7 @@ var faultKinds = map[FaultKind]struct {
 	FaultClockJump:   {nodes: true},
 	FaultClockRate:   {nodes: true, needsFor: true, allowFor: true},
 	FaultClientPause: {needsFor: true, allowFor: true},
+	FaultFailover:    {nodes: true},
 }
 
 func faultKindNames() string {
@@ -126,6 +189,7 @@ type Fault struct {
 	Jitter time.Duration // latency
 	By     time.Duration // clock-jump
 	Factor float64       // clock-rate
+	Lag    time.Duration // failover
 	// Guards limits a client-pause to these guards (default: every guard).
 	Guards []inventory.Guard
 	// Count is how many holders a client-pause freezes (default 1).
@@ -149,12 +213,29 @@ const (
 // Phases lists the phases in order.
 var Phases = []Phase{PhaseBefore, PhaseDuring, PhaseAfter}
 
+// windowName is what a window may be called; reservedNames are what it
+// may not (the phases, and the first word of every metric an expectation
+// may start with).
+var (
+	windowName    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+	reservedNames = map[string]bool{
+		"before": true, "during": true, "after": true, "grants": true, "recovery": true, "safety": true,
+		"outcomes": true, "acquire": true, "e2e": true, "e2e_uncorrected": true, "hold": true, "release": true,
+		"attempts": true, "throughput": true, "requests": true, "late_starts": true,
+	}
+	nodeName = regexp.MustCompile(`^node[0-9]+$`)
+)
+
 // Expectation is one condition a guard must meet: a load-generator threshold
 // (loadgen.ParseThreshold's grammar, with safety.lock_violations), judged on
 // the whole run or, with a phase prefix (during.outcomes.unavailable<1%), on
 // the operations due in that phase. Beyond that grammar:
 //
-//	during.grants==0      locks granted in a phase (from the history)
+//	during.grants==0      locks granted in a phase (from the history); for
+//	                      during, only while every fault was in force (from
+//	                      the last start to the first end), so that a fault
+//	                      applied or healed node by node does not count the
+//	                      instants when only part of it held
 //	recovery<2s           from the end of the faults to the first grant after it
 //	during.acquire.p99<=2*before.acquire.p99
 //	                      a value relative to another phase's figure
@@ -294,6 +375,15 @@ type specParser struct {
 	offset   int // lines before the front matter
 	err      *SpecError
 	nameLine int
+	// guardOptions are workload.guard_options' entries, checked against
+	// the workload's guards once it is read.
+	guardOptions []guardOption
+}
+
+type guardOption struct {
+	guard   inventory.Guard
+	field   string
+	keyNode ast.Node
 }
 
 func (p *specParser) line(n ast.Node) int {
@@ -465,9 +555,9 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		Expect: map[inventory.Guard][]Expectation{},
 	}
 	var persistence entry
-	var expect []entry
+	var expect, windows []entry
 	have := map[string]bool{}
-	for _, e := range p.mapping(n, "", "drill", "title", "lab", "workload", "faults", "expect") {
+	for _, e := range p.mapping(n, "", "drill", "title", "lab", "workload", "faults", "windows", "expect") {
 		have[e.key] = true
 		switch e.key {
 		case "drill":
@@ -481,7 +571,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		case "title":
 			s.Title, _ = p.scalar(e)
 		case "lab":
-			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay") {
+			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas") {
 				switch le.key {
 				case "nodes":
 					s.Lab.Nodes = int(p.integer(le, 1, lab.MaxNodes))
@@ -489,6 +579,8 @@ func (p *specParser) spec(n ast.Node) *Spec {
 					persistence = le
 				case "restart_delay":
 					s.Lab.RestartDelay = p.duration(le, 0)
+				case "replicas":
+					s.Lab.Replicas = int(p.integer(le, 0, 1))
 				}
 			}
 		case "workload":
@@ -497,6 +589,8 @@ func (p *specParser) spec(n ast.Node) *Spec {
 			for _, fe := range p.list(e) {
 				s.Faults = append(s.Faults, p.fault(fe))
 			}
+		case "windows":
+			windows = p.mapping(e.node, "windows")
 		case "expect":
 			expect = p.mapping(e.node, "expect")
 		}
@@ -539,17 +633,63 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		}
 	}
 	p.checkFaults(s)
+	for _, e := range windows {
+		p.window(e, s)
+	}
+	p.checkGuardOptions(s)
 	for _, e := range expect {
 		p.expectations(e, s)
 	}
 	return s
 }
 
+// window parses one named window, NAME: FROM-TO.
+func (p *specParser) window(e entry, s *Spec) {
+	if p.err != nil {
+		return
+	}
+	name := e.key
+	switch {
+	case !windowName.MatchString(name):
+		p.fail(e.keyNode, e.field, "a window's name is lowercase letters, digits and '_', starting with a letter")
+		return
+	case reservedNames[name] || nodeName.MatchString(name):
+		p.fail(e.keyNode, e.field, "%q is a phase or a metric's name: choose another", name)
+		return
+	}
+	v, ok := p.scalar(e)
+	if !ok {
+		return
+	}
+	from, to, found := strings.Cut(v, "-")
+	f, err1 := time.ParseDuration(strings.TrimSpace(from))
+	t, err2 := time.ParseDuration(strings.TrimSpace(to))
+	switch {
+	case !found || err1 != nil || err2 != nil:
+		p.fail(e.node, e.field, "want FROM-TO, like 10s-20s, got %q", v)
+	case f < 0 || t <= f:
+		p.fail(e.node, e.field, "want FROM before TO, got %q", v)
+	case s.Workload.Duration > 0 && t > s.Workload.Duration:
+		p.fail(e.node, e.field, "%v is past the end of the load (duration %v)", t, s.Workload.Duration)
+	default:
+		s.Windows = append(s.Windows, Window{Name: Phase(name), From: f, To: t, Line: p.line(e.node)})
+	}
+}
+
+// checkGuardOptions checks that guard_options names guards of the workload.
+func (p *specParser) checkGuardOptions(s *Spec) {
+	for _, o := range p.guardOptions {
+		if p.err == nil && !contains(s.Workload.Guards, o.guard) {
+			p.fail(o.keyNode, o.field, "guard %s is not in workload.guards (%s)", o.guard, joinGuards(s.Workload.Guards))
+		}
+	}
+}
+
 func (p *specParser) workload(e entry, s *Spec) {
 	w := &s.Workload
 	have := map[string]entry{}
 	for _, we := range p.mapping(e.node, "workload", "guards", "rate", "duration", "keys", "hold", "quantity",
-		"lock_ttl", "acquire_timeout", "node_timeout", "replicas", "stock", "seed") {
+		"lock_ttl", "acquire_timeout", "node_timeout", "guard_options", "replicas", "stock", "seed") {
 		have[we.key] = we
 		switch we.key {
 		case "guards":
@@ -558,7 +698,7 @@ func (p *specParser) workload(e entry, s *Spec) {
 				if !ok {
 					break
 				}
-				g, err := inventory.ParseGuard(v)
+				g, err := inventory.ParseAnyGuard(v)
 				if err != nil {
 					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, guardNames())
 					break
@@ -604,7 +744,22 @@ func (p *specParser) workload(e entry, s *Spec) {
 		case "acquire_timeout":
 			w.AcquireTimeout = p.duration(we, time.Millisecond)
 		case "node_timeout":
-			w.NodeTimeout = p.duration(we, time.Millisecond)
+			w.NodeTimeout = p.nodeTimeout(we)
+		case "guard_options":
+			for _, ge := range p.mapping(we.node, we.field) {
+				g, err := inventory.ParseAnyGuard(ge.key)
+				if err != nil {
+					p.fail(ge.keyNode, ge.field, "unknown guard %q (want one of %s)", ge.key, guardNames())
+					break
+				}
+				p.guardOptions = append(p.guardOptions, guardOption{guard: g, field: ge.field, keyNode: ge.keyNode})
+				for _, oe := range p.mapping(ge.node, ge.field, "node_timeout") {
+					if w.GuardNodeTimeout == nil {
+						w.GuardNodeTimeout = map[inventory.Guard]time.Duration{}
+					}
+					w.GuardNodeTimeout[g] = p.nodeTimeout(oe)
+				}
+			}
 		case "replicas":
 			w.Replicas = int(p.integer(we, 1, 64))
 		case "stock":
@@ -620,9 +775,23 @@ func (p *specParser) workload(e entry, s *Spec) {
 	}
 }
 
+// nodeTimeout is a duration of at least 1ms, or "default" (0).
+func (p *specParser) nodeTimeout(e entry) time.Duration {
+	v, ok := p.scalar(e)
+	if !ok || v == "default" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Millisecond {
+		p.fail(e.node, e.field, "want a duration of at least 1ms, like 50ms, or default, got %q", v)
+		return 0
+	}
+	return d
+}
+
 func guardNames() string {
 	var names []string
-	for _, g := range inventory.Guards() {
+	for _, g := range append(inventory.Guards(), inventory.Comparisons()...) {
 		names = append(names, string(g))
 	}
 	return strings.Join(names, ", ")
@@ -639,7 +808,7 @@ func trimPkg(err error) string {
 func (p *specParser) fault(e entry) Fault {
 	f := Fault{Line: p.line(e.node), Count: 1}
 	have := map[string]entry{}
-	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "for", "delay", "add", "jitter", "by", "factor", "guards", "count") {
+	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "for", "delay", "add", "jitter", "by", "factor", "guards", "count", "lag") {
 		have[fe.key] = fe
 		switch fe.key {
 		case "at":
@@ -677,7 +846,7 @@ func (p *specParser) fault(e entry) Fault {
 				if !ok {
 					break
 				}
-				g, err := inventory.ParseGuard(v)
+				g, err := inventory.ParseAnyGuard(v)
 				if err != nil {
 					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, guardNames())
 					break
@@ -686,6 +855,8 @@ func (p *specParser) fault(e entry) Fault {
 			}
 		case "count":
 			f.Count = int(p.integer(fe, 1, 1000))
+		case "lag":
+			f.Lag = p.duration(fe, 0)
 		}
 	}
 	if p.err != nil {
@@ -722,6 +893,7 @@ func (p *specParser) fault(e entry) Fault {
 	param("factor", FaultClockRate)
 	param("guards", FaultClientPause)
 	param("count", FaultClientPause)
+	param("lag", FaultFailover)
 	if _, ok := have["add"]; f.Kind == FaultLatency && !ok {
 		p.fail(e.node, e.field+".add", "latency needs add (add: 200ms)")
 	}
@@ -763,12 +935,16 @@ func (p *specParser) checkFaults(s *Spec) {
 				return
 			}
 		}
+		if f.Kind == FaultFailover && s.Lab.Replicas == 0 {
+			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: "failover promotes a node's replica: the lab needs replicas (lab: {replicas: 1})"}
+			return
+		}
 	}
 	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 }
 
 func (p *specParser) expectations(e entry, s *Spec) {
-	g, err := inventory.ParseGuard(e.key)
+	g, err := inventory.ParseAnyGuard(e.key)
 	if err != nil || !contains(s.Workload.Guards, g) {
 		p.fail(e.keyNode, e.field, "not a guard of this drill's workload (%s)", joinGuards(s.Workload.Guards))
 		return
@@ -782,7 +958,7 @@ func (p *specParser) expectations(e entry, s *Spec) {
 		if !ok {
 			return
 		}
-		x, err := ParseExpectation(v, s.Lab.Nodes)
+		x, err := ParseExpectation(v, s.Lab.Nodes, s.windowNames()...)
 		if err != nil {
 			p.fail(it.node, it.field, "%s", trimPkg(err))
 			return
@@ -803,7 +979,7 @@ func joinGuards(gs []inventory.Guard) string {
 var (
 	nodeMetricRE = regexp.MustCompile(`^node(\d+)\.`)
 	opValueRE    = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
-	relativeRE   = regexp.MustCompile(`^([a-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*([0-9]+(?:\.[0-9]+)?)\*((before|during|after)\.)?([a-z0-9_.]+)\s*$`)
+	relativeRE   = regexp.MustCompile(`^([a-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*([0-9]+(?:\.[0-9]+)?)\*([a-z0-9_.]+)\s*$`)
 )
 
 // parseMetric parses a metric name with the threshold grammar, giving it a
@@ -819,16 +995,32 @@ func parseMetric(metric, op string) (loadgen.Threshold, error) {
 	return t, nil
 }
 
-// ParseExpectation parses one expectation against a lab of nodes nodes.
-func ParseExpectation(expr string, nodes int) (Expectation, error) {
-	x := Expectation{Expr: strings.TrimSpace(expr)}
-	rest := x.Expr
-	for _, ph := range Phases {
+// windowNames are the names of the spec's windows.
+func (s *Spec) windowNames() []Phase {
+	out := make([]Phase, len(s.Windows))
+	for i, w := range s.Windows {
+		out[i] = w.Name
+	}
+	return out
+}
+
+// cutPhase splits a phase or window prefix ("during.", "slow.") off rest.
+func cutPhase(rest string, windows []Phase) (Phase, string) {
+	for _, ph := range append(append([]Phase{}, Phases...), windows...) {
 		if r, ok := strings.CutPrefix(rest, string(ph)+"."); ok {
-			x.Phase, rest = ph, r
-			break
+			return ph, r
 		}
 	}
+	return PhaseAll, rest
+}
+
+// ParseExpectation parses one expectation against a lab of nodes nodes and
+// the spec's windows (named phases a prefix may name besides before,
+// during and after).
+func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, error) {
+	x := Expectation{Expr: strings.TrimSpace(expr)}
+	var rest string
+	x.Phase, rest = cutPhase(x.Expr, windows)
 	if r, ok := strings.CutPrefix(rest, "grants"); ok && x.Phase != PhaseAll && (r == "" || strings.ContainsAny(r[:1], "<>=! ")) {
 		// Borrow the threshold grammar for the operator and the count.
 		t, err := loadgen.ParseThreshold("requests" + r)
@@ -854,7 +1046,8 @@ func ParseExpectation(expr string, nodes int) (Expectation, error) {
 	if m := relativeRE.FindStringSubmatch(rest); m != nil {
 		// METRIC OP K*[PHASE.]METRIC2: parse both sides with the threshold
 		// grammar and a stand-in value.
-		metric, op, factor, refPhase, refMetric := m[1], m[2], m[3], Phase(m[5]), m[6]
+		metric, op, factor := m[1], m[2], m[3]
+		refPhase, refMetric := cutPhase(m[4], windows)
 		lhs, err := parseMetric(metric, op)
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: %w", expr, err)

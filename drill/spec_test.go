@@ -97,6 +97,23 @@ func TestParseErrors(t *testing.T) {
 		{"rate missing", "rate: 50, ", "", 5, "workload.rate: missing"},
 		{"bad YAML", "faults:\n", "faults: [\n", 9, "YAML"},
 		{"no front matter", "---\ndrill:", "drill:", 1, "no front matter"},
+		{"failover without replicas", "fault: power-loss, nodes", "fault: failover, nodes", 8, "faults[0].fault: failover promotes a node's replica: the lab needs replicas"},
+		{"lag on another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], lag: 2s}", 8, "power-loss takes no lag (it applies to failover)"},
+		{"two replicas", "restart_delay: 0s}", "restart_delay: 0s, replicas: 2}", 4, "lab.replicas: want a whole number from 0 to 1, got \"2\""},
+		{"bad node timeout", "lock_ttl: 10s,", "lock_ttl: 10s, node_timeout: fast,", 6, "workload.node_timeout: want a duration of at least 1ms, like 50ms, or default, got \"fast\""},
+		{"guard option for an unknown guard", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {zookeeper: {node_timeout: default}},", 6, "workload.guard_options.zookeeper: unknown guard"},
+		{"guard option for a guard not in the workload", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {redsync: {node_timeout: default}},", 6, "workload.guard_options.redsync: guard redsync is not in workload.guards"},
+		{"unknown guard option", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {redlock: {pool: 3}},", 6, "workload.guard_options.redlock.pool: unknown field (want one of node_timeout)"},
+		{"bad guard node timeout", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {redlock: {node_timeout: 0s}},", 6, "workload.guard_options.redlock.node_timeout: want a duration of at least 1ms"},
+		{"bad window", "faults:\n", "windows: {slow: 10s}\nfaults:\n", 7, "windows.slow: want FROM-TO, like 10s-20s, got \"10s\""},
+		{"window backwards", "faults:\n", "windows: {slow: 20s-10s}\nfaults:\n", 7, "windows.slow: want FROM before TO"},
+		{"window past the end", "faults:\n", "windows: {slow: 30s-50s}\nfaults:\n", 7, "windows.slow: 50s is past the end of the load (duration 40s)"},
+		{"window named like a phase", "faults:\n", "windows: {during: 10s-20s}\nfaults:\n", 7, "windows.during: \"during\" is a phase or a metric's name"},
+		{"window named like a metric", "faults:\n", "windows: {acquire: 10s-20s}\nfaults:\n", 7, "a phase or a metric's name"},
+		{"window named like a node", "faults:\n", "windows: {node2: 10s-20s}\nfaults:\n", 7, "a phase or a metric's name"},
+		{"window with a bad name", "faults:\n", "windows: {Slow-Part: 10s-20s}\nfaults:\n", 7, "a window's name is lowercase letters"},
+		{"expectation in an unknown window", "safety.lock_violations>0", "slow.acquire.p99<5ms", 10, "expect.redlock[0]"},
+		{"comparison guard is a workload guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, redlock-fenced, db-atomic, redlock-del, dynamo]", 5, "workload.guards[4]: unknown guard \"dynamo\" (want one of none, redis-single, redlock, redlock-fenced, db-atomic, redsync, redlock-del)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +139,61 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("message: got %q, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// mistakesSpec uses what the common-mistakes drills need: a replicated
+// lab, failover with lag, a comparison guard, redsync with go-redis's own
+// timeouts, and named windows.
+const mistakesSpec = `---
+drill: mistakes
+lab: {nodes: 5, replicas: 1, restart_delay: 15s}
+workload: {guards: [redlock, redlock-del, redsync], rate: 10, duration: 30s,
+           node_timeout: 50ms,
+           guard_options: {redsync: {node_timeout: default}, redlock-del: {node_timeout: 250ms}}}
+faults:
+  - {at: 10s, fault: failover, nodes: [1, 2, 3], lag: 3s}
+windows: {healthy: 2s-10s, slow: 12s-20s}
+expect:
+  redlock: ["slow.acquire.p99<=2*healthy.acquire.p99", "healthy.grants>0"]
+  redlock-del: ["safety.lock_violations>0"]
+  redsync: ["slow.acquire.p50>=3s", "during.acquire.p99<=2*slow.acquire.p99"]
+---
+`
+
+func TestParseMistakes(t *testing.T) {
+	s, err := Parse("mistakes.md", []byte(mistakesSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Lab.Replicas != 1 || s.Lab.RestartDelay != 15*time.Second {
+		t.Errorf("lab: got %+v, want replicas 1", s.Lab)
+	}
+	if f := s.Faults[0]; f.Kind != FaultFailover || f.Lag != 3*time.Second || len(f.Nodes) != 3 {
+		t.Errorf("fault: got %+v, want a failover of 3 nodes with 3s of lag", f)
+	}
+	w := s.Workload
+	for g, want := range map[inventory.Guard]time.Duration{
+		inventory.GuardRedlock: 50 * time.Millisecond, inventory.GuardRedsync: 0, inventory.GuardRedlockDel: 250 * time.Millisecond,
+	} {
+		if got := w.NodeTimeoutOf(g); got != want {
+			t.Errorf("node timeout of %s: got %v, want %v", g, got, want)
+		}
+	}
+	if len(s.Windows) != 2 || s.Windows[1] != (Window{Name: "slow", From: 12 * time.Second, To: 20 * time.Second, Line: 9}) {
+		t.Errorf("windows: got %+v", s.Windows)
+	}
+	x := s.Expect[inventory.GuardRedlock]
+	if x[0].Phase != "slow" || x[0].Refs != "healthy" || x[0].Factor != 2 || x[1].Phase != "healthy" || !x[1].Grants {
+		t.Errorf("redlock expectations: got %+v", x)
+	}
+	if y := s.Expect[inventory.GuardRedsync]; y[1].Phase != PhaseDuring || y[1].Refs != "slow" {
+		t.Errorf("redsync expectations: got %+v", y)
+	}
+	// A window takes no safety count, like a phase.
+	bad := strings.Replace(mistakesSpec, `"healthy.grants>0"`, `"slow.safety.double_grants==0"`, 1)
+	if _, err := Parse("mistakes.md", []byte(bad)); err == nil || !strings.Contains(err.Error(), "safety counts are judged on the whole drill") {
+		t.Errorf("safety count in a window: got %v", err)
 	}
 }
 
@@ -199,8 +271,8 @@ func TestShippedSpecsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 12 {
-		t.Fatalf("got %d drill runbooks, want at least 12", len(files))
+	if len(files) < 17 {
+		t.Fatalf("got %d drill runbooks, want at least 17", len(files))
 	}
 	for _, f := range files {
 		s, err := ReadFile(f)
@@ -213,5 +285,25 @@ func TestShippedSpecsParse(t *testing.T) {
 				t.Errorf("%s: guard %s has no expectation", f, g)
 			}
 		}
+	}
+}
+
+func TestFullEffect(t *testing.T) {
+	s := time.Second.Nanoseconds()
+	faults := []FaultRecord{
+		{ID: "a", Event: "start", AtNs: 10 * s}, {ID: "b", Event: "start", AtNs: 10*s + 40}, {ID: "c", Event: "start", AtNs: 10*s + 80},
+		{ID: "b", Event: "end", AtNs: 18 * s}, {ID: "a", Event: "end", AtNs: 18*s + 50}, {ID: "c", Event: "end", AtNs: 18*s + 90},
+	}
+	if got, want := fullEffect(faults, 30*s), (Span{10*s + 80, 18 * s}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	// One fault never ended: it holds until the end.
+	if got, want := fullEffect(faults[:3], 30*s), (Span{10*s + 80, 30 * s}); got != want {
+		t.Errorf("open faults: got %+v, want %+v", got, want)
+	}
+	// Faults one after the other never all hold.
+	seq := []FaultRecord{{ID: "a", Event: "start", AtNs: 1}, {ID: "a", Event: "end", AtNs: 2}, {ID: "b", Event: "start", AtNs: 3}, {ID: "b", Event: "end", AtNs: 4}}
+	if sp := fullEffect(seq, 30*s); sp.EndNs >= sp.StartNs {
+		t.Errorf("sequential faults: got %+v, want an empty span", sp)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,20 @@ const (
 	// GuardDBAtomic lets the database decide: UPDATE … SET stock = stock − q
 	// WHERE stock >= q, no lock at all.
 	GuardDBAtomic Guard = "db-atomic"
+	// GuardRedsync is the critical section of GuardRedlock through
+	// go-redsync/redsync v4 as its users run it: its own defaults (8 s expiry
+	// unless the service's TTL, 32 tries, 50–250 ms between them, no fail
+	// fast) over plain go-redis clients with go-redis's default timeouts. It
+	// is the "long timeout" client of the common mistakes.
+	GuardRedsync Guard = "redsync"
+
+	// GuardRedlockDel is GuardRedlock released with a plain DEL of the key,
+	// without checking that the key still holds this holder's token: the
+	// mistake the Redlock docs warn against. A holder whose lock expired
+	// deletes the next holder's key and lets a third one in. It exists to
+	// be compared with GuardRedlock (Comparisons), never to protect
+	// anything: ParseGuard, and so `redlab serve`, refuse it.
+	GuardRedlockDel Guard = "redlock-del"
 
 	// guardRedlockFencedNaive checks the token only at write time
 	// (last_fence <= t, then last_fence = t). It is here to show that this
@@ -46,35 +61,76 @@ const (
 
 // Guards lists the guards a service can be started with.
 func Guards() []Guard {
-	return []Guard{GuardNone, GuardRedisSingle, GuardRedlock, GuardRedlockFenced, GuardDBAtomic}
+	return []Guard{GuardNone, GuardRedisSingle, GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedsync}
 }
 
-// ParseGuard returns the guard named s.
+// Comparisons lists the guards that exist only to show a mistake side by
+// side with the right practice: the load generator and the drills run
+// them, a service never does (ParseGuard refuses them).
+func Comparisons() []Guard { return []Guard{GuardRedlockDel} }
+
+// ErrComparisonGuard is returned by ParseGuard for a guard of Comparisons.
+var ErrComparisonGuard = errors.New("inventory: comparison guard")
+
+// ParseGuard returns the guard named s, one of Guards: what a service can
+// be started with. A guard of Comparisons is refused with
+// ErrComparisonGuard, saying why.
 func ParseGuard(s string) (Guard, error) {
 	for _, g := range Guards() {
 		if string(g) == s {
 			return g, nil
 		}
 	}
-	names := make([]string, 0, 5)
-	for _, g := range Guards() {
-		names = append(names, string(g))
+	for _, g := range Comparisons() {
+		if string(g) == s {
+			return "", fmt.Errorf("%w: %s releases its lock with a plain DEL, the mistake it exists to show; "+
+				"`redlab load` and the drills run it next to redlock, a service never does", ErrComparisonGuard, g)
+		}
 	}
-	return "", fmt.Errorf("inventory: unknown guard %q (want one of %s)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("inventory: unknown guard %q (want one of %s)", s, guardNames(Guards()))
+}
+
+// ParseAnyGuard returns the guard named s, one of Guards or Comparisons:
+// what the load generator and the drills accept.
+func ParseAnyGuard(s string) (Guard, error) {
+	for _, g := range Comparisons() {
+		if string(g) == s {
+			return g, nil
+		}
+	}
+	g, err := ParseGuard(s)
+	if err != nil {
+		return "", fmt.Errorf("inventory: unknown guard %q (want one of %s)", s, guardNames(append(Guards(), Comparisons()...)))
+	}
+	return g, nil
+}
+
+func guardNames(gs []Guard) string {
+	names := make([]string, len(gs))
+	for i, g := range gs {
+		names[i] = string(g)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (g Guard) known() bool {
-	_, err := ParseGuard(string(g))
+	_, err := ParseAnyGuard(string(g))
 	return err == nil || g == guardRedlockFencedNaive
 }
 
 // NeedsNodes reports whether the guard takes a lock on Redis nodes (and so
 // needs lock nodes to run).
-func (g Guard) NeedsNodes() bool { return g.redlock() || g == GuardRedisSingle }
+func (g Guard) NeedsNodes() bool { return g.redlock() || g == GuardRedisSingle || g == GuardRedsync }
 
-// redlock reports whether the guard takes a Redlock lock.
+// TimesNodes reports whether the guard reports each lock node's reply (the
+// guards built on this repository's Redlock client, whose observer sees
+// every node's answer).
+func (g Guard) TimesNodes() bool { return g.redlock() }
+
+// redlock reports whether the guard takes a lock with this repository's
+// Redlock client.
 func (g Guard) redlock() bool {
-	return g == GuardRedlock || g == GuardRedlockFenced || g == guardRedlockFencedNaive
+	return g == GuardRedlock || g == GuardRedlockFenced || g == GuardRedlockDel || g == guardRedlockFencedNaive
 }
 
 // lockKey is the lock's Redis key for a SKU.
@@ -113,13 +169,33 @@ func (s *Service) withRedlock(ctx context.Context, req Request, body func(contex
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		// A release that finds the lock expired or taken over is not this
 		// reservation's failure: its write has already happened or not.
-		_ = lock.Release(rctx)
+		if s.guard == GuardRedlockDel {
+			s.deleteRelease(rctx, key)
+		} else {
+			_ = lock.Release(rctx)
+		}
 		cancel()
 		t.Release = time.Since(released)
 		s.observe(Hold{Key: key, Holder: s.cfg.holder, Token: lock.Token(), Granted: granted, Released: released, ValidUntil: lock.Deadline()})
 	}()
 	r, err = body(ctx)
 	return r, t, err
+}
+
+// deleteRelease is GuardRedlockDel's release: DEL key on every node, in
+// parallel, whoever's token the key holds now. When this holder's lock has
+// expired and another holder took the key, this deletes the other holder's
+// lock: the mistake the guard exists to show.
+func (s *Service) deleteRelease(ctx context.Context, key string) {
+	var wg sync.WaitGroup
+	for _, n := range s.cfg.delNodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = n.Del(ctx, key).Err()
+		}()
+	}
+	wg.Wait()
 }
 
 // redlockError translates a failed Acquire into the package's errors.

@@ -92,8 +92,20 @@ func replica(t *testing.T, store *Store, guard Guard, c *redistest.Cluster, opts
 			}
 			t.Cleanup(func() { locker.Close() })
 		}
-		if guard == GuardRedisSingle {
+		switch guard {
+		case GuardRedisSingle:
 			opts = append([]ServiceOption{WithSingleNode(nodes[0])}, opts...)
+		case GuardRedlockDel:
+			opts = append([]ServiceOption{WithDeleteNodes(nodes)}, opts...)
+		case GuardRedsync:
+			// As redsync's users build them: go-redis's defaults.
+			plain := redsyncNodes(ReplicaConfig{Nodes: c.Addrs()})
+			t.Cleanup(func() {
+				for _, n := range plain {
+					n.Close()
+				}
+			})
+			opts = append([]ServiceOption{WithRedsyncNodes(plain)}, opts...)
 		}
 	}
 	s, err := NewService(store, guard, locker, opts...)

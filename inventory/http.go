@@ -305,7 +305,9 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 	if errors.As(err, &re) {
 		t = re.Timing
 	}
-	h.m.observe(h.svc.Guard(), res, err, t, time.Since(start).Seconds())
+	if !h.svc.metered() {
+		h.m.observe(h.svc.Guard(), res, err, t, time.Since(start).Seconds())
+	}
 	w.Header().Set("Server-Timing", serverTiming(t))
 	if err != nil {
 		aerr := errorFor(err)

@@ -28,15 +28,32 @@ const (
 	outcomeError          = "error"
 )
 
-// metrics are the handler's Prometheus collectors. Labels are bounded: the
-// guard (five values), the outcome (above), the route pattern and the status
-// code, never a SKU or a request ID.
+// outcomes lists every outcome, for the series that exist from the start.
+var outcomes = []string{outcomeReserved, outcomeReplayed, outcomeOutOfStock, outcomeContended, outcomeUnavailable,
+	outcomeOverloaded, outcomeFenced, outcomeInvalid, outcomeNotFound, outcomeConflict, outcomeCanceled, outcomeRequestTimeout, outcomeError}
+
+// Store operations, the bounded values of the store metric's "op" label.
+const (
+	storeLookup    = "lookup"     // the request ID's earlier reservation, if any
+	storeRead      = "read"       // the stock read of the read-modify-write
+	storeWrite     = "write"      // the write and its ledger entry, one transaction
+	storeFence     = "fence"      // redlock-fenced: fence the row before the read
+	storeNextFence = "next_fence" // redlock-fenced: draw the fencing token
+)
+
+// metrics are the service's and the handler's Prometheus collectors. Labels
+// are bounded: the guard (five values), the outcome (above), the store
+// operation (above), the route pattern and the status code, never a SKU or
+// a request ID.
 type metrics struct {
 	reservations     *prometheus.CounterVec
 	duration         *prometheus.HistogramVec
 	acquire          *prometheus.HistogramVec
 	fencedRejections prometheus.Counter
 	requests         *prometheus.CounterVec
+	inFlight         *prometheus.GaugeVec
+	store            *prometheus.HistogramVec
+	lockTTL          *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -63,6 +80,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: metricsNamespace, Name: "http_requests_total",
 			Help: "HTTP requests by route pattern and status code.",
 		}, []string{"route", "code"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "reservations_in_flight",
+			Help: "Reservations started and not yet answered, by guard.",
+		}, []string{"guard"}),
+		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "store_duration_seconds",
+			Help:    "Wall time of the store operations a reservation makes (lookup, read, write, fence, next_fence), by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"op"}),
+		lockTTL: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "lock_ttl_seconds",
+			Help: "The lock TTL of the guards that lock: a crashed lock node must stay down at least this long before it rejoins.",
+		}, []string{"guard"}),
 	}
 	if reg != nil {
 		m.reservations = register(reg, m.reservations)
@@ -70,6 +100,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.acquire = register(reg, m.acquire)
 		m.fencedRejections = register(reg, m.fencedRejections)
 		m.requests = register(reg, m.requests)
+		m.inFlight = register(reg, m.inFlight)
+		m.store = register(reg, m.store)
+		m.lockTTL = register(reg, m.lockTTL)
 	}
 	return m
 }

@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlockprom"
 )
 
 // ReplicaConfig is everything one replica of the service is built from: its
@@ -22,8 +24,9 @@ type ReplicaConfig struct {
 	// Nodes are the lock nodes, host:port, for the guards that lock
 	// (Guard.NeedsNodes); redis-single uses the first. Ignored otherwise.
 	Nodes []string
-	// NodeTimeout is each node client's dial, read and write timeout
-	// (0: redlock.DefaultNodeTimeout).
+	// NodeTimeout is each node client's dial, read and write timeout (0:
+	// redlock.DefaultNodeTimeout; for the redsync guard, go-redis's own
+	// defaults, as redsync's users get them).
 	NodeTimeout time.Duration
 	// PoolSize is each node client's connection pool (0: go-redis default).
 	PoolSize int
@@ -38,6 +41,11 @@ type ReplicaConfig struct {
 	Holder string
 	// Observer receives the Redlock client's per-attempt events (nil: none).
 	Observer redlock.Observer
+	// Registerer, when set, gets the service's metrics (WithMetrics) and,
+	// for the Redlock guards, the lock client's (redlock/redlockprom),
+	// labelled with the guard so that several guards can share it. Replicas
+	// sharing a registerer share the collectors.
+	Registerer prometheus.Registerer
 	// MaxConcurrentAttempts bounds the Redlock client's concurrent acquire
 	// attempts (redlock.WithMaxConcurrentAttempts; 0: the client's adaptive
 	// limit).
@@ -88,6 +96,9 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		return nil, err
 	}
 	opts := []ServiceOption{WithHoldObserver(cfg.OnHold), WithPauseHook(cfg.PauseHook)}
+	if cfg.Registerer != nil {
+		opts = append(opts, WithMetrics(cfg.Registerer))
+	}
 	if cfg.LockTTL != 0 {
 		opts = append(opts, WithLockTTL(cfg.LockTTL))
 	}
@@ -97,7 +108,10 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 	if cfg.Holder != "" {
 		opts = append(opts, WithHolder(cfg.Holder))
 	}
-	if cfg.Guard.NeedsNodes() {
+	if cfg.Guard == GuardRedsync {
+		r.nodes = redsyncNodes(cfg)
+		opts = append(opts, WithRedsyncNodes(r.nodes))
+	} else if cfg.Guard.NeedsNodes() {
 		var nodeOpts []redlock.NodeOption
 		if cfg.NodeTimeout > 0 {
 			nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
@@ -115,8 +129,19 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		r.nodes = redlock.NewNodes(addrs, nodeOpts...)
 		if cfg.Guard.redlock() {
 			var ropts []redlock.Option
+			observers := []redlock.Observer{}
 			if cfg.Observer != nil {
-				ropts = append(ropts, redlock.WithObserver(cfg.Observer))
+				observers = append(observers, cfg.Observer)
+			}
+			if cfg.Registerer != nil {
+				m, err := redlockprom.New(prometheus.WrapRegistererWith(prometheus.Labels{"guard": string(cfg.Guard)}, cfg.Registerer))
+				if err != nil {
+					return nil, fmt.Errorf("inventory: lock metrics: %w", err)
+				}
+				observers = append(observers, m.Observer())
+			}
+			if o := redlock.Observers(observers...); o != nil {
+				ropts = append(ropts, redlock.WithObserver(o))
 			}
 			if cfg.MaxConcurrentAttempts > 0 {
 				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.MaxConcurrentAttempts))
@@ -127,6 +152,9 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 			if r.locker, err = redlock.New(r.nodes, ropts...); err != nil {
 				return nil, fmt.Errorf("inventory: %w", err)
 			}
+			if cfg.Guard == GuardRedlockDel {
+				opts = append(opts, WithDeleteNodes(r.nodes))
+			}
 		} else {
 			opts = append(opts, WithSingleNode(r.nodes[0]))
 		}
@@ -135,6 +163,26 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		return nil, err
 	}
 	return r, nil
+}
+
+// redsyncNodes builds the redsync guard's node clients the way redsync's
+// own documentation and its users do, redis.NewClient(&redis.Options{Addr:
+// …}): go-redis's defaults for everything (timeouts, retries, pool, dial
+// retries, context deadlines not applied to the socket), plus the login.
+// Only a NodeTimeout or PoolSize given on purpose replaces a default.
+func redsyncNodes(cfg ReplicaConfig) []*redis.Client {
+	out := make([]*redis.Client, len(cfg.Nodes))
+	for i, a := range cfg.Nodes {
+		o := &redis.Options{Addr: a, Username: cfg.Username, Password: cfg.Password}
+		if cfg.NodeTimeout > 0 {
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = cfg.NodeTimeout, cfg.NodeTimeout, cfg.NodeTimeout
+		}
+		if cfg.PoolSize > 0 {
+			o.PoolSize = cfg.PoolSize
+		}
+		out[i] = redis.NewClient(o)
+	}
+	return out
 }
 
 // Service is the replica's reservation service.

@@ -50,8 +50,9 @@ func TestOpenReplicaRejects(t *testing.T) {
 // closes everything it opened, once.
 func TestOpenReplicaGuards(t *testing.T) {
 	c := startRedis(t, 3)
-	wantNodes := map[Guard]int{GuardNone: 0, GuardDBAtomic: 0, GuardRedisSingle: 1, GuardRedlock: 3, GuardRedlockFenced: 3}
-	for _, g := range Guards() {
+	wantNodes := map[Guard]int{GuardNone: 0, GuardDBAtomic: 0, GuardRedisSingle: 1, GuardRedlock: 3, GuardRedlockFenced: 3,
+		GuardRedsync: 3, GuardRedlockDel: 3}
+	for _, g := range append(Guards(), Comparisons()...) {
 		t.Run(string(g), func(t *testing.T) {
 			ctx := context.Background()
 			var holds, pauses atomic.Int64

@@ -1,7 +1,8 @@
 // Package inventory is the lab's protected resource: a stock reservation
-// service whose read-modify-write of a SKU's stock is guarded one of five
-// ways (see Guard), with every committed reservation written to a ledger in
-// the same transaction as the stock change. After any run, Store.Audit
+// service whose read-modify-write of a SKU's stock is guarded one of six
+// ways (see Guards; Comparisons adds a seventh that exists only to show a
+// mistake), with every committed reservation written to a ledger in the
+// same transaction as the stock change. After any run, Store.Audit
 // proves whether stock was conserved (initial − final = Σ ledger), oversold,
 // or defended by fencing.
 //
@@ -19,6 +20,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/inventory/internal/wire"
@@ -128,6 +130,9 @@ type serviceConfig struct {
 	onHold         func(Hold)
 	pause          PauseHook
 	single         *redis.Client
+	delNodes       []*redis.Client
+	redsync        *redsyncLocker
+	reg            prometheus.Registerer
 }
 
 // WithLockTTL sets the lock's time to live (default DefaultLockTTL).
@@ -158,9 +163,30 @@ func WithPauseHook(h PauseHook) ServiceOption {
 	return func(c *serviceConfig) { c.pause = h }
 }
 
+// WithMetrics records every reservation on reg: outcomes, durations,
+// in-flight count, store latency and the lock TTL (see the metrics of
+// NewHandler, which then leaves the reservations to the service). Services
+// sharing a registry share the collectors.
+func WithMetrics(reg prometheus.Registerer) ServiceOption {
+	return func(c *serviceConfig) { c.reg = reg }
+}
+
 // WithSingleNode is the one Redis node of the redis-single guard.
 func WithSingleNode(c *redis.Client) ServiceOption {
 	return func(cfg *serviceConfig) { cfg.single = c }
+}
+
+// WithDeleteNodes are the lock nodes the redlock-del guard sends its plain
+// DEL to on release (the Redlock client's nodes).
+func WithDeleteNodes(nodes []*redis.Client) ServiceOption {
+	return func(cfg *serviceConfig) { cfg.delNodes = nodes }
+}
+
+// WithRedsyncNodes are the lock nodes of the redsync guard: go-redis
+// clients as redsync's users build them (see ReplicaConfig), one
+// goredis/v9 pool each.
+func WithRedsyncNodes(nodes []*redis.Client) ServiceOption {
+	return func(cfg *serviceConfig) { cfg.redsync = newRedsyncLocker(nodes) }
 }
 
 // Service reserves stock through one guard. It is safe for concurrent use;
@@ -170,6 +196,7 @@ type Service struct {
 	guard  Guard
 	locker *redlock.Client
 	cfg    serviceConfig
+	m      *metrics // nil without WithMetrics
 }
 
 // NewService returns a replica reserving from store through guard. locker
@@ -197,13 +224,34 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 		return nil, fmt.Errorf("inventory: guard %s needs a Redlock client", guard)
 	case guard == GuardRedisSingle && cfg.single == nil:
 		return nil, fmt.Errorf("inventory: guard %s needs WithSingleNode", guard)
+	case guard == GuardRedlockDel && len(cfg.delNodes) == 0:
+		return nil, fmt.Errorf("inventory: guard %s needs WithDeleteNodes", guard)
+	case guard == GuardRedsync && (cfg.redsync == nil || cfg.redsync.n == 0):
+		return nil, fmt.Errorf("inventory: guard %s needs WithRedsyncNodes", guard)
 	}
 	if cfg.holder == "" {
 		host, _ := os.Hostname()
 		cfg.holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
 	}
-	return &Service{store: store, guard: guard, locker: locker, cfg: cfg}, nil
+	s := &Service{store: store, guard: guard, locker: locker, cfg: cfg}
+	if cfg.reg != nil {
+		s.m = newMetrics(cfg.reg)
+		// Every outcome from the start at 0, so that a ratio of one of
+		// them (contended, say) is 0 rather than absent until it happens.
+		for _, o := range outcomes {
+			s.m.reservations.WithLabelValues(string(guard), o)
+		}
+		s.m.inFlight.WithLabelValues(string(guard))
+		if guard.NeedsNodes() {
+			s.m.lockTTL.WithLabelValues(string(guard)).Set(cfg.ttl.Seconds())
+		}
+	}
+	return s, nil
 }
+
+// metered reports whether the service records its reservations itself
+// (WithMetrics).
+func (s *Service) metered() bool { return s.m != nil }
 
 // Guard returns the service's guard.
 func (s *Service) Guard() Guard { return s.guard }
@@ -220,10 +268,28 @@ func (s *Service) Store() *Store { return s.store }
 // ErrOutOfStock, ErrContended, ErrUnavailable, ErrOverloaded, ErrFenced, ErrRequestIDReused,
 // a context error or a store error.
 func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	if s.m == nil {
+		return s.reserve(ctx, req)
+	}
+	inFlight := s.m.inFlight.WithLabelValues(string(s.guard))
+	inFlight.Inc()
+	defer inFlight.Dec()
+	start := time.Now()
+	r, err := s.reserve(ctx, req)
+	t := r.Timing
+	var re *ReserveError
+	if errors.As(err, &re) {
+		t = re.Timing
+	}
+	s.m.observe(s.guard, r, err, t, time.Since(start).Seconds())
+	return r, err
+}
+
+func (s *Service) reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.Validate(); err != nil {
 		return Reservation{}, &ReserveError{Err: err}
 	}
-	if orig, ok, err := s.store.Reservation(ctx, req.RequestID); err != nil {
+	if orig, ok, err := s.lookup(ctx, req.RequestID); err != nil {
 		return Reservation{}, &ReserveError{Err: err}
 	} else if ok {
 		return replay(orig, req, Timing{})
@@ -242,32 +308,36 @@ func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error)
 	case GuardDBAtomic:
 		r, t, err = s.unlocked(ctx, req, func(ctx context.Context) (Reservation, error) {
 			s.pause(ctx, req)
-			return s.store.apply(ctx, write{mode: writeAtomic, req: req, guard: s.guard, holder: s.cfg.holder})
+			return s.apply(ctx, write{mode: writeAtomic, req: req, guard: s.guard, holder: s.cfg.holder})
 		})
 	case GuardRedisSingle:
 		r, t, err = s.withSingleLock(ctx, req, func(ctx context.Context) (Reservation, error) {
 			return s.readModifyWrite(ctx, req, writeBlind, 0)
 		})
-	case GuardRedlock:
+	case GuardRedlock, GuardRedlockDel:
 		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
+			return s.readModifyWrite(ctx, req, writeBlind, 0)
+		})
+	case GuardRedsync:
+		r, t, err = s.withRedsync(ctx, req, func(ctx context.Context) (Reservation, error) {
 			return s.readModifyWrite(ctx, req, writeBlind, 0)
 		})
 	case GuardRedlockFenced:
 		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
-			token, err := s.store.nextFence(ctx)
+			token, err := s.nextFence(ctx)
 			if err != nil {
 				return Reservation{}, err
 			}
 			// Fence before the read: from here on, any older holder's
 			// write is rejected, so the value read below stays ours.
-			if err := s.store.fence(ctx, req.SKU, token); err != nil {
+			if err := s.fence(ctx, req.SKU, token); err != nil {
 				return Reservation{}, err
 			}
 			return s.readModifyWrite(ctx, req, writeFenced, token)
 		})
 	case guardRedlockFencedNaive:
 		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
-			token, err := s.store.nextFence(ctx)
+			token, err := s.nextFence(ctx)
 			if err != nil {
 				return Reservation{}, err
 			}
@@ -277,7 +347,7 @@ func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error)
 		err = fmt.Errorf("inventory: unknown guard %q", s.guard)
 	}
 	if errors.Is(err, errReplay) {
-		orig, ok, lerr := s.store.Reservation(ctx, req.RequestID)
+		orig, ok, lerr := s.lookup(ctx, req.RequestID)
 		if lerr != nil {
 			return Reservation{}, &ReserveError{Timing: t, Err: lerr}
 		}
@@ -308,7 +378,7 @@ func replay(orig Reservation, req Request, t Timing) (Reservation, error) {
 // readModifyWrite is the critical section the lock guards protect: read the
 // stock, decide, (pause), write the computed value.
 func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMode, token int64) (Reservation, error) {
-	stock, err := s.store.Stock(ctx, req.SKU)
+	stock, err := s.read(ctx, req.SKU)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -316,7 +386,7 @@ func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMo
 		return Reservation{}, fmt.Errorf("%w: sku %q has %d, want %d", ErrOutOfStock, req.SKU, stock, req.Quantity)
 	}
 	s.pause(ctx, req)
-	return s.store.apply(ctx, write{
+	return s.apply(ctx, write{
 		mode: mode, req: req, newStock: stock - req.Quantity, fence: token,
 		guard: s.guard, holder: s.cfg.holder,
 	})
@@ -352,6 +422,11 @@ func (s *Service) Readiness(ctx context.Context) Readiness {
 		r.NodesUp = up
 		if err != nil {
 			r.Lock = fmt.Errorf("inventory: redlock nodes: %w", err)
+		}
+	case s.guard == GuardRedsync:
+		r.NodesUp, r.Quorum = s.cfg.redsync.ping(ctx)
+		if r.NodesUp < r.Quorum {
+			r.Lock = fmt.Errorf("inventory: redsync nodes: %d of %d answer, quorum %d", r.NodesUp, s.cfg.redsync.n, r.Quorum)
 		}
 	case s.guard == GuardRedisSingle:
 		r.Quorum = 1

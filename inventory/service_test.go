@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,9 +62,31 @@ func TestParseGuard(t *testing.T) {
 		if _, err := ParseGuard(s); err == nil {
 			t.Errorf("ParseGuard(%q): got nil, want an error", s)
 		}
+		if _, err := ParseAnyGuard(s); err == nil {
+			t.Errorf("ParseAnyGuard(%q): got nil, want an error", s)
+		}
 	}
-	if got, want := len(Guards()), 5; got != want {
+	if got, want := len(Guards()), 6; got != want {
 		t.Errorf("len(Guards()): got %d, want %d", got, want)
+	}
+	// A comparison guard is named by the load generator and the drills,
+	// never by a service: ParseGuard refuses it and says why.
+	for _, g := range Comparisons() {
+		_, err := ParseGuard(string(g))
+		if !errors.Is(err, ErrComparisonGuard) || !strings.Contains(err.Error(), "DEL") {
+			t.Errorf("ParseGuard(%q): got %v, want ErrComparisonGuard saying it releases with DEL", g, err)
+		}
+		if got, err := ParseAnyGuard(string(g)); err != nil || got != g {
+			t.Errorf("ParseAnyGuard(%q) = %q, %v; want %q, nil", g, got, err, g)
+		}
+		if slices.Contains(Guards(), g) {
+			t.Errorf("comparison guard %s is in Guards()", g)
+		}
+	}
+	for _, g := range Guards() {
+		if got, err := ParseAnyGuard(string(g)); err != nil || got != g {
+			t.Errorf("ParseAnyGuard(%q) = %q, %v; want %q, nil", g, got, err, g)
+		}
 	}
 }
 
@@ -80,6 +103,8 @@ func TestNewServiceValidates(t *testing.T) {
 		{"redlock without client", s, GuardRedlock, nil},
 		{"fenced without client", s, GuardRedlockFenced, nil},
 		{"single without node", s, GuardRedisSingle, nil},
+		{"redlock-del without client", s, GuardRedlockDel, nil},
+		{"redsync without nodes", s, GuardRedsync, nil},
 		{"zero ttl", s, GuardNone, []ServiceOption{WithLockTTL(0)}},
 		{"negative acquire timeout", s, GuardNone, []ServiceOption{WithAcquireTimeout(-time.Second)}},
 	}
@@ -166,7 +191,7 @@ func TestConservation(t *testing.T) {
 	const replicas, workers, perWorker = 3, 4, 5 // 60 requests
 	const initial = 45                           // fewer than requested: out-of-stock must be hit exactly
 	forEachStore(t, func(t *testing.T, dsn string) {
-		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle} {
+		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync} {
 			t.Run(string(g), func(t *testing.T) {
 				sku := "conserve-" + string(g)
 				tl := &tally{}
@@ -413,7 +438,7 @@ func TestLockErrors(t *testing.T) {
 	seed(t, store, "held", 10)
 	ctx := context.Background()
 
-	for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardRedisSingle} {
+	for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardRedisSingle, GuardRedsync} {
 		t.Run("contended/"+string(g), func(t *testing.T) {
 			// Someone else holds the key on every node.
 			for _, n := range cluster.Nodes {
@@ -437,8 +462,8 @@ func TestLockErrors(t *testing.T) {
 	}
 
 	t.Run("unavailable", func(t *testing.T) {
-		down := startRedis(t, 3)
-		for _, g := range []Guard{GuardRedlock, GuardRedisSingle} {
+		for _, g := range []Guard{GuardRedlock, GuardRedisSingle, GuardRedsync} {
+			down := startRedis(t, 3)
 			svc := replica(t, store, g, down, WithAcquireTimeout(300*time.Millisecond))
 			down.Nodes[0].Kill()
 			down.Nodes[1].Kill()

@@ -40,6 +40,14 @@ type RunSpec struct {
 // ErrAborted is returned when ctx ended before the run was recorded.
 var ErrAborted = errors.New("loadgen: run aborted before it was recorded")
 
+// violationCounter is implemented by targets whose hold checker also
+// counts lock violations as it goes.
+type violationCounter interface {
+	LockViolations() int64
+}
+
+var _ violationCounter = (*InventoryTarget)(nil)
+
 // beginner is implemented by targets that keep per-run state (the hold
 // checker), reset at the start of every run.
 type beginner interface {
@@ -82,6 +90,9 @@ func Execute(ctx context.Context, spec RunSpec) (*Report, []ThresholdResult, err
 	checker, _ := cfg.Target.(SafetyChecker)
 	if checker != nil {
 		cfg.DoubleGrants = checker.DoubleGrants
+	}
+	if v, ok := cfg.Target.(violationCounter); ok {
+		cfg.LockViolations = v.LockViolations
 	}
 	if b, ok := cfg.Target.(beginner); ok {
 		prev := cfg.OnStart

@@ -42,8 +42,10 @@ type Config struct {
 	Recorder *Recorder
 	// Sinks receive every interval, in order, on the collector goroutine.
 	Sinks []IntervalSink
-	// DoubleGrants, when set, is sampled into every interval.
-	DoubleGrants func() int64
+	// DoubleGrants and LockViolations, when set, are sampled into every
+	// interval.
+	DoubleGrants   func() int64
+	LockViolations func() int64
 	// OnStart, when set, is called with the run's start time before the
 	// first operation is scheduled.
 	OnStart func(start time.Time)
@@ -75,8 +77,9 @@ type Interval struct {
 	InFlight int64
 	// TargetRate is this shard's scheduled rate in the interval (ops/s).
 	TargetRate float64
-	// DoubleGrants is the running total so far.
-	DoubleGrants int64
+	// DoubleGrants and LockViolations are the running totals so far.
+	DoubleGrants   int64
+	LockViolations int64
 	// Final marks the last interval of the run.
 	Final bool
 }
@@ -427,6 +430,9 @@ func (e *Engine) collect(start time.Time, stop <-chan struct{}, end *atomic.Poin
 		iv.TargetRate = cfg.Schedule.ShardRateAt(mid)
 		if cfg.DoubleGrants != nil {
 			iv.DoubleGrants = cfg.DoubleGrants()
+		}
+		if cfg.LockViolations != nil {
+			iv.LockViolations = cfg.LockViolations()
 		}
 		for _, sink := range cfg.Sinks {
 			if err := sink(iv); err != nil && firstErr == nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -94,6 +96,9 @@ type InventoryConfig struct {
 	Username, Password string
 	// Recorder receives every acquire attempt's per-node results.
 	Recorder *Recorder
+	// Registerer, when set, gets every replica's service and lock client
+	// metrics (inventory.ReplicaConfig.Registerer).
+	Registerer prometheus.Registerer
 	// Hold is the time every reservation spends inside its critical section
 	// (after the read, before the write); zero adds none.
 	Hold HoldSpec
@@ -146,7 +151,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes,
 			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
 			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
-			Observer: observer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
+			Observer: observer, Registerer: cfg.Registerer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
 			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),
 		})
 		if err != nil {
@@ -272,6 +277,9 @@ func classify(err error) Outcome {
 
 // DoubleGrants is the number of overlapping holds seen in this run.
 func (t *InventoryTarget) DoubleGrants() int64 { return t.checker.Load().DoubleGrants() }
+
+// LockViolations is the number of lock violations found so far.
+func (t *InventoryTarget) LockViolations() int64 { return t.checker.Load().LockViolations() }
 
 // Safety audits the store and reports the double grants.
 func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {

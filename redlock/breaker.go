@@ -61,25 +61,34 @@ const (
 )
 
 // breaker stops a Client from sending acquire attempts that cannot succeed.
-// After threshold consecutive attempts found the quorum unreachable it opens:
-// attempts are refused at once. After cooldown the next attempt is let
+// It keeps, per node, how many requests in a row failed or timed out; a node
+// with threshold of them is down. The breaker opens when an attempt found the
+// quorum unreachable and more nodes are down than the quorum can spare:
+// attempts are then refused at once. After cooldown the next attempt is let
 // through as the probe (half-open) while the others are still refused; the
 // probe closes the breaker when a quorum answered and reopens it otherwise.
 // Any attempt that finds a quorum answering closes it.
+//
+// Counting per node is what keeps a minority outage from tripping it: with
+// two of five nodes cut off, every attempt needs all three others, and one
+// of them timing out once (a busy machine) fails the attempt, but it does
+// not make that node down, so the breaker stays closed and the caller
+// retries; with three of five cut off, three nodes are down and it opens.
 type breaker struct {
 	threshold int
+	quorum    int
 	cooldown  time.Duration
 	now       func() time.Time
 
 	mu       sync.Mutex
 	state    BreakerState
-	streak   int       // consecutive quorumDown attempts
+	fails    []int     // per node: requests in a row that failed or timed out
 	openedAt time.Time // when the breaker last opened
 	probing  bool      // half-open: the probe is out
 }
 
-func newBreaker(threshold int, cooldown time.Duration, now func() time.Time) *breaker {
-	return &breaker{threshold: threshold, cooldown: cooldown, now: now, state: BreakerClosed}
+func newBreaker(threshold int, cooldown time.Duration, nodes, quorum int, now func() time.Time) *breaker {
+	return &breaker{threshold: threshold, quorum: quorum, cooldown: cooldown, now: now, state: BreakerClosed, fails: make([]int, nodes)}
 }
 
 // admit decides whether an attempt may go to the nodes and returns the state
@@ -104,26 +113,47 @@ func (b *breaker) admit() (pass, BreakerState) {
 	return passProbe, b.state
 }
 
-// done records how an admitted attempt went and returns the breaker's state
-// afterwards, and whether this attempt changed it.
-func (b *breaker) done(p pass, h quorumHealth) (state BreakerState, changed bool) {
+// done records how an admitted attempt went (h, and each node's part in
+// it) and returns the breaker's state afterwards, and whether this attempt
+// changed it.
+func (b *breaker) done(p pass, h quorumHealth, nodes []NodeResult) (state BreakerState, changed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	before := b.state
 	if p == passProbe {
 		b.probing = false
 	}
+	for _, nr := range nodes {
+		if nr.Node < 0 || nr.Node >= len(b.fails) {
+			continue
+		}
+		switch nr.Outcome {
+		case Granted, Taken:
+			b.fails[nr.Node] = 0
+		case Failed, TimedOut:
+			b.fails[nr.Node]++
+		}
+	}
 	switch h {
 	case quorumUp:
-		b.streak = 0
 		b.state = BreakerClosed
 	case quorumDown:
-		b.streak++
-		if (p == passProbe && b.state == BreakerHalfOpen) || (b.state == BreakerClosed && b.streak >= b.threshold) {
+		if (p == passProbe && b.state == BreakerHalfOpen) || (b.state == BreakerClosed && b.downLocked() > len(b.fails)-b.quorum) {
 			b.state, b.openedAt = BreakerOpen, b.now()
 		}
 	}
 	// quorumUnknown from a probe leaves the breaker half-open with no probe
 	// out: the next attempt probes.
 	return b.state, b.state != before
+}
+
+// downLocked counts the nodes with threshold failed requests in a row.
+func (b *breaker) downLocked() int {
+	n := 0
+	for _, f := range b.fails {
+		if f >= b.threshold {
+			n++
+		}
+	}
+	return n
 }

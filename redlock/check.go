@@ -359,12 +359,19 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		if info.Role == "master" {
 			add("role", Info, "master", "")
 		} else {
-			add("role", Critical, "role "+info.Role+": a replica refuses lock writes or serves stale ones",
-				fmt.Sprintf("Point the client at %d independent masters, not at a replica.", len(c.nodes)))
+			of := ""
+			if h, p := infoField(s, "master_host"), infoField(s, "master_port"); h != "" {
+				of = " of " + h + ":" + p
+			}
+			add("role", Critical, fmt.Sprintf("role %s: this node is a replica%s, a copy of another node, not an independent node: "+
+				"it refuses lock writes, and once promoted it lacks the locks its master granted last", info.Role, of),
+				fmt.Sprintf("Point the client at %d independent masters, each without replicas or failover: Redlock's votes count only if the nodes fail independently.", len(c.nodes)))
 		}
 		if info.Replicas > 0 {
-			add("replicas", Warning, fmt.Sprintf("%d connected replicas: a failover to an async replica loses granted locks", info.Replicas),
-				fmt.Sprintf("Remove the %s and any failover: Redlock wants independent masters, and a promoted async replica lacks the latest locks.", plural(info.Replicas, "replica")))
+			add("replicas", Critical, fmt.Sprintf("master with %s: replication is asynchronous, so a failover promotes a copy without the locks granted last, "+
+				"and a second client takes a lock the first still holds", plural(info.Replicas, "connected replica")),
+				fmt.Sprintf("Remove the %s and any failover (Sentinel, a managed endpoint): a replica is not an independent node; for availability add independent masters (5 tolerate 2 down).",
+					plural(info.Replicas, "replica")))
 		} else {
 			add("replicas", Info, "no replicas", "")
 		}

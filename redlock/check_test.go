@@ -100,6 +100,51 @@ func TestCheckFindsBadPractice(t *testing.T) {
 	}
 }
 
+// TestCheckReplication: a master with a replica and the replica itself are
+// both critical, each saying why a replica is not an independent node.
+func TestCheckReplication(t *testing.T) {
+	master := redistest.Start(t, 1, redistest.Options{})
+	replica := redistest.Start(t, 1, redistest.Options{Extra: []string{
+		fmt.Sprintf("replicaof 127.0.0.1 %d", master.Nodes[0].Port),
+	}})
+	// The replica reports itself at once; the master counts it once the
+	// link is up.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := master.Nodes[0].Client().Info(testCtx(t), "replication").Result()
+		if err == nil && strings.Contains(s, "connected_slaves:1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never connected: %v %s", err, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rep := check(t, newClient(t, []string{master.Nodes[0].Addr, replica.Nodes[0].Addr}, testTimeout))
+	if !rep.Critical() {
+		t.Fatal("got no critical finding for a master and its replica")
+	}
+	wantFinding(t, rep, 0, "role", redlock.Info)
+	wantFinding(t, rep, 0, "replicas", redlock.Critical)
+	wantFinding(t, rep, 1, "role", redlock.Critical)
+	for _, w := range []struct {
+		node         int
+		check        string
+		msg, fixWord string
+	}{
+		{0, "replicas", "1 connected replica", "not an independent node"},
+		{1, "role", fmt.Sprintf("replica of 127.0.0.1:%d", master.Nodes[0].Port), "independent masters"},
+	} {
+		f, _ := finding(rep, w.node, w.check)
+		if !strings.Contains(f.Message, w.msg) || !strings.Contains(f.Message+f.Fix, w.fixWord) {
+			t.Errorf("node %d %s: got %q / %q, want it to name %q and say %q", w.node, w.check, f.Message, f.Fix, w.msg, w.fixWord)
+		}
+	}
+	if rep.Nodes[0].Replicas != 1 || rep.Nodes[1].Role != "slave" {
+		t.Errorf("nodes: got %+v, want a master with 1 replica and a slave", rep.Nodes)
+	}
+}
+
 func TestCheckNodeCountAndTimeouts(t *testing.T) {
 	cl := redistest.Start(t, 4, redistest.Options{})
 	for _, tc := range []struct {

@@ -106,7 +106,7 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 		c.retrySlots[i] = make(chan struct{}, releaseRetryConcurrency)
 	}
 	if !c.cfg.breakerOff {
-		c.breaker = newBreaker(c.cfg.breakerThreshold, c.cfg.breakerCooldown, time.Now)
+		c.breaker = newBreaker(c.cfg.breakerThreshold, c.cfg.breakerCooldown, len(c.nodes), c.quorum, time.Now)
 	}
 	return c, nil
 }
@@ -166,20 +166,21 @@ func (c *Client) gate() (pass, BreakerState) {
 // passed reports to the breaker how an attempt that gate let through went,
 // and returns the breaker's state afterwards (0 with the breaker off) and
 // whether the attempt changed it.
-func (c *Client) passed(p pass, h quorumHealth) (BreakerState, bool) {
+func (c *Client) passed(p pass, h quorumHealth, nodes []NodeResult) (BreakerState, bool) {
 	if c.breaker == nil {
 		return 0, false
 	}
-	return c.breaker.done(p, h)
+	return c.breaker.done(p, h, nodes)
 }
 
 // reject reports an attempt that the breaker refused and returns its Event.
-func (c *Client) reject(key string, n int, state BreakerState) Event {
+func (c *Client) reject(key string, ttl time.Duration, n int, state BreakerState) Event {
 	ev := Event{
 		Op:       OpAcquire,
 		Key:      key,
 		Attempt:  n,
 		Quorum:   c.quorum,
+		TTL:      ttl,
 		Start:    time.Now(),
 		Err:      ErrCircuitOpen,
 		Breaker:  state,

@@ -139,6 +139,12 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, err
 	}
 	start := time.Now()
+	l, err := c.acquire(ctx, key, ttl, start)
+	c.observeAcquire(key, ttl, start, l, err)
+	return l, err
+}
+
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, ttl)
@@ -215,6 +221,12 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	start := time.Now()
+	l, err := c.tryAcquire(ctx, key, ttl, start)
+	c.observeAcquire(key, ttl, start, l, err)
+	return l, err
+}
+
+func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
 	l, ev, err := c.try(ctx, key, ttl, 1, start)
 	if err != nil {
 		switch {
@@ -237,18 +249,18 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 func (c *Client) try(ctx context.Context, key string, ttl time.Duration, n int, start time.Time) (*Lock, Event, error) {
 	p, state := c.gate()
 	if p == passRejected {
-		return nil, c.reject(key, n, state), ErrCircuitOpen
+		return nil, c.reject(key, ttl, n, state), ErrCircuitOpen
 	}
 	adm, err := c.admit(ctx)
 	if err != nil {
-		state, _ := c.passed(p, quorumUnknown)
+		state, _ := c.passed(p, quorumUnknown, nil)
 		switch {
 		case errors.Is(err, ErrClosed):
 			return nil, Event{}, err
 		case errors.Is(err, ErrOverloaded):
-			return nil, c.overloaded(key, n, adm.limit, state), err
+			return nil, c.overloaded(key, ttl, n, adm.limit, state), err
 		}
-		return nil, Event{Op: OpAcquire, Key: key, Attempt: n, Quorum: c.quorum, Start: start, Limit: adm.limit}, err
+		return nil, Event{Op: OpAcquire, Key: key, Attempt: n, Quorum: c.quorum, TTL: ttl, Start: start, Limit: adm.limit}, err
 	}
 	if n == 1 && c.budget != nil {
 		c.budget.deposit()
@@ -267,7 +279,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	reported := false
 	defer func() {
 		if !reported {
-			c.passed(p, quorumUnknown)
+			c.passed(p, quorumUnknown, nil)
 		}
 	}()
 	token, err := newToken()
@@ -312,10 +324,11 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	r.decide(err == nil)
 
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
+	ev.TTL = ttl
 	ev.Probe = p == passProbe
 	ev.Limit = adm.limit
 	sig, h := c.assess(t, err, ev.Elapsed)
-	ev.Breaker, ev.BreakerChanged = c.passed(p, h)
+	ev.Breaker, ev.BreakerChanged = c.passed(p, h, t.nodes)
 	reported = true
 	// Decided: the place goes to the next attempt; late nodes and the
 	// cleanup of a lost round go on in the background.
@@ -425,7 +438,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if l.Validity() <= 0 {
-		return newAttemptError(0, Event{Op: OpExtend, Key: l.key, Quorum: c.quorum, Start: time.Now(), Err: ErrExpired}, ErrExpired)
+		ev := Event{Op: OpExtend, Key: l.key, Quorum: c.quorum, TTL: ttl, Start: time.Now(), Err: ErrExpired}
+		c.observe(ev)
+		return newAttemptError(0, ev, ErrExpired)
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
@@ -472,6 +487,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 	deadline, validity, err := r.grant(t, ttl, ErrNotHeld)
 	ev := r.event(OpExtend, l.key, 1, c.quorum, t, err)
+	ev.TTL = ttl
 	if err != nil {
 		c.observe(ev)
 		return newAttemptError(1, ev, err)

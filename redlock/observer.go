@@ -14,6 +14,34 @@ type Observer interface {
 	Observe(Event)
 }
 
+// AcquireObserver is an Observer that also wants one AcquireResult per
+// Acquire or TryAcquire call, once the call returns: an attempt's Event
+// cannot tell whether a retry follows, so how many attempts a lock took in
+// all, and how long it took with the backoffs, is only known here. It is
+// called like Observe: synchronously, so it must be fast.
+type AcquireObserver interface {
+	Observer
+	ObserveAcquire(AcquireResult)
+}
+
+// AcquireResult sums up one Acquire or TryAcquire call.
+type AcquireResult struct {
+	// Key and TTL are the call's arguments.
+	Key string
+	TTL time.Duration
+	// Attempts is how many attempts were sent to the nodes (0 when none
+	// was: the circuit breaker refused the first, or the context ended or
+	// the Client closed before it).
+	Attempts int
+	// Elapsed is the whole call, backoffs included (monotonic clock).
+	Elapsed time.Duration
+	// Validity is the granted lock's validity left when the call returned;
+	// 0 on failure.
+	Validity time.Duration
+	// Err is nil when the lock was granted, else the call's error.
+	Err error
+}
+
 // ObserverFunc adapts a function to Observer.
 type ObserverFunc func(Event)
 
@@ -21,6 +49,44 @@ type ObserverFunc func(Event)
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
 var _ Observer = ObserverFunc(nil)
+
+// Observers returns an Observer that hands every Event to each of obs in
+// order, and every AcquireResult to those of them that are
+// AcquireObservers. Nil entries are skipped; with none left it returns nil,
+// with one, that one.
+func Observers(obs ...Observer) Observer {
+	var list multiObserver
+	for _, o := range obs {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
+}
+
+type multiObserver []Observer
+
+var _ AcquireObserver = multiObserver(nil)
+
+func (m multiObserver) Observe(e Event) {
+	for _, o := range m {
+		o.Observe(e)
+	}
+}
+
+func (m multiObserver) ObserveAcquire(r AcquireResult) {
+	for _, o := range m {
+		if a, ok := o.(AcquireObserver); ok {
+			a.ObserveAcquire(r)
+		}
+	}
+}
 
 // Op names the operation an Event describes.
 type Op uint8
@@ -102,6 +168,9 @@ type Event struct {
 	// the key was missing (a node that restarted without its data) and our
 	// token was set again; 0 otherwise.
 	Restored int
+	// TTL is the TTL the attempt set or extended the key for; 0 for
+	// release.
+	TTL time.Duration
 	// Start is when the attempt began.
 	Start time.Time
 	// Elapsed is the time from Start to the decision (monotonic clock).

@@ -15,11 +15,12 @@ const (
 	DefaultDriftFactor = 0.01
 	// DefaultDriftFixed is the fixed drift added to every validity.
 	DefaultDriftFixed = 2 * time.Millisecond
-	// DefaultBreakerThreshold is how many consecutive acquire attempts must
-	// find the quorum unreachable (ErrUnavailable) before the circuit
-	// breaker opens. More than one, so that a single slow attempt on a busy
-	// machine does not cut a Client off; any attempt that finds a quorum
-	// answering (granted or contended) resets the count.
+	// DefaultBreakerThreshold is how many requests in a row must fail or
+	// time out on a node before the circuit breaker counts it as down; the
+	// breaker opens when an attempt finds the quorum unreachable while more
+	// nodes are down than the quorum can spare. More than one, so that a
+	// single slow request on a busy machine does not count a node out; any
+	// answer from the node resets its count.
 	DefaultBreakerThreshold = 5
 	// DefaultBreakerCooldown is how long an open breaker refuses attempts
 	// before it lets one probe through: about the cap of DefaultBackoff, so
@@ -214,9 +215,11 @@ func WithRetryBudget(ratio float64, burst int) Option {
 }
 
 // WithCircuitBreaker switches the circuit breaker of acquire attempts on (the
-// default) or off. When DefaultBreakerThreshold consecutive attempts (see
-// WithBreakerPolicy) found too few nodes answering for a quorum, the breaker
-// opens: Acquire, TryAcquire and Do then fail at once, without sending
+// default) or off. A node whose last DefaultBreakerThreshold requests (see
+// WithBreakerPolicy) all failed or timed out counts as down; when an attempt
+// finds too few nodes answering for a quorum while more nodes are down than
+// the quorum can spare (three of five), the breaker opens (a minority of
+// nodes down never opens it: the others can still grant): Acquire, TryAcquire and Do then fail at once, without sending
 // anything, with an error that wraps ErrCircuitOpen and ErrUnavailable,
 // instead of retrying until their context ends. Once the cooldown has passed,
 // the next attempt goes to the nodes as a probe while the others are still
@@ -234,8 +237,8 @@ func WithCircuitBreaker(on bool) Option {
 	return func(c *config) { c.breakerOff = !on }
 }
 
-// WithBreakerPolicy sets after how many consecutive unavailable acquire
-// attempts the circuit breaker opens (default DefaultBreakerThreshold) and
+// WithBreakerPolicy sets after how many failed requests in a row a node
+// counts as down for the circuit breaker (default DefaultBreakerThreshold) and
 // how long it then refuses attempts before it lets a probe through (default
 // DefaultBreakerCooldown). Values <= 0 keep the default. It does not switch
 // a breaker on that WithCircuitBreaker(false) switched off.

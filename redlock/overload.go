@@ -246,12 +246,13 @@ func (c *Client) leave(adm *admission, sig signal) {
 
 // overloaded reports an attempt that the limiter turned away and returns
 // its Event.
-func (c *Client) overloaded(key string, n, limit int, state BreakerState) Event {
+func (c *Client) overloaded(key string, ttl time.Duration, n, limit int, state BreakerState) Event {
 	ev := Event{
 		Op:         OpAcquire,
 		Key:        key,
 		Attempt:    n,
 		Quorum:     c.quorum,
+		TTL:        ttl,
 		Start:      time.Now(),
 		Err:        ErrOverloaded,
 		Breaker:    state,

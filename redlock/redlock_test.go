@@ -786,3 +786,125 @@ func TestStrings(t *testing.T) {
 		}
 	}
 }
+
+// acquireRecorder is an AcquireObserver that keeps what it is told.
+type acquireRecorder struct {
+	mu       sync.Mutex
+	events   []redlock.Event
+	acquires []redlock.AcquireResult
+}
+
+func (r *acquireRecorder) Observe(e redlock.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *acquireRecorder) ObserveAcquire(a redlock.AcquireResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acquires = append(r.acquires, a)
+}
+
+func TestAcquireObserverSumsUpEveryCall(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	rec := &acquireRecorder{}
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec), redlock.WithMaxAttempts(3),
+		redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
+	const ttl = 10 * time.Second
+
+	held, err := c.Acquire(ctx, "summed", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, "summed", ttl); !errors.Is(err, redlock.ErrContended) {
+		t.Fatalf("second Acquire: got %v, want ErrContended", err)
+	}
+	if _, err := c.TryAcquire(ctx, "summed", ttl); !errors.Is(err, redlock.ErrContended) {
+		t.Fatalf("TryAcquire: got %v, want ErrContended", err)
+	}
+	if _, err := c.Acquire(ctx, "", ttl); err == nil {
+		t.Fatal("Acquire with an empty key: got no error")
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	want := []struct {
+		attempts int
+		err      error
+	}{{1, nil}, {3, redlock.ErrContended}, {1, redlock.ErrContended}}
+	if len(rec.acquires) != len(want) {
+		t.Fatalf("got %d AcquireResults, want %d (bad arguments are no acquire): %+v", len(rec.acquires), len(want), rec.acquires)
+	}
+	for i, w := range want {
+		a := rec.acquires[i]
+		if a.Key != "summed" || a.TTL != ttl || a.Attempts != w.attempts || !errors.Is(a.Err, w.err) || (a.Err == nil) != (w.err == nil) {
+			t.Errorf("AcquireResult %d: got %+v, want %d attempts and error %v", i, a, w.attempts, w.err)
+		}
+		if granted := a.Err == nil; granted != (a.Validity > 0) || a.Validity > ttl || a.Elapsed <= 0 {
+			t.Errorf("AcquireResult %d: got validity %v and elapsed %v, want a validity (0, %v] only when granted, and a positive elapsed", i, a.Validity, a.Elapsed, ttl)
+		}
+	}
+	// 1 + 3 + 1 acquire attempts and one release, each with its TTL.
+	if len(rec.events) != 6 {
+		t.Fatalf("got %d events, want 6", len(rec.events))
+	}
+	for i, e := range rec.events {
+		wantTTL := ttl
+		if e.Op == redlock.OpRelease {
+			wantTTL = 0
+		}
+		if e.TTL != wantTTL {
+			t.Errorf("event %d (%v): got TTL %v, want %v", i, e.Op, e.TTL, wantTTL)
+		}
+	}
+}
+
+func TestExtendAfterExpiryIsObserved(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	ctx := testCtx(t)
+	rec := &acquireRecorder{}
+	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec))
+	l, err := c.Acquire(ctx, "short", 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l.Validity() > 0 {
+		time.Sleep(time.Until(l.Deadline()) + time.Millisecond)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, redlock.ErrExpired) {
+		t.Fatalf("Extend after expiry: got %v, want ErrExpired", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	last := rec.events[len(rec.events)-1]
+	if last.Op != redlock.OpExtend || !errors.Is(last.Err, redlock.ErrExpired) || len(last.Nodes) != 0 || last.TTL != time.Second {
+		t.Errorf("last event: got %+v, want an extend refused with ErrExpired, no node, TTL 1s", last)
+	}
+}
+
+func TestObserversFansOut(t *testing.T) {
+	if redlock.Observers() != nil || redlock.Observers(nil, nil) != nil {
+		t.Error("Observers of nothing: want nil")
+	}
+	plain := redlock.ObserverFunc(func(redlock.Event) {})
+	if _, ok := redlock.Observers(nil, plain).(redlock.ObserverFunc); !ok {
+		t.Error("Observers of one observer: want that observer")
+	}
+	var seen int
+	rec := &acquireRecorder{}
+	o := redlock.Observers(redlock.ObserverFunc(func(redlock.Event) { seen++ }), nil, rec)
+	o.Observe(redlock.Event{Op: redlock.OpRelease})
+	a, ok := o.(redlock.AcquireObserver)
+	if !ok {
+		t.Fatal("Observers of two: want an AcquireObserver")
+	}
+	a.ObserveAcquire(redlock.AcquireResult{Key: "k", Attempts: 2})
+	if seen != 1 || len(rec.events) != 1 || len(rec.acquires) != 1 || rec.acquires[0].Attempts != 2 {
+		t.Errorf("got %d and %d events, %d acquire results; want 1, 1 and 1 (with 2 attempts)", seen, len(rec.events), len(rec.acquires))
+	}
+}

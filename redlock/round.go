@@ -231,6 +231,24 @@ func (c *Client) observe(e Event) {
 	}
 }
 
+// observeAcquire reports a finished Acquire or TryAcquire that started at
+// start to an AcquireObserver.
+func (c *Client) observeAcquire(key string, ttl time.Duration, start time.Time, l *Lock, err error) {
+	o, ok := c.cfg.observer.(AcquireObserver)
+	if !ok {
+		return
+	}
+	r := AcquireResult{Key: key, TTL: ttl, Elapsed: time.Since(start), Err: err}
+	var ae *AttemptError
+	switch {
+	case l != nil:
+		r.Attempts, r.Validity = l.attempts, l.Validity()
+	case errors.As(err, &ae):
+		r.Attempts = ae.Attempts
+	}
+	o.ObserveAcquire(r)
+}
+
 // verdict names why a round that did not win lost.
 func (c *Client) verdict(t tally, notHeld error) error {
 	if t.ctxErr != nil {

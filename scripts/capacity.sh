@@ -17,8 +17,8 @@
 # prints the table and leaves README.md alone), CAPACITY_RATES,
 # CAPACITY_STEP (step duration), CAPACITY_OVER (duration of the run at three
 # times the knee), CAPACITY_OUT (runs/capacity-TIMESTAMP),
-# CAPACITY_BASE_PORT (7600: the lab's nodes on base+1.., redis on
-# base+101.., control on base+201..).
+# CAPACITY_BASE_PORT (8100, clear of the default lab and its monitoring: the
+# nodes on base+1.., redis on base+101.., control on base+201..).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +35,7 @@ else
 	OVER=${CAPACITY_OVER:-20s}
 fi
 OUT=${CAPACITY_OUT:-runs/capacity-$(date +%Y%m%d-%H%M%S)}
-BASE=${CAPACITY_BASE_PORT:-7600}
+BASE=${CAPACITY_BASE_PORT:-8100}
 NODES=5
 
 work=$(mktemp -d -t redlab-capacity.XXXXXX)

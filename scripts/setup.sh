@@ -10,8 +10,11 @@
 #   test  all of demo, and: make; gcc and libc6-dev (go test -race needs cgo);
 #         postgresql, a running cluster with a role redlab (password redlab,
 #         superuser) and a database redlab; chrony; cloud-init; prometheus (for
-#         promtool); chromium and fonts-liberation (report screenshots);
-#         systemd (systemd-analyze); nodejs and npm; `npm ci` in
+#         promtool, and the lab's monitoring) and prometheus-redis-exporter;
+#         chromium and fonts-liberation (report screenshots);
+#         systemd (systemd-analyze); debootstrap and systemd-container
+#         (systemd-nspawn: infra/verify boots the node's user data in
+#         Debian 12 machines); nodejs and npm; `npm ci` in
 #         loadgen/testdata/hdrjs when it has a package.json and its
 #         node_modules is missing or stale; tofu or terraform, else OpenTofu
 #         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores).
@@ -147,11 +150,14 @@ detect() {
 	need_cmd chrony chronyd
 	need_cmd cloud-init cloud-init
 	need_cmd prometheus promtool
+	need_cmd prometheus-redis-exporter prometheus-redis-exporter
 	need_cmd chromium chromium
 	# A font, so that the report screenshots have text (chromium only
 	# recommends one).
 	need_deb fonts-liberation /usr/share/fonts/truetype/liberation
 	need_cmd systemd systemd-analyze
+	need_cmd debootstrap debootstrap
+	need_cmd systemd-container systemd-nspawn
 	need_cmd nodejs node nodejs
 	need_cmd npm npm
 }

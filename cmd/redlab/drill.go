@@ -15,13 +15,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/drill"
+	"github.com/redlocklab/redlocklab/infra/lab"
 )
 
 func newDrillCmd(e *env) *cobra.Command {
 	var (
-		out    string
-		matrix string
-		seed   uint64
+		out        string
+		matrix     string
+		seed       uint64
+		monitoring bool
+		mcfg       = lab.MonitoringConfig{ScrapeInterval: time.Second, AlertForMax: 5 * time.Second}
 	)
 	c := &cobra.Command{
 		Use:   "drill FILE... | --matrix DIR",
@@ -39,6 +42,12 @@ fault log) and one load run directory per guard (<guard>/run/report.html).
 
 With --matrix DIR every *.md in DIR runs, and OUT gets matrix.md,
 matrix.json and matrix.html: drills × guards.
+
+With --monitoring the lab also runs its exporters and Prometheus (as 'lab up
+--monitoring'), every guard's metrics are scraped, and Prometheus keeps its
+data in OUT/<drill>/prometheus/data, which outlives the lab: serve it again
+with OUT/<drill>/prometheus/view.yml (the command is in that file) and the
+dashboards of dashboards/grafana show the drill.
 
 Every spec is read before anything starts: a spec error is a usage error
 naming the file, the line and the field.
@@ -80,7 +89,19 @@ not run, 2 usage or spec error.`,
 			if err := uniqueNames(specs); err != nil {
 				return usageErrorf("%v", err)
 			}
+			if !monitoring && (c.Flags().Changed("scrape-interval") || c.Flags().Changed("alert-for-max")) {
+				return usageErrorf("--scrape-interval and --alert-for-max configure --monitoring")
+			}
+			if d := mcfg.ScrapeInterval; d < 100*time.Millisecond || d%time.Millisecond != 0 {
+				return usageErrorf("--scrape-interval %v: want a whole number of milliseconds, at least 100ms", d)
+			}
+			if d := mcfg.AlertForMax; d < 0 || d%time.Millisecond != 0 {
+				return usageErrorf("--alert-for-max %v: want 0 or a whole number of milliseconds", d)
+			}
 			opts := drill.Options{Out: out, Log: e.stderr}
+			if monitoring {
+				opts.Monitoring = &mcfg
+			}
 			if c.Flags().Changed("seed") {
 				opts.Seed, opts.SeedSet = seed, true
 			}
@@ -92,6 +113,9 @@ not run, 2 usage or spec error.`,
 	c.Flags().StringVar(&out, "out", "runs/drills", "directory for the drills' results (OUT/<drill>/); an earlier run of a drill there is replaced")
 	c.Flags().StringVar(&matrix, "matrix", "", "run every drill in this directory and write matrix.md, matrix.json and matrix.html into --out")
 	c.Flags().Uint64Var(&seed, "seed", 0, "seed for every drill's key and quantity draws (default: each spec's workload.seed)")
+	c.Flags().BoolVar(&monitoring, "monitoring", false, "run the lab's exporters and Prometheus during each drill and keep Prometheus's data in OUT/<drill>/prometheus")
+	c.Flags().DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: scrape and rule evaluation interval")
+	c.Flags().DurationVar(&mcfg.AlertForMax, "alert-for-max", mcfg.AlertForMax, "with --monitoring: cap every alert's 'for:' (a drill's faults last seconds; 0 keeps the rules as written)")
 	return c
 }
 

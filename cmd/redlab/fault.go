@@ -25,6 +25,7 @@ type faultOptions struct {
 	add, jitter msDurationFlag
 	by          time.Duration
 	factor      float64
+	lag         time.Duration
 }
 
 // faultKind is one `redlab fault` subcommand.
@@ -134,13 +135,29 @@ var faultKinds = []faultKind{
 		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
 			return l.ClockRate(ctx, n[0], o.factor, o.forD)
 		}},
+	{use: "failover N [--lag D]", short: "crash the node's master and promote its replica behind the node's address (labs with --replicas 1)", min: 1, max: 1,
+		flags: func(fs *pflag.FlagSet, o *faultOptions) {
+			fs.DurationVar(&o.lag, "lag", 0, "hold replication back this long before the crash, so the writes of the last D are lost")
+		},
+		check: func(_ *pflag.FlagSet, o *faultOptions) error {
+			if o.lag < 0 || o.lag > time.Hour {
+				return fmt.Errorf("--lag must be 0..1h, got %v", o.lag)
+			}
+			return nil
+		},
+		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
+			if l.Replicas() == 0 {
+				return lab.FaultResult{}, fmt.Errorf("%w: the lab has no replicas (bring it up with --replicas 1)", lab.ErrInvalid)
+			}
+			return l.Failover(ctx, n[0], o.lag)
+		}},
 }
 
 func newFaultCmd(e *env) *cobra.Command {
 	o := &faultOptions{}
 	c := &cobra.Command{
 		Use:   "fault",
-		Short: "inject a fault into a lab node: kill, restart, pause, partition, latency, clock-jump, ...",
+		Short: "inject a fault into a lab node: kill, restart, pause, partition, latency, clock-jump, failover, ...",
 		Long: `Injects a fault into a node of the lab. Nodes are numbered from 1. Every
 fault is recorded with its start and end time in STATE_DIR/faults.jsonl
 ('redlab fault list' shows them).`,
@@ -257,6 +274,14 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		return
 	case res.ClockJump != nil:
 		fmt.Fprintf(w, "clock-jump node %d: %d keys' TTLs moved, %d keys expired\n", nodes[0], res.ClockJump.Adjusted, res.ClockJump.Deleted)
+		return
+	case res.Failover != nil:
+		fo := res.Failover
+		fmt.Fprintf(w, "failover node %d: %s promoted behind %s", nodes[0], fo.Promoted, res.Status.Addr())
+		if fo.Lag > 0 {
+			fmt.Fprintf(w, " after holding replication back %v (caught up before: %v)", time.Duration(fo.Lag), fo.CaughtUp)
+		}
+		fmt.Fprintf(w, "; replication lost %d bytes\n", fo.LostBytes)
 		return
 	case res.PowerLoss != nil:
 		pl := res.PowerLoss

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -23,7 +24,9 @@ and supervised by 'redlab node run', created with OpenTofu/Terraform
 (infra/envs/local).
 
 Node N's proxy (what clients use) is 127.0.0.1:base+N, its redis-server
-127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N.
+127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N; with
+--replicas 1, its replica 127.0.0.1:base+300+N and the front of the
+replica's replication link 127.0.0.1:base+400+N.
 The tofu/terraform binary: $REDLAB_TF, else tofu, else terraform on PATH,
 else ./bin/tofu (make tools).`,
 	}
@@ -34,7 +37,11 @@ else ./bin/tofu (make tools).`,
 
 func newLabUpCmd(e *env, dir *string) *cobra.Command {
 	cfg := lab.Config{Count: lab.DefaultCount, BasePort: lab.DefaultBasePort, NodePersistence: []lab.Persistence{lab.PersistAlways}, RestartDelay: lab.DefaultRestartDelay}
-	var verbose bool
+	var (
+		verbose    bool
+		monitoring bool
+		mcfg       = lab.MonitoringConfig{ScrapeInterval: lab.DefaultScrapeInterval}
+	)
 	c := &cobra.Command{
 		Use:   "up",
 		Short: "create the lab, or bring an existing one in line",
@@ -45,12 +52,35 @@ line exports the lab's environment for the other commands:
   eval "$(redlab lab up | tail -1)"
 
 after which doctor, load, serve, fault and lab status/down need neither
---nodes nor --state-dir.`,
+--nodes nor --state-dir.
+
+With --monitoring it also starts one redis_exporter per node and a
+Prometheus (on base+500) that scrapes them, the node supervisors, and every
+'redlab serve' and 'redlab load --metrics-addr' run against this lab (they
+register themselves), with the alerting and recording rules of
+dashboards/prometheus. 'lab status' prints its URL; 'lab down' stops it.
+A lab that has monitoring keeps it on a later 'lab up' unless
+--monitoring=false.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.StateDir = stateDir(*dir)
 			fs := c.Flags()
+			var oldMon *lab.Monitoring
 			// An existing lab keeps what the flags do not change.
 			if old, err := lab.Open(cfg.StateDir); err == nil {
+				if m, err := old.Monitoring(); err == nil {
+					oldMon = m
+					if !fs.Changed("monitoring") {
+						monitoring = true
+					}
+					was := m.Config()
+					if !fs.Changed("scrape-interval") {
+						mcfg.ScrapeInterval = was.ScrapeInterval
+					}
+					if !fs.Changed("alert-for-max") {
+						mcfg.AlertForMax = was.AlertForMax
+					}
+					mcfg.DataDir = was.DataDir
+				}
 				was := old.Config()
 				if !fs.Changed("count") {
 					cfg.Count = was.Count
@@ -65,6 +95,12 @@ after which doctor, load, serve, fault and lab status/down need neither
 				if !fs.Changed("base-port") {
 					cfg.BasePort = was.BasePort
 				}
+				if !fs.Changed("replicas") {
+					cfg.Replicas = was.Replicas
+				}
+			}
+			if cfg.Replicas < 0 || cfg.Replicas > 1 {
+				return usageErrorf("--replicas %d: want 0 (independent nodes) or 1 (an asynchronous replica per node, the mistake 'fault failover' shows)", cfg.Replicas)
 			}
 			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
 				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
@@ -78,6 +114,15 @@ after which doctor, load, serve, fault and lab status/down need neither
 				}
 				cfg.NoRestartDelay = cfg.RestartDelay == 0
 			}
+			if !monitoring && (fs.Changed("scrape-interval") || fs.Changed("alert-for-max")) {
+				return usageErrorf("--scrape-interval and --alert-for-max configure --monitoring")
+			}
+			if d := mcfg.ScrapeInterval; d < 100*time.Millisecond || d%time.Millisecond != 0 {
+				return usageErrorf("--scrape-interval %v: want a whole number of milliseconds, at least 100ms", d)
+			}
+			if d := mcfg.AlertForMax; d < 0 || d%time.Millisecond != 0 {
+				return usageErrorf("--alert-for-max %v: want 0 (the rules as written) or a whole number of milliseconds", d)
+			}
 			if verbose {
 				cfg.Log = e.stderr
 			}
@@ -88,10 +133,32 @@ after which doctor, load, serve, fault and lab status/down need neither
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v, state %s\n",
-				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), l.StateDir())
+			var mon *lab.Monitoring
+			switch {
+			case monitoring:
+				if mon, err = l.StartMonitoring(ctx, mcfg); err != nil {
+					return err
+				}
+			case oldMon != nil:
+				if err := lab.StopMonitoring(ctx, l.StateDir()); err != nil {
+					return err
+				}
+			}
+			replicas := ""
+			if l.Replicas() > 0 {
+				replicas = ", one asynchronous replica per node (not independent nodes: doctor flags them)"
+			}
+			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
+				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
+				if n.ReplicaAddr != "" {
+					fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s, replica %s via %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control, n.ReplicaAddr, n.ReplicaLink)
+					continue
+				}
 				fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control)
+			}
+			if mon != nil {
+				printMonitoring(e.stdout, mon)
 			}
 			fmt.Fprintln(e.stdout, exportLine(labExports(l)))
 			return nil
@@ -102,9 +169,31 @@ after which doctor, load, serve, fault and lab status/down need neither
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "node N listens on base+N (proxy), base+100+N (redis), base+200+N (control)")
 	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "appendfsync of every node (always, everysec or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
+	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
+	fs.BoolVar(&monitoring, "monitoring", false, "also run one redis_exporter per node and a Prometheus with the lab's rules (kept by a later lab up unless --monitoring=false)")
+	fs.DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: Prometheus's scrape and rule evaluation interval")
+	fs.DurationVar(&mcfg.AlertForMax, "alert-for-max", 0, "with --monitoring: cap every alert's 'for:' at this (for drills and demos whose faults last seconds; 0 keeps the rules as written)")
 	return c
+}
+
+// printMonitoring writes the monitoring's addresses, as lab up and lab
+// status show them.
+func printMonitoring(w io.Writer, m *lab.Monitoring) {
+	capNote := ""
+	if m.AlertForMax > 0 {
+		capNote = fmt.Sprintf(", alert for: capped at %v", time.Duration(m.AlertForMax))
+	}
+	fmt.Fprintf(w, "  monitoring  Prometheus %s  (scrape every %v%s; %d exporters from %s)\n",
+		m.URL, time.Duration(m.ScrapeInterval), capNote, len(m.Exporters), firstExporter(m))
+}
+
+func firstExporter(m *lab.Monitoring) string {
+	if len(m.Exporters) == 0 {
+		return "-"
+	}
+	return m.Exporters[0].Addr
 }
 
 // envVar is one variable of the export line.
@@ -153,13 +242,24 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			mon, err := l.Monitoring()
+			if err != nil && !errors.Is(err, lab.ErrNoMonitoring) {
+				return err
+			}
 			if asJSON {
 				return writeJSON(e.stdout, labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
-					RestartDelay: lab.Duration(l.RestartDelay()), Addrs: l.Addrs(), Nodes: sts,
+					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
 				})
 			}
 			printLabStatus(e.stdout, l, sts)
+			if mon != nil {
+				fmt.Fprintf(e.stdout, "monitoring: Prometheus %s (scrape every %v); exporters", mon.URL, time.Duration(mon.ScrapeInterval))
+				for _, x := range mon.Exporters {
+					fmt.Fprintf(e.stdout, " %d=%s", x.Node, x.Addr)
+				}
+				fmt.Fprintln(e.stdout)
+			}
 			return nil
 		},
 	}
@@ -175,8 +275,11 @@ type labStatusJSON struct {
 	Persistence     lab.Persistence   `json:"persistence"`
 	NodePersistence []lab.Persistence `json:"node_persistence"`
 	RestartDelay    lab.Duration      `json:"restart_delay"`
+	Replicas        int               `json:"replicas"`
 	Addrs           []string          `json:"addrs"`
 	Nodes           []lab.NodeStatus  `json:"nodes"`
+	// Monitoring is the lab's Prometheus and exporters, when on.
+	Monitoring *lab.Monitoring `json:"monitoring,omitempty"`
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -187,7 +290,11 @@ func writeJSON(w io.Writer, v any) error {
 
 func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tADDR\tREDIS PID\tSUPERVISOR PID\tRESTARTS\tPERSISTENCE\tNETWORK\tSINCE")
+	header := "NODE\tSTATE\tADDR\tREDIS PID\tSUPERVISOR PID\tRESTARTS\tPERSISTENCE\tNETWORK\tSINCE"
+	if l.Replicas() > 0 {
+		header += "\tREPLICA"
+	}
+	fmt.Fprintln(tw, header)
 	for _, st := range sts {
 		network := "ok"
 		switch {
@@ -200,8 +307,12 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 		if !st.Since.IsZero() {
 			since = st.Since.Format("15:04:05")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.ID, st.State, st.Addr(),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", st.ID, st.State, st.Addr(),
 			pidOrDash(st.RedisPID), pidOrDash(st.SupervisorPID), st.Restarts, st.Persistence, network, since)
+		if l.Replicas() > 0 {
+			fmt.Fprintf(tw, "\t%s", replicaText(st.Replica))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	delay := l.RestartDelay().String()
@@ -209,6 +320,28 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 		delay = "0s (a crashed node restarts at once)"
 	}
 	fmt.Fprintf(w, "\nrestart delay %s. Power-loss fidelity: %s\n", delay, l.Persistence().KillNote())
+}
+
+// replicaText sums a replicated node's pair up in a few words.
+func replicaText(r *lab.ReplicaStatus) string {
+	if r == nil {
+		return "-"
+	}
+	var words []string
+	if r.Promoted {
+		words = append(words, "promoted: the replica is the master")
+	} else {
+		words = append(words, "replica "+string(r.State))
+	}
+	switch {
+	case r.LinkCut:
+		words = append(words, "link cut")
+	case r.Synced:
+		words = append(words, "synced")
+	default:
+		words = append(words, "not synced")
+	}
+	return strings.Join(words, ", ")
 }
 
 func pidOrDash(pid int) string {

@@ -41,6 +41,10 @@ func TestLabFaultNodeUsage(t *testing.T) {
 		{[]string{"lab", "up", "--persistence", "always,everysec", "--state-dir", missing}, exitUsage},
 		{[]string{"lab", "up", "--persistence", "always,sometimes,always,always,always", "--state-dir", missing}, exitUsage},
 		{[]string{"lab", "up", "extra", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "up", "--replicas", "2", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "failover", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "failover", "1", "--lag", "-1s", "--state-dir", missing}, exitUsage},
+		{[]string{"fault", "failover", "1", "--state-dir", missing}, exitFailure},
 		{[]string{"lab", "status", "--state-dir", missing}, exitFailure},
 		{[]string{"lab", "down", "--state-dir", missing}, exitOK},
 		{[]string{"fault"}, exitUsage},
@@ -162,6 +166,7 @@ func TestLabCLI(t *testing.T) {
 		{[]string{"fault", "start", "2"}, exitOK, []string{"start node 2: now up"}},
 		{[]string{"fault", "clock-rate", "3", "--factor", "2", "--for", "200ms"}, exitOK, []string{"clock-rate node 3"}},
 		{[]string{"fault", "kill", "9"}, exitUsage, []string{"no node 9"}},
+		{[]string{"fault", "failover", "1"}, exitUsage, []string{"no replicas"}},
 		{[]string{"fault", "list"}, exitOK, []string{"partition", "kill", "restart", "stop", "clock-jump", "latency"}},
 		{[]string{"lab", "down"}, exitOK, []string{"is clear"}},
 		{[]string{"lab", "down"}, exitOK, nil},
@@ -233,5 +238,81 @@ func checkExports(t *testing.T, bin, line, nodes, dir string) {
 	}
 	if strings.Join(st.Addrs, ",") != nodes || len(st.Nodes) != 3 || st.Nodes[2].ID != 3 || st.Nodes[0].State == "" {
 		t.Errorf("lab status --json: got %+v, want the three nodes of %s", st, nodes)
+	}
+}
+
+// TestLabReplicasCLI: `lab up --replicas 1` gives every node a replica,
+// `redlab doctor` against it exits 1 naming the replica problem on every
+// node, and `fault failover` promotes a replica behind the node's address.
+func TestLabReplicasCLI(t *testing.T) {
+	requireLab(t)
+	bin := buildRedlab(t)
+	wd, _ := os.Getwd()
+	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
+	dir := filepath.Join(t.TempDir(), "state")
+	base := redistest.FreeStableBasePort(t, 3, lab.PortOffsets(1)...)
+	redlab := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), envStateDir+"="+dir)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(out)
+	}
+	t.Cleanup(func() { redlab("lab", "down") })
+	code, out := redlab("lab", "up", "--count", "3", "--replicas", "1", "--base-port", fmt.Sprint(base), "--restart-delay", "1s", "--infra-dir", infra)
+	if code != exitOK || !strings.Contains(out, "one asynchronous replica per node") || !strings.Contains(out, fmt.Sprintf("replica 127.0.0.1:%d", base+301)) {
+		t.Fatalf("lab up --replicas 1: exit %d\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	exports := lines[len(lines)-1]
+
+	// doctor as the README says: eval the export line, then doctor.
+	cmd := exec.Command("bash", "-c", `eval "$1" && exec "$2" doctor --timeout 250ms`, "bash", exports, bin)
+	cmd.Env = append(os.Environ(), envNodes+"=", envStateDir+"=")
+	dout, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitFailure {
+		t.Fatalf("doctor against a replicated lab: %v, want exit %d\n%s", err, exitFailure, dout)
+	}
+	for i := 1; i <= 3; i++ {
+		line := ""
+		for _, l := range strings.Split(string(dout), "\n") {
+			if strings.HasPrefix(l, fmt.Sprintf("%d 127.0.0.1:%d", i, base+i)) && strings.Contains(l, "replicas") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "critical") || !strings.Contains(line, "1 connected replica") || !strings.Contains(line, "not an independent node") {
+			t.Errorf("doctor, node %d: replicas line %q, want it critical, naming the connected replica and why it is not an independent node\n%s", i, line, dout)
+		}
+	}
+
+	for _, s := range []struct {
+		args    []string
+		want    int
+		wantOut []string
+	}{
+		{[]string{"lab", "status"}, exitOK, []string{"REPLICA", "replica up, synced"}},
+		{[]string{"fault", "failover", "2", "--lag", "300ms"}, exitOK, []string{fmt.Sprintf("failover node 2: 127.0.0.1:%d promoted behind 127.0.0.1:%d after holding replication back 300ms", base+302, base+2)}},
+		{[]string{"lab", "status"}, exitOK, []string{"promoted: the replica is the master"}},
+		{[]string{"fault", "failover", "2", "--lag", "-1s"}, exitUsage, []string{"--lag"}},
+		{[]string{"fault", "list"}, exitOK, []string{"failover"}},
+		{[]string{"lab", "down"}, exitOK, []string{"is clear"}},
+	} {
+		code, out := redlab(s.args...)
+		if code != s.want {
+			t.Errorf("redlab %s: exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.want, out)
+			continue
+		}
+		for _, w := range s.wantOut {
+			if !strings.Contains(out, w) {
+				t.Errorf("redlab %s: output lacks %q:\n%s", strings.Join(s.args, " "), w, out)
+			}
+		}
 	}
 }

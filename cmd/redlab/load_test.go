@@ -326,3 +326,31 @@ func TestLoadLabCPUWithoutLab(t *testing.T) {
 		t.Error("load --lab-cpu with no lab ran anyway")
 	}
 }
+
+// TestLoadRunsRedsyncAndComparisonGuards: `redlab load` runs the redsync
+// guard and the comparison guard redlock-del (which `serve` refuses), and
+// both conserve stock when nothing fails.
+func TestLoadRunsRedsyncAndComparisonGuards(t *testing.T) {
+	c := redistest.Start(t, 3, redistest.Options{})
+	for _, g := range []string{"redsync", "redlock-del"} {
+		t.Run(g, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			args := []string{"load", "--nodes", strings.Join(c.Addrs(), ","), "--guard", g,
+				"--rate", "20", "--duration", "1s", "--keys", "uniform:4", "--replicas", "2", "--stock", "1000",
+				"--out", dir, "--acquire-timeout", "20s", "--lock-ttl", "30s",
+				"--threshold", "safety.double_grants==0", "--threshold", "safety.lost_updates==0",
+				"--threshold", "outcomes.error==0", "--threshold", "requests==20"}
+			if g == "redlock-del" {
+				args = append(args, "--node-timeout", "1s")
+			}
+			code, stdout, stderr := runCmd(t, nil, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			s := readSummary(t, dir)
+			if s.Outcomes["reserved"] == 0 || s.AcquireLatencyMs.Count == 0 {
+				t.Errorf("summary %+v: want reservations with lock timings", s)
+			}
+		})
+	}
+}

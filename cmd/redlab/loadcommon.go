@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
@@ -59,7 +60,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	f.quantity = quantityFlag{Min: 1, Max: 1}
 	f.worker = workerFlag{Index: 0, Count: 1}
 	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or guards none/db-atomic")
-	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic")
+	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic, redsync; or redlock-del (release by plain DEL: the mistake, for comparisons only)")
 	fs.Var(&f.keys, "keys", "SKU distribution: uniform:N, zipf:N:θ (θ<1 YCSB-style), hot:N:fraction[:hotkeys]")
 	fs.Var(&f.quantity, "quantity", "units per reservation: N, const:N or uniform:MIN:MAX")
 	fs.Int64Var(&f.stock, "stock", 1_000_000, "stock seeded for every SKU before the run")
@@ -69,7 +70,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", loadgen.DefaultMaxInFlight, "bound on concurrent operations; an operation with no free slot within --late-tolerance is counted late, not sent")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock TTL of the in-process replicas")
 	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
-	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms)")
+	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms; for redsync, go-redis's own defaults)")
 	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
 	f.login.register(fs, lab.UserRedlock)
 	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "fixed bound on the concurrent acquire attempts of each replica's Redlock client, instead of its adaptive limit; excess attempts wait for a slot before their node timeout starts (default: the adaptive limit)")
@@ -88,7 +89,9 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 // validate checks the shared flags and the run's thresholds (given as
 // thFlag); it has no side effects.
 func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFlag) error {
-	g, err := inventory.ParseGuard(f.guard)
+	// The load generator also runs the comparison guards (redlock-del):
+	// a run that shows a mistake next to the right practice.
+	g, err := inventory.ParseAnyGuard(f.guard)
 	if err != nil {
 		return err
 	}
@@ -180,8 +183,8 @@ func (f *loadFlags) timedNodes() (int, string) {
 		return 0, "--target noop takes no lock, so there is no per-node latency"
 	case f.targetKind() == "http":
 		return 0, "the --target instances take the locks, so this run sees no per-node latency"
-	case f.g != inventory.GuardRedlock && f.g != inventory.GuardRedlockFenced:
-		return 0, fmt.Sprintf("guard %s has no per-node latency (redlock and redlock-fenced have)", f.g)
+	case !f.g.TimesNodes():
+		return 0, fmt.Sprintf("guard %s has no per-node latency (redlock, redlock-fenced and redlock-del have)", f.g)
 	}
 	return len(f.addrs), ""
 }
@@ -207,8 +210,9 @@ func (f *loadFlags) targetKind() string {
 const scratchStorePragmas = "_pragma=synchronous(NORMAL)"
 
 // newTarget builds the target the flags describe, with its store in dir
-// unless --store names one.
-func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Recorder) (loadgen.Target, error) {
+// unless --store names one; in-process replicas register their service and
+// lock metrics on reg when it is not nil.
+func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Recorder, reg prometheus.Registerer) (loadgen.Target, error) {
 	switch f.targetKind() {
 	case "noop":
 		return loadgen.NoopTarget{}, nil
@@ -222,7 +226,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		LockConcurrency: f.lockConc, NoOverloadControl: !f.overloadCtl, Recorder: rec, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
+		LockConcurrency: f.lockConc, NoOverloadControl: !f.overloadCtl, Recorder: rec, Registerer: reg, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }
@@ -312,15 +316,19 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 		}
 	}
 	r.rec = loadgen.NewRecorder(len(f.addrs), 0)
-	if r.target, err = f.newTarget(ctx, f.out, r.rec); err != nil {
+	var reg prometheus.Registerer
+	if f.metricsAddr != "" {
+		r.metrics = loadgen.NewMetrics()
+		reg = r.metrics.Registry()
+	}
+	if r.target, err = f.newTarget(ctx, f.out, r.rec, reg); err != nil {
 		return nil, err
 	}
-	metrics, stopMetrics, err := f.serveMetrics(ctx, e)
+	stopMetrics, err := f.serveMetrics(ctx, e, r.metrics)
 	if err != nil {
 		r.target.Close()
 		return nil, err
 	}
-	r.metrics = metrics
 	stopProfile, err := startCPUProfile(f.cpuProfile)
 	if err != nil {
 		stopMetrics()
@@ -382,17 +390,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-func (f *loadFlags) serveMetrics(ctx context.Context, e *env) (*loadgen.Metrics, func(), error) {
-	if f.metricsAddr == "" {
-		return nil, func() {}, nil
+// serveMetrics serves m (nil: no --metrics-addr) and, when the lab in the
+// state directory has monitoring on, registers the endpoint with its
+// Prometheus until stop.
+func (f *loadFlags) serveMetrics(ctx context.Context, e *env, m *loadgen.Metrics) (stop func(), err error) {
+	if m == nil {
+		return func() {}, nil
 	}
-	m := loadgen.NewMetrics()
-	bound, stop, err := m.Serve(ctx, f.metricsAddr)
+	bound, stopServe, err := m.Serve(ctx, f.metricsAddr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fmt.Fprintf(e.stderr, "generator metrics on http://%s/metrics\n", bound)
-	return m, stop, nil
+	unregister := registerTarget(e, stateDir(""), lab.JobLoad, bound)
+	return func() {
+		unregister()
+		stopServe()
+	}, nil
 }
 
 // runSpec is one run of sched (the profile's schedule) into dir on the rig,

@@ -36,6 +36,8 @@ type nodeOptions struct {
 	restartDelay                 time.Duration
 	redisServer                  string
 	confB64, guardB64            string
+	replicaPort, replicaLinkPort int
+	replicaConfB64               string
 }
 
 func (o *nodeOptions) flags(fs *pflag.FlagSet) {
@@ -48,6 +50,9 @@ func (o *nodeOptions) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.redisServer, "redis-server", "", "redis-server binary (default: redis-server on PATH)")
 	fs.StringVar(&o.confB64, "conf-b64", "", "rendered redis.conf, base64")
 	fs.StringVar(&o.guardB64, "guard-b64", "", "rendered restart guard script, base64")
+	fs.IntVar(&o.replicaPort, "replica-port", 0, "the node's replica's redis-server port (replicated labs only)")
+	fs.IntVar(&o.replicaLinkPort, "replica-link-port", 0, "the port of the front the replica's replication link goes through")
+	fs.StringVar(&o.replicaConfB64, "replica-conf-b64", "", "the replica's rendered redis.conf, base64")
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
@@ -73,12 +78,19 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 	if err != nil {
 		return spec, false, fmt.Errorf("--guard-b64: %w", err)
 	}
+	var replicaConf []byte
+	if o.replicaConfB64 != "" {
+		if replicaConf, err = base64.StdEncoding.DecodeString(o.replicaConfB64); err != nil {
+			return spec, false, fmt.Errorf("--replica-conf-b64: %w", err)
+		}
+	}
 	if o.controlPort == 0 && o.port > 0 {
 		o.controlPort = o.port + 200
 	}
 	spec = lab.NodeSpec{
 		ID: o.id, StateDir: dir, Port: o.port, RedisPort: o.redisPort, ControlPort: o.controlPort,
 		RestartDelay: lab.Duration(o.restartDelay), RedisServer: o.redisServer, Conf: conf, Guard: guard,
+		ReplicaPort: o.replicaPort, ReplicaLinkPort: o.replicaLinkPort, ReplicaConf: replicaConf,
 	}
 	return spec, true, spec.Validate()
 }
@@ -86,7 +98,7 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
 	var o nodeOptions
 	c := &cobra.Command{
-		Use: sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64]",
+		Use: sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64]]",
 		RunE: func(c *cobra.Command, _ []string) error {
 			spec, full, err := o.spec()
 			if err != nil {

@@ -47,7 +47,8 @@ func newServeCmd(e *env) *cobra.Command {
 		Long: `Runs the inventory reservation service: POST /v1/reservations, GET|PUT
 /v1/stock/{sku}, /healthz, /readyz, /metrics (see inventory/openapi.yaml).
 --nodes (or $REDLAB_NODES) is needed by the guards that lock: redis-single
-(uses the first node), redlock and redlock-fenced.
+(uses the first node), redlock, redlock-fenced and redsync (go-redsync/redsync
+v4 with its own defaults over go-redis clients with theirs).
 
 The first SIGINT/SIGTERM drains: no new connections, in-flight reservations
 finish and release their locks. A second one exits at once.
@@ -62,11 +63,11 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	fs := c.Flags()
 	fs.Var(&o.nodesFlag, "nodes", "Redis nodes of the lock (default $"+envNodes+")")
 	fs.StringVar(&o.store, "store", "sqlite:.redlab/inventory.db", "inventory database: sqlite:PATH or postgres://...")
-	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic")
+	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic, redsync")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address, host:port (port 0 picks a free one)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock time to live")
 	fs.DurationVar(&o.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before answering 503 contended")
-	fs.DurationVar(&o.nodeTimeout, "node-timeout", redlock.DefaultNodeTimeout, "per-node dial/read/write timeout of the lock client")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", redlock.DefaultNodeTimeout, "per-node dial/read/write timeout of the lock client (redsync: go-redis's own defaults unless given)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long the first signal waits for in-flight requests")
 	fs.StringVar(&o.holder, "holder", "", "this replica's name in the ledger (default host-pid-random)")
 	o.login.register(fs, lab.UserRedlock)
@@ -114,6 +115,9 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 			return fmt.Errorf("%s must be positive, got %v", f.name, f.d)
 		}
 	}
+	if g == inventory.GuardRedsync && !fs.Changed("node-timeout") {
+		o.nodeTimeout = 0 // go-redis's own defaults, as redsync's users run it
+	}
 	if !o.faultHooks && (fs.Changed("fault-pause") || fs.Changed("fault-fraction")) {
 		return errors.New("--fault-pause and --fault-fraction need --fault-hooks")
 	}
@@ -145,6 +149,10 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 		rcfg.PauseHook = faults.Hook()
 		handlerOpts = append(handlerOpts, inventory.WithFaults(faults))
 	}
+	// One registry for the service, its lock client and the runtime.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rcfg.Registerer = reg
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	replica, err := inventory.OpenReplica(octx, rcfg)
 	cancel()
@@ -154,13 +162,12 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	defer replica.Close()
 	svc := replica.Service()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := inventory.NewServer(o.listen, inventory.NewHandler(svc, reg, handlerOpts...))
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	defer registerTarget(e, stateDir(""), lab.JobServe, ln.Addr().String())()
 	hooks := ""
 	if o.faultHooks {
 		hooks = ", fault hooks ON"

@@ -140,6 +140,19 @@ func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Dura
 	return l.fault(ctx, id, FaultClockRate, faultRequest{Factor: factor, For: Duration(d)})
 }
 
+// Failover crashes node id's master (SIGKILL), promotes its replica
+// (REPLICAOF NO ONE) and points the node's front at it, so clients keep the
+// node's address, as behind Sentinel or a managed endpoint. With lag > 0
+// replication is held back for lag first (the replica's link front stops
+// forwarding), so what was written in the last lag before the crash is
+// certainly lost. The lab must have replicas (Config.Replicas 1). It
+// returns, and the fault ends, once the promoted replica answers as master
+// through the node's address, logged in as any of the lab's users; the
+// crashed process comes back after the restart delay as its replica.
+func (l *Lab) Failover(ctx context.Context, id int, lag time.Duration) (FaultResult, error) {
+	return l.fault(ctx, id, FaultFailover, faultRequest{Lag: Duration(lag)})
+}
+
 // Faults returns the faults recorded so far.
 func (l *Lab) Faults() ([]Fault, error) { return ReadFaults(l.stateDir) }
 

@@ -21,7 +21,8 @@ var ErrInvalid = errors.New("lab: invalid fault parameters")
 // not give access to the nodes' data.
 //
 //	GET  /v1/status          -> NodeStatus
-//	POST /v1/faults/{kind}   faultRequest -> faultResponse
+//	GET  /metrics            -> the node's state and faults for Prometheus (nodemetrics.go)
+//	POST /v1/faults/{kind}   faultRequest -> FaultResult
 //
 // kind is a FaultKind, or "start" (ends a stop) or "heal".
 
@@ -33,6 +34,7 @@ type faultRequest struct {
 	Jitter Duration  `json:"jitter,omitempty"` // latency
 	By     Duration  `json:"by,omitempty"`     // clock-jump
 	Factor float64   `json:"factor,omitempty"` // clock-rate
+	Lag    Duration  `json:"lag,omitempty"`    // failover
 }
 
 // FaultResult is what the node reports after a fault request.
@@ -43,6 +45,8 @@ type FaultResult struct {
 	ClockJump *ClockJumpResult `json:"clock_jump,omitempty"`
 	// PowerLoss is set for power-loss.
 	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
+	// Failover is set for failover.
+	Failover *FailoverResult `json:"failover,omitempty"`
 	// Status is the node's status after the request.
 	Status NodeStatus `json:"status"`
 }
@@ -57,6 +61,7 @@ func (s *supervisor) handler() http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.status())
 	})
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		var req faultRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
@@ -130,6 +135,11 @@ func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (
 			return FaultResult{}, fmt.Errorf("%w: clock-rate needs a factor > 0 and a duration > 0", ErrInvalid)
 		}
 		return s.clockRate(req.Factor, time.Duration(req.For))
+	case string(FaultFailover):
+		if req.Lag < 0 || time.Duration(req.Lag) > time.Hour {
+			return FaultResult{}, fmt.Errorf("%w: failover lag must be 0..1h, got %v", ErrInvalid, time.Duration(req.Lag))
+		}
+		return s.failover(ctx, time.Duration(req.Lag))
 	}
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
 }

@@ -1,7 +1,8 @@
 // Package lab runs the local Redlock lab: N independent redis-server nodes on
 // one machine, provisioned by OpenTofu or Terraform (infra/envs/local, driven
 // through terraform-exec), each supervised by `redlab node run` and fronted by
-// a Toxiproxy listener so that the network can be faulted without root.
+// a fault front (internal/faultproxy) so that the network can be faulted
+// without root.
 //
 // The pieces:
 //
@@ -11,7 +12,7 @@
 //   - RunNode is the per-node supervisor: restart guard, redis-server,
 //     proxy and a loopback HTTP control endpoint that executes faults.
 //   - Lab's fault methods (Kill, PowerLoss, Restart, Stop, Start, Pause,
-//     Partition, Heal, Latency, ClockJump, ClockRate) call that endpoint;
+//     Partition, Heal, Latency, ClockJump, ClockRate, Failover) call that endpoint;
 //     every fault is recorded with its start and end time, to the
 //     nanosecond, in faults.jsonl (package faultlog owns the format;
 //     ReadFaults reads a state directory's).
@@ -25,6 +26,25 @@
 // Ports: node N's proxy (the address clients use) listens on BasePort+N,
 // its redis-server on BasePort+100+N and its control endpoint on
 // BasePort+200+N, all on 127.0.0.1.
+//
+// Replicas (Config.Replicas 1) build the topology Redlock's docs warn
+// against, to show what it costs: every node becomes a master with one
+// asynchronous replica, a second redis-server on BasePort+300+N (files under
+// nodeN/replica/, its redis.conf the master's with its own port and
+// directory, so the same ACL users) run by the node's supervisor. The
+// replica follows its master through a proxy of its own on BasePort+400+N,
+// so that replication can be held back. It logs in to the master as the
+// lab's admin user (masteruser/masterauth set at runtime, never written to a
+// file); a real deployment would give replication its own user with +psync
+// +replconf +ping. Failover crashes a node's master, promotes the replica
+// and points the node's proxy at it: clients keep the address, as behind
+// Sentinel or a managed endpoint. The crashed process comes back after the
+// restart delay as the replica of the promoted one (the supervisor keeps the
+// roles, as Sentinel would), so a second failover swaps them back. After a
+// failover the faults that act on redis-server (kill, power-loss, pause,
+// stop, restart, clock-jump, clock-rate) still act on the node's original
+// process, which is then the replica; the network faults act on the node's
+// address, so on the promoted master.
 //
 // Persistence is per node (Config.NodePersistence): always, everysec or
 // none. A kill -9 of redis-server keeps the writes it already handed to the

@@ -27,6 +27,10 @@ const (
 	FaultLatency   FaultKind = "latency"    // proxy delays replies; ends at heal or a new latency
 	FaultClockJump FaultKind = "clock-jump" // instantaneous
 	FaultClockRate FaultKind = "clock-rate" // repeated jumps for a duration
+	// FaultFailover: a replicated node's master is SIGKILLed and its replica
+	// promoted behind the node's address; ends when the promoted replica
+	// answers as master through the node's front.
+	FaultFailover FaultKind = "failover"
 )
 
 // Fault is one injected fault with its start and end time. End is zero

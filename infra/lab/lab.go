@@ -116,6 +116,12 @@ type Config struct {
 	// NoRestartDelay restarts a crashed node at once: the unsafe practice
 	// drills compare against. RestartDelay must then be 0.
 	NoRestartDelay bool
+	// Replicas is 0 (independent nodes, the Redlock practice) or 1: every
+	// node gets an asynchronous replica, a second redis-server that follows
+	// it through a fault front of its own, so that Failover can promote it
+	// behind the node's address. This is the "replicas as nodes" mistake;
+	// see Failover.
+	Replicas int
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.
 	Redlab string
@@ -186,8 +192,11 @@ func (c Config) validate() error {
 	if c.Count < 1 || c.Count > MaxNodes {
 		return fmt.Errorf("lab: count %d: want 1-%d", c.Count, MaxNodes)
 	}
-	if c.BasePort < 1024 || c.BasePort+controlPortOffset+c.Count > 65535 {
-		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, controlPortOffset, c.Count)
+	if c.Replicas < 0 || c.Replicas > 1 {
+		return fmt.Errorf("lab: replicas %d: want 0 (independent nodes) or 1 (one asynchronous replica per node)", c.Replicas)
+	}
+	if top := c.topOffset(); c.BasePort < 1024 || c.BasePort+top+c.Count > 65535 {
+		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Count)
 	}
 	for i, p := range c.NodePersistence {
 		if _, err := ParsePersistence(string(p)); err != nil {
@@ -208,6 +217,26 @@ func (c Config) validate() error {
 	return nil
 }
 
+// topOffset is the highest port offset the lab uses.
+func (c Config) topOffset() int {
+	if c.Replicas > 0 {
+		return replicaLinkOffset
+	}
+	return controlPortOffset
+}
+
+// portOffsets are the offsets of every port range the lab uses.
+func (c Config) portOffsets() []int {
+	if c.Replicas > 0 {
+		return []int{0, redisPortOffset, controlPortOffset, replicaPortOffset, replicaLinkOffset}
+	}
+	return []int{0, redisPortOffset, controlPortOffset}
+}
+
+// PortOffsets are the offsets from the base port of every port range a lab
+// of this topology uses (each range holds one port per node, from 1).
+func PortOffsets(replicas int) []int { return Config{Replicas: replicas}.portOffsets() }
+
 // labPath is what infra/modules/redis-node accepts in a path.
 var labPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
 
@@ -222,6 +251,7 @@ func (c Config) vars() map[string]string {
 		"state_dir":             c.StateDir,
 		"redlab_bin":            c.Redlab,
 		"redis_server_path":     c.RedisServer,
+		"replicas":              strconv.Itoa(c.Replicas),
 	}
 }
 
@@ -231,6 +261,10 @@ type Node struct {
 	Addr      string `json:"addr"`       // the proxy: what clients use
 	RedisAddr string `json:"redis_addr"` // redis-server itself
 	Control   string `json:"control"`    // the supervisor's control endpoint
+	// ReplicaAddr and ReplicaLink are the replica's redis-server and the
+	// front of its replication link; empty without replicas.
+	ReplicaAddr string `json:"replica_addr,omitempty"`
+	ReplicaLink string `json:"replica_link,omitempty"`
 }
 
 // labFile is stateDir/lab.json.
@@ -243,6 +277,7 @@ type labFile struct {
 	NodePersistence []Persistence `json:"node_persistence"`
 	RestartDelay    Duration      `json:"restart_delay"`
 	NoRestartDelay  bool          `json:"no_restart_delay,omitempty"`
+	Replicas        int           `json:"replicas,omitempty"`
 	Redlab          string        `json:"redlab"`
 	RedisServer     string        `json:"redis_server"`
 	Terraform       string        `json:"terraform"`
@@ -332,6 +367,9 @@ func (l *Lab) RestartDelay() time.Duration { return time.Duration(l.f.RestartDel
 // NoRestartDelay reports whether crashed nodes restart at once.
 func (l *Lab) NoRestartDelay() bool { return l.f.NoRestartDelay }
 
+// Replicas is how many asynchronous replicas each node has (0 or 1).
+func (l *Lab) Replicas() int { return l.f.Replicas }
+
 // Config returns the configuration the lab was brought up with: a `lab up`
 // that changes one setting starts from it, so the others stay as they are.
 // Profiles every node shares come back as one item, so a new Count keeps
@@ -343,7 +381,7 @@ func (l *Lab) Config() Config {
 	}
 	return Config{
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
-		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay,
+		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
 		Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
 	}
 }
@@ -429,7 +467,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	// needs to destroy.
 	f := labFile{
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
-		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay,
+		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
 		Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
 	}
 	if old != nil {
@@ -468,28 +506,28 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	return &Lab{stateDir: cfg.StateDir, f: f}, nil
 }
 
-// checkPorts fails, before anything is provisioned, when a port of a node
-// this lab does not have yet is taken. A node it has keeps its ports (a
+// checkPorts fails, before anything is provisioned, when a port the lab
+// needs is taken by something other than the node that has it now (a
 // redis-server whose supervisor died still holds its own).
 func checkPorts(cfg Config) error {
+	names := map[int]string{0: "proxy", redisPortOffset: "redis-server", controlPortOffset: "control endpoint",
+		replicaPortOffset: "replica redis-server", replicaLinkOffset: "replica link front"}
 	for id := 1; id <= cfg.Count; id++ {
+		own := map[int]bool{}
 		var have NodeSpec
-		if readJSONFile(filepath.Join(nodeDir(cfg.StateDir, id), specFile), &have) == nil &&
-			have.Port == cfg.BasePort+id && have.RedisPort == cfg.BasePort+redisPortOffset+id &&
-			have.ControlPort == cfg.BasePort+controlPortOffset+id {
-			continue
+		if readJSONFile(filepath.Join(nodeDir(cfg.StateDir, id), specFile), &have) == nil {
+			for _, p := range []int{have.Port, have.RedisPort, have.ControlPort, have.ReplicaPort, have.ReplicaLinkPort} {
+				own[p] = true
+			}
 		}
-		for _, p := range []struct {
-			what string
-			port int
-		}{
-			{"proxy", cfg.BasePort + id},
-			{"redis-server", cfg.BasePort + redisPortOffset + id},
-			{"control endpoint", cfg.BasePort + controlPortOffset + id},
-		} {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
+		for _, off := range cfg.portOffsets() {
+			port := cfg.BasePort + off + id
+			if own[port] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err != nil {
-				return fmt.Errorf("lab: node %d's %s port %d is in use (choose another --base-port): %w", id, p.what, p.port, err)
+				return fmt.Errorf("lab: node %d's %s port %d is in use (choose another --base-port): %w", id, names[off], port, err)
 			}
 			l.Close()
 		}
@@ -498,11 +536,12 @@ func checkPorts(cfg Config) error {
 }
 
 // Down destroys the lab in cfg.StateDir (only StateDir, Terraform and Log
-// are used): terraform destroy, whose provisioners stop every node, then a
-// sweep of anything left (a node whose destroy failed, processes whose
-// supervisor died), then it removes what the lab created in the state
-// directory (the credentials file included) and the directory itself when
-// that leaves it empty. A lab that is already down is fine.
+// are used): its monitoring (StopMonitoring), terraform destroy, whose
+// provisioners stop every node, then a sweep of anything left (a node whose
+// destroy failed, processes whose supervisor died), then it removes what
+// the lab created in the state directory (the credentials file included)
+// and the directory itself when that leaves it empty. A lab that is already
+// down is fine.
 func Down(ctx context.Context, cfg Config) error {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
@@ -515,6 +554,10 @@ func Down(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	var errs []error
+	// Monitoring first: it watches the nodes, and ends with them.
+	if err := StopMonitoring(ctx, dir); err != nil {
+		errs = append(errs, err)
+	}
 	root := filepath.Join(dir, workspaceDir, rootModule)
 	var f labFile
 	haveLab := readJSONFile(filepath.Join(dir, labFileName), &f) == nil
@@ -594,7 +637,7 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	tf.SetVarFiles(varFile)
 	c := Config{
 		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
-		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay,
+		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay, Replicas: f.Replicas,
 		Redlab: f.Redlab, RedisServer: f.RedisServer,
 	}
 	return tf.Destroy(ctx, c.vars())

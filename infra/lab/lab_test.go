@@ -474,3 +474,87 @@ func redlockClient(t *testing.T, l *Lab, u User) *redlock.Client {
 	})
 	return rl
 }
+
+// TestLabReplicas provisions a replicated lab (one asynchronous replica per
+// node, the topology Redlock's docs warn against): the replicas follow,
+// the node audit calls every node critical, a failover promotes a replica
+// behind the node's address with the same ACL users, and down leaves
+// nothing of the five port ranges.
+func TestLabReplicas(t *testing.T) {
+	redlab, tf := requireLab(t)
+	const n = 3
+	dir := filepath.Join(t.TempDir(), "lab")
+	base := freeBasePort(t, n)
+	cfg := Config{
+		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: time.Second, Replicas: 1,
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		if err := Down(context.Background(), cfg); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	l, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Replicas() != 1 {
+		t.Errorf("lab replicas: got %d, want 1", l.Replicas())
+	}
+	for i, node := range l.Nodes() {
+		want := fmt.Sprintf("127.0.0.1:%d", base+replicaPortOffset+i+1)
+		if node.ReplicaAddr != want || node.ReplicaLink != fmt.Sprintf("127.0.0.1:%d", base+replicaLinkOffset+i+1) {
+			t.Errorf("node %d: got %+v, want its replica on %s", i+1, node, want)
+		}
+		if st := status(t, l, node.ID); st.Replica == nil || !st.Replica.Synced || st.Replica.Addr != want {
+			t.Errorf("node %d: replica status %+v, want synced on %s", node.ID, st.Replica, want)
+		}
+	}
+	creds, err := l.Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("doctor calls replicated nodes critical", func(t *testing.T) {
+		rep, err := redlockClient(t, l, creds.Monitor).Check(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		critical := map[int]bool{}
+		for _, f := range rep.Findings {
+			if f.Check == "replicas" && f.Severity == redlock.Critical && strings.Contains(f.Fix, "not an independent node") {
+				critical[f.Node] = true
+			}
+		}
+		if len(critical) != n {
+			t.Errorf("nodes with a critical replicas finding: %v, want all %d (findings %+v)", critical, n, rep.Findings)
+		}
+	})
+
+	t.Run("failover", func(t *testing.T) { checkFailover(t, l, 2, 2*time.Second) })
+
+	t.Run("same users after a failover", func(t *testing.T) {
+		if _, err := l.Failover(ctx, 3, 0); err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Nodes()[2].Addr
+		if err := userClient(t, addr, creds.Redlock, 2*time.Second).SetNX(ctx, "lock:promoted", "tok", 5*time.Second).Err(); err != nil {
+			t.Errorf("redlock SET NX on the promoted replica: %v", err)
+		}
+		if err := userClient(t, addr, creds.Monitor, 2*time.Second).Info(ctx, "replication").Err(); err != nil {
+			t.Errorf("monitor INFO on the promoted replica: %v", err)
+		}
+		if err := userClient(t, addr, creds.Redlock, 2*time.Second).Set(ctx, "foo", "bar", 0).Err(); !redis.IsPermissionError(err) {
+			t.Errorf("redlock SET foo on the promoted replica: got %v, want NOPERM", err)
+		}
+		if err := pingAddr(addr, User{}, time.Second); !redis.IsAuthError(err) {
+			t.Errorf("anonymous PING on the promoted replica: got %v, want an auth error", err)
+		}
+	})
+
+	if err := Down(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkNothingLeft(t, dir, base, n)
+}

@@ -18,10 +18,15 @@ import (
 
 // Port offsets from the lab's base port. Node N (from 1) listens on
 // base+N (proxy, what clients use), base+redisPortOffset+N (redis-server,
-// private) and base+controlPortOffset+N (control endpoint).
+// private) and base+controlPortOffset+N (control endpoint). A node with a
+// replica (Config.Replicas) also has the replica's redis-server on
+// base+replicaPortOffset+N and the front of its replication link on
+// base+replicaLinkOffset+N.
 const (
 	redisPortOffset   = 100
 	controlPortOffset = 200
+	replicaPortOffset = 300
+	replicaLinkOffset = 400
 	// MaxNodes is the largest node count the port layout allows.
 	MaxNodes = 99
 )
@@ -38,6 +43,10 @@ const (
 	redisPIDFile      = "redis.pid"
 	supervisorLogFile = "supervisor.log"
 	freshMarker       = "fresh"
+	// replicaConfFile is the replica's rendered redis.conf; its data and
+	// log live where that file's dir and logfile say (nodeN/replica/).
+	replicaConfFile = "replica.conf"
+	replicaPIDFile  = "replica.pid"
 )
 
 // nodeDir returns stateDir/nodeN.
@@ -80,7 +89,18 @@ type NodeSpec struct {
 	// they live in their own files, not in spec.json.
 	Conf  []byte `json:"-"`
 	Guard []byte `json:"-"`
+	// ReplicaPort, ReplicaLinkPort and ReplicaConf are set together when
+	// the node has an asynchronous replica: a second redis-server on
+	// ReplicaPort, run by the same supervisor from ReplicaConf (in its own
+	// file), that follows the node's master through a front on
+	// ReplicaLinkPort, so that replication can be held back or cut.
+	ReplicaPort     int    `json:"replica_port,omitempty"`
+	ReplicaLinkPort int    `json:"replica_link_port,omitempty"`
+	ReplicaConf     []byte `json:"-"`
 }
+
+// hasReplica reports whether the node runs a replica.
+func (s NodeSpec) hasReplica() bool { return s.ReplicaPort != 0 }
 
 func (s NodeSpec) dir() string { return nodeDir(s.StateDir, s.ID) }
 
@@ -95,11 +115,19 @@ func (s NodeSpec) Validate() error {
 	if !filepath.IsAbs(s.StateDir) {
 		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
 	}
-	ports := map[int]string{}
-	for _, p := range []struct {
+	type namedPort struct {
 		name string
 		port int
-	}{{"port", s.Port}, {"redis port", s.RedisPort}, {"control port", s.ControlPort}} {
+	}
+	all := []namedPort{{"port", s.Port}, {"redis port", s.RedisPort}, {"control port", s.ControlPort}}
+	if s.ReplicaPort != 0 || s.ReplicaLinkPort != 0 || len(s.ReplicaConf) > 0 {
+		if s.ReplicaPort == 0 || s.ReplicaLinkPort == 0 || len(s.ReplicaConf) == 0 {
+			return fmt.Errorf("lab: node %d: a replica needs its port, its link port and its redis.conf together", s.ID)
+		}
+		all = append(all, namedPort{"replica port", s.ReplicaPort}, namedPort{"replica link port", s.ReplicaLinkPort})
+	}
+	ports := map[int]string{}
+	for _, p := range all {
 		if p.port < 1 || p.port > 65535 {
 			return fmt.Errorf("lab: node %d: %s %d: want 1-65535", s.ID, p.name, p.port)
 		}
@@ -120,6 +148,15 @@ func (s NodeSpec) Validate() error {
 	}
 	if rc.dir == "" || !filepath.IsAbs(rc.dir) {
 		return fmt.Errorf("lab: node %d: rendered redis.conf needs an absolute dir, got %q", s.ID, rc.dir)
+	}
+	if s.hasReplica() {
+		rr := parseRedisConf(s.ReplicaConf)
+		switch {
+		case rr.port != s.ReplicaPort:
+			return fmt.Errorf("lab: node %d: rendered replica.conf has port %d, want replica port %d", s.ID, rr.port, s.ReplicaPort)
+		case rr.dir == "" || !filepath.IsAbs(rr.dir) || filepath.Clean(rr.dir) == filepath.Clean(rc.dir):
+			return fmt.Errorf("lab: node %d: rendered replica.conf needs an absolute dir of its own, got %q", s.ID, rr.dir)
+		}
 	}
 	return nil
 }
@@ -225,6 +262,28 @@ type NodeStatus struct {
 	// AOF is the newest sample of the AOF's incr files, kept for the
 	// power-loss model (appendfsync everysec only).
 	AOF *AOFSample `json:"aof,omitempty"`
+	// Replica describes the node's replica; nil without one.
+	Replica *ReplicaStatus `json:"replica,omitempty"`
+}
+
+// ReplicaStatus is a replicated node's second redis-server and the
+// topology of the pair. The node's front (Port) always leads to the pair's
+// master; a failover swaps the roles.
+type ReplicaStatus struct {
+	Addr string `json:"addr"` // the replica process's redis-server
+	Link string `json:"link"` // the front its replication link goes through
+	// State is the replica process's: starting, up or down.
+	State    NodeState `json:"state"`
+	PID      int       `json:"pid,omitempty"`
+	Restarts int       `json:"restarts"`
+	// Promoted: the replica process is the pair's master (after an odd
+	// number of failovers) and the original process, when it runs,
+	// follows it.
+	Promoted bool `json:"promoted,omitempty"`
+	// Synced: the process that follows reports its link to the master up.
+	Synced bool `json:"synced"`
+	// LinkCut: a failover's lag is holding replication back.
+	LinkCut bool `json:"link_cut,omitempty"`
 }
 
 // AOFSample is the size of a node's AOF incr files at one instant: a power

@@ -51,6 +51,18 @@ func TestNodeSpecValidate(t *testing.T) {
 		{"conf port differs", func(s *NodeSpec) { s.RedisPort = 7203 }, "rendered redis.conf has port 7202"},
 		{"no guard", func(s *NodeSpec) { s.Guard = nil }, "restart guard"},
 		{"relative dir", func(s *NodeSpec) { s.Conf = []byte("port 7202\ndir data\n") }, "absolute dir"},
+		{"replica port without the rest", func(s *NodeSpec) { s.ReplicaPort = 7402 }, "port, its link port and its redis.conf together"},
+		{"replica port clash", func(s *NodeSpec) { withReplica(s); s.ReplicaLinkPort = s.RedisPort }, "both"},
+		{"replica conf port differs", func(s *NodeSpec) { withReplica(s); s.ReplicaPort = 7403 }, "replica.conf has port 7402"},
+		{"replica in the master's dir", func(s *NodeSpec) {
+			withReplica(s)
+			s.ReplicaConf = []byte("port 7402\ndir /tmp/lab/node2/data\n")
+		}, "dir of its own"},
+	}
+	r := good
+	withReplica(&r)
+	if err := r.Validate(); err != nil {
+		t.Errorf("good spec with a replica: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +74,12 @@ func TestNodeSpecValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withReplica gives a node spec a valid replica.
+func withReplica(s *NodeSpec) {
+	s.ReplicaPort, s.ReplicaLinkPort = 7402, 7502
+	s.ReplicaConf = []byte("port 7202\ndir /tmp/lab/node2/data\nport 7402\ndir /tmp/lab/node2/replica/data\n")
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -88,6 +106,11 @@ func TestConfigValidate(t *testing.T) {
 		{"bad profile in the list", Config{StateDir: "/tmp/x", Count: 2, NodePersistence: []Persistence{PersistAlways, "sometimes"}}, false},
 		{"both fields, agreeing", Config{StateDir: "/tmp/x", Persistence: PersistNone, NodePersistence: []Persistence{PersistNone}}, true},
 		{"both fields, disagreeing", Config{StateDir: "/tmp/x", Persistence: PersistNone, NodePersistence: []Persistence{PersistAlways}}, false},
+		{"one replica per node", Config{StateDir: "/tmp/x", Replicas: 1}, true},
+		{"two replicas per node", Config{StateDir: "/tmp/x", Replicas: 2}, false},
+		{"negative replicas", Config{StateDir: "/tmp/x", Replicas: -1}, false},
+		{"replicas need room for two more ranges", Config{StateDir: "/tmp/x", Replicas: 1, BasePort: 65200}, false},
+		{"no replicas fit below", Config{StateDir: "/tmp/x", BasePort: 65200}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,7 +130,7 @@ func TestConfigVars(t *testing.T) {
 	}
 	want := map[string]string{
 		"node_count": "5", "base_port": "7100", "persistence": `["none","none","none","none","none"]`, "restart_delay_seconds": "1.5",
-		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server",
+		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server", "replicas": "0",
 	}
 	got := cfg.vars()
 	for k, v := range want {
@@ -249,5 +272,16 @@ func TestCheckPorts(t *testing.T) {
 	}
 	if err := checkPorts(cfg); err != nil {
 		t.Errorf("ports of an existing node: got %v, want nil", err)
+	}
+	// Replicas add two ranges, checked too.
+	cfg.Replicas = 1
+	linkTaken := base + replicaLinkOffset + 3
+	l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", linkTaken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if err := checkPorts(cfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node 3's replica link front port %d is in use", linkTaken)) {
+		t.Errorf("replica link port taken: got %v, want node 3's replica link front port %d reported", err, linkTaken)
 	}
 }

@@ -79,8 +79,9 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(filepath.Dir(wd)) // infra/lab -> repo
 }
 
-// labPortOffsets are a lab's three port ranges relative to its base port.
-var labPortOffsets = []int{0, redisPortOffset, controlPortOffset}
+// labPortOffsets are a lab's port ranges relative to its base port, with
+// replicas (every range a test lab may use).
+var labPortOffsets = PortOffsets(1)
 
 // freeBasePort returns a base port whose three ranges for n nodes are free
 // right now, below the ephemeral port range so that they stay free until
@@ -605,5 +606,163 @@ func checkFaultEnded(t *testing.T, l *Lab, id string, params map[string]string) 
 			return nil
 		}
 		return errors.New("not recorded")
+	})
+}
+
+// runID is a redis-server's run_id, read through c.
+func runID(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return infoValue(info, "run_id")
+}
+
+func role(c *redis.Client) (string, error) {
+	info, err := c.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return "", err
+	}
+	return infoValue(info, "role"), nil
+}
+
+// awaitKeys waits until every key is on the server c talks to.
+func awaitKeys(t *testing.T, c *redis.Client, what string, keys []string) {
+	t.Helper()
+	eventually(t, 10*time.Second, what, func() error {
+		n, err := c.Exists(context.Background(), keys...).Result()
+		if err != nil {
+			return err
+		}
+		if int(n) != len(keys) {
+			return fmt.Errorf("%d of %d keys", n, len(keys))
+		}
+		return nil
+	})
+}
+
+// checkFailover runs two failovers of node id of a replicated lab. The
+// first, without lag: the replica is promoted behind the node's address
+// (another run_id, role master, through the same front) with a key
+// written well before; the crashed original comes back after its restart
+// delay and follows it. The second, with lag, swaps the roles back: keys
+// written before the lag survive, keys written during it are gone.
+func checkFailover(t *testing.T, l *Lab, id int, lag time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	u := labUser(t, l)
+	st := status(t, l, id)
+	if st.Replica == nil || st.Replica.Promoted || !st.Replica.Synced {
+		t.Fatalf("node %d before the failover: replica %+v, want a synced replica", id, st.Replica)
+	}
+	original := l.Nodes()[id-1].RedisAddr
+	replicaAddr := st.Replica.Addr
+	front := client(t, l, id, 2*time.Second)
+	before := runID(t, front)
+	if r, err := role(front); err != nil || r != "master" {
+		t.Fatalf("front before the failover: role %q, %v; want master", r, err)
+	}
+
+	// Without lag: written well before, so on the replica by then.
+	old := []string{"lock:fo:old1", "lock:fo:old2"}
+	for _, k := range old {
+		if err := front.Set(ctx, k, "v", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitKeys(t, userClient(t, replicaAddr, u, 2*time.Second), "the replica has the keys", old)
+	res, err := l.Failover(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failover == nil || res.Failover.Promoted != replicaAddr || res.Fault == nil || res.Fault.Kind != FaultFailover {
+		t.Fatalf("failover result: got %+v, want the replica %s promoted", res, replicaAddr)
+	}
+	// A new client: the front closed the connections to the dead master.
+	front = client(t, l, id, 2*time.Second)
+	if r, err := role(front); err != nil || r != "master" {
+		t.Errorf("front after the failover: role %q, %v; want master", r, err)
+	}
+	if after := runID(t, front); after == before || after != runID(t, userClient(t, replicaAddr, u, 2*time.Second)) {
+		t.Errorf("front after the failover: run_id %s (was %s), want the replica's", after, before)
+	}
+	if n, err := front.Exists(ctx, old...).Result(); err != nil || int(n) != len(old) {
+		t.Errorf("keys written well before a failover without lag: %d of %d there (%v), want all", n, len(old), err)
+	}
+	checkFaultEnded(t, l, res.Fault.ID, map[string]string{"promoted": replicaAddr, "lag": "0s"})
+	if st := status(t, l, id); st.Replica == nil || !st.Replica.Promoted {
+		t.Errorf("status after the failover: replica %+v, want promoted", st.Replica)
+	}
+	// The crashed original comes back after its restart delay, as a
+	// replica of the promoted one.
+	eventually(t, 30*time.Second, "the original follows the promoted replica", func() error {
+		st := status(t, l, id)
+		if st.State != NodeUp || st.Replica == nil || !st.Replica.Synced {
+			return fmt.Errorf("state %s, replica %+v", st.State, st.Replica)
+		}
+		if r, err := role(userClient(t, original, u, 2*time.Second)); err != nil || r != "slave" {
+			return fmt.Errorf("original: role %q, %v", r, err)
+		}
+		return nil
+	})
+
+	// With lag: the roles swap back.
+	kept, lost := []string{"lock:fo:kept1", "lock:fo:kept2"}, []string{"lock:fo:lost1", "lock:fo:lost2", "lock:fo:lost3"}
+	for _, k := range kept {
+		if err := front.Set(ctx, k, "v", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitKeys(t, userClient(t, original, u, 2*time.Second), "the original has the kept keys", kept)
+	type outcome struct {
+		res FaultResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := l.Failover(ctx, id, lag)
+		done <- outcome{r, err}
+	}()
+	eventually(t, 10*time.Second, "replication is held back", func() error {
+		if st := status(t, l, id); st.Replica == nil || !st.Replica.LinkCut {
+			return fmt.Errorf("replica %+v", st.Replica)
+		}
+		return nil
+	})
+	wrote := time.Now()
+	for _, k := range lost {
+		if err := front.Set(ctx, k, "v", time.Hour).Err(); err != nil {
+			t.Fatalf("write during the lag: %v", err)
+		}
+	}
+	if took := time.Since(wrote); took >= lag/2 {
+		t.Fatalf("writing during the lag took %v of the %v lag: too slow to be sure it preceded the crash", took, lag)
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	fo := o.res.Failover
+	if fo == nil || fo.Promoted != original || !fo.CaughtUp || fo.LostBytes <= 0 || time.Duration(fo.Lag) != lag {
+		t.Errorf("failover with lag: got %+v, want the original %s promoted, caught up before the lag, bytes lost", fo, original)
+	}
+	front = client(t, l, id, 2*time.Second)
+	if n, err := front.Exists(ctx, kept...).Result(); err != nil || int(n) != len(kept) {
+		t.Errorf("keys written before the lag: %d of %d there (%v), want all", n, len(kept), err)
+	}
+	if n, err := front.Exists(ctx, lost...).Result(); err != nil || n != 0 {
+		t.Errorf("keys written during the lag: %d of %d there (%v), want none", n, len(lost), err)
+	}
+	if r, err := role(front); err != nil || r != "master" {
+		t.Errorf("front after the second failover: role %q, %v; want master", r, err)
+	}
+	checkFaultEnded(t, l, o.res.Fault.ID, map[string]string{"promoted": original, "lag": lag.String(), "caught_up": "true"})
+	eventually(t, 30*time.Second, "the replica follows again", func() error {
+		st := status(t, l, id)
+		if st.Replica == nil || st.Replica.Promoted || !st.Replica.Synced || st.Replica.State != NodeUp {
+			return fmt.Errorf("replica %+v", st.Replica)
+		}
+		return nil
 	})
 }

@@ -35,11 +35,21 @@ func PrepareNode(spec NodeSpec) error {
 	if err := os.MkdirAll(parseRedisConf(spec.Conf).dir, 0o755); err != nil {
 		return fmt.Errorf("lab: node %d data dir: %w", spec.ID, err)
 	}
-	for _, f := range []struct {
+	type file struct {
 		name string
 		b    []byte
 		mode os.FileMode
-	}{{confFile, spec.Conf, 0o644}, {guardFile, spec.Guard, 0o755}} {
+	}
+	files := []file{{confFile, spec.Conf, 0o644}, {guardFile, spec.Guard, 0o755}}
+	if spec.hasReplica() {
+		if err := os.MkdirAll(parseRedisConf(spec.ReplicaConf).dir, 0o755); err != nil {
+			return fmt.Errorf("lab: node %d replica data dir: %w", spec.ID, err)
+		}
+		files = append(files, file{replicaConfFile, spec.ReplicaConf, 0o644})
+	} else {
+		os.Remove(spec.path(replicaConfFile))
+	}
+	for _, f := range files {
 		if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
 			return fmt.Errorf("lab: node %d: %w", spec.ID, err)
 		}
@@ -63,6 +73,11 @@ func LoadNodeSpec(stateDir string, id int) (NodeSpec, error) {
 	}
 	if spec.Guard, err = os.ReadFile(spec.path(guardFile)); err != nil {
 		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	if spec.ReplicaPort != 0 {
+		if spec.ReplicaConf, err = os.ReadFile(spec.path(replicaConfFile)); err != nil {
+			return spec, fmt.Errorf("lab: node %d: %w", id, err)
+		}
 	}
 	return spec, spec.Validate()
 }
@@ -142,10 +157,14 @@ func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
 		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		err := c.Ping(pctx).Err()
 		pcancel()
-		if err == nil && mine && (st.State == NodeUp || st.State == NodePaused) {
+		// A replicated node is up once its replica follows it too.
+		replicaOK := !spec.hasReplica() || (st.Replica != nil && st.Replica.State == NodeUp && st.Replica.Synced)
+		if err == nil && mine && (st.State == NodeUp || st.State == NodePaused) && replicaOK {
 			return nil
 		}
-		if err == nil {
+		if err == nil && !replicaOK {
+			err = fmt.Errorf("replica not following yet (%+v)", st.Replica)
+		} else if err == nil {
 			err = fmt.Errorf("supervisor reports %q", st.State)
 		}
 		if !alive(supervisorPID) {
@@ -195,6 +214,19 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 		signalGroup(pid, syscall.SIGKILL)
 		waitGone(pid, 5*time.Second)
 	}
+	// A replica left by a dead supervisor: no guard to tell, only stop it.
+	if conf, err := os.ReadFile(filepath.Join(dir, replicaConfFile)); err == nil {
+		if d := parseRedisConf(conf).dir; d != "" {
+			for _, pid := range findRedis(d) {
+				signalGroup(pid, syscall.SIGTERM)
+				signalGroup(pid, syscall.SIGCONT)
+				if !waitGoneCtx(ctx, pid, stopTimeout) {
+					signalGroup(pid, syscall.SIGKILL)
+					waitGone(pid, 5*time.Second)
+				}
+			}
+		}
+	}
 	for _, pid := range findRedis(dataDir) {
 		how := "clean"
 		signalGroup(pid, syscall.SIGTERM)
@@ -213,7 +245,7 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 			}
 		}
 	}
-	for _, f := range []string{supervisorPIDFile, redisPIDFile} {
+	for _, f := range []string{supervisorPIDFile, redisPIDFile, replicaPIDFile} {
 		os.Remove(filepath.Join(dir, f))
 	}
 	if purge {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,9 +16,11 @@ import (
 // would behind a real partition.
 //
 // With no fault on it costs about half the CPU of the Toxiproxy listener it
-// replaces.
+// replaced. A switched proxy leads to a switcher, so that retarget can change
+// its upstream without closing its listener.
 type proxy struct {
-	p *faultproxy.Proxy
+	p  *faultproxy.Proxy
+	sw *switcher // nil: the upstream is fixed
 
 	mu sync.Mutex // orders read-modify-write of the fault
 }
@@ -30,8 +33,41 @@ func startProxy(name, listen, upstream string) (*proxy, error) {
 	return &proxy{p: p}, nil
 }
 
+// startSwitchedProxy is startProxy for an upstream that retarget can
+// change: the front (and its faults) first, a switcher behind it.
+func startSwitchedProxy(name, listen, upstream string) (*proxy, error) {
+	sw, err := startSwitcher(upstream)
+	if err != nil {
+		return nil, err
+	}
+	x, err := startProxy(name, listen, sw.addr())
+	if err != nil {
+		sw.stop()
+		return nil, err
+	}
+	x.sw = sw
+	return x, nil
+}
+
+// retarget points a switched proxy at another upstream and closes every
+// connection through it, so that clients reconnect to the new upstream (as
+// after a failover behind Sentinel or a managed endpoint). The listener and
+// its faults stay.
+func (x *proxy) retarget(upstream string) error {
+	if x.sw == nil {
+		return errors.New("lab: retarget of a proxy without a switch")
+	}
+	x.sw.switchTo(upstream)
+	return nil
+}
+
 // Stop closes the listener and every proxied connection. Idempotent.
-func (x *proxy) Stop() { x.p.Close() }
+func (x *proxy) Stop() {
+	x.p.Close()
+	if x.sw != nil {
+		x.sw.stop()
+	}
+}
 
 // update changes the fault in force with fn.
 func (x *proxy) update(fn func(*faultproxy.Fault)) {

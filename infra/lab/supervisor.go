@@ -65,6 +65,8 @@ type supervisor struct {
 	rec    *recorder
 	proxy  *proxy
 	direct *redis.Client // the private redis port, bypassing the proxy
+	auth   User          // how the supervisor logs in to its redis-servers
+	rep    *replicaSet   // nil unless the node has a replica
 
 	mu          sync.Mutex
 	st          NodeStatus
@@ -78,6 +80,12 @@ type supervisor struct {
 	rateStop    context.CancelFunc
 	aof         *aofSampler // set for appendfsync everysec: the power-loss model
 	pendingCut  *powerCut   // a power loss waiting for its process to die
+	failingOver bool        // a failover is swapping the pair's roles
+	// crashedAt is when redis-server last died unasked (zero once it
+	// answers again); lastDowntime is how long the last such crash kept
+	// the node from answering (see nodemetrics.go).
+	crashedAt    time.Time
+	lastDowntime time.Duration
 	// notes are parameters for the end event of an active fault.
 	notes   map[FaultKind]map[string]string
 	wake    chan struct{} // the loop re-reads wantUp
@@ -113,6 +121,7 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		wantUp:  true,
+		auth:    auth,
 	}
 	s.direct = redis.NewClient(&redis.Options{
 		Addr: "127.0.0.1:" + strconv.Itoa(spec.RedisPort), MaxRetries: -1,
@@ -129,12 +138,24 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	defer os.Remove(spec.path(supervisorPIDFile))
 
 	s.restoreStatus()
-	s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), "127.0.0.1:"+strconv.Itoa(spec.RedisPort))
+	// The front leads to the pair's master: the original redis-server, or
+	// its replica after a failover.
+	if spec.hasReplica() {
+		s.proxy, err = startSwitchedProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), s.masterAddr())
+	} else {
+		s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), "127.0.0.1:"+strconv.Itoa(spec.RedisPort))
+	}
 	if err != nil {
 		return err
 	}
 	defer s.proxy.Stop()
 	s.reapplyNetworkFaults()
+	if spec.hasReplica() {
+		if err := s.startReplica(auth); err != nil {
+			return err
+		}
+		defer s.stopReplica()
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
 	if err != nil {
@@ -168,6 +189,18 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		}()
 	}
 	s.adoptOrphans()
+	if s.rep != nil {
+		s.wg.Add(2)
+		go func() {
+			defer s.wg.Done()
+			s.superviseReplica(ctx)
+		}()
+		go func() {
+			defer s.wg.Done()
+			s.reconcileRoles(ctx)
+		}()
+		s.log.Printf("replica: 127.0.0.1:%d follows through 127.0.0.1:%d", spec.ReplicaPort, spec.ReplicaLinkPort)
+	}
 	s.log.Printf("supervising: proxy 127.0.0.1:%d -> redis 127.0.0.1:%d, control 127.0.0.1:%d", spec.Port, spec.RedisPort, spec.ControlPort)
 	s.loop(ctx)
 
@@ -200,6 +233,21 @@ func (s *supervisor) restoreStatus() {
 	}
 	if old.State == NodeStopped {
 		s.wantUp = false
+	}
+	if s.spec.hasReplica() {
+		r := ReplicaStatus{}
+		if old.Replica != nil {
+			r.Promoted, r.Restarts = old.Replica.Promoted, old.Replica.Restarts
+		}
+		r.Addr = "127.0.0.1:" + strconv.Itoa(s.spec.ReplicaPort)
+		r.Link = "127.0.0.1:" + strconv.Itoa(s.spec.ReplicaLinkPort)
+		r.State = NodeDown
+		s.st.Replica = &r
+	}
+	// A failover cut short by the end of the previous supervisor.
+	if id := s.st.Active[FaultFailover]; id != "" {
+		_ = s.rec.end(id, FaultFailover, map[string]string{"ended_by": "supervisor restart"})
+		delete(s.st.Active, FaultFailover)
 	}
 }
 
@@ -426,6 +474,9 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		return
 	}
 	s.setStateLocked(NodeUp)
+	if !s.crashedAt.IsZero() {
+		s.lastDowntime, s.crashedAt = time.Since(s.crashedAt), time.Time{}
+	}
 	for _, k := range []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop} {
 		s.endFaultLocked(k, nil)
 	}
@@ -444,6 +495,7 @@ func (s *supervisor) onExit(p *redisProc) {
 	clean := s.stopping && !p.killed
 	if !clean && s.wantUp {
 		s.st.Restarts++
+		s.crashedAt = time.Now()
 	}
 	s.stopping = false
 	s.proc = nil
@@ -583,6 +635,10 @@ func (s *supervisor) status() NodeStatus {
 	st.Active = make(map[FaultKind]string, len(s.st.Active))
 	for k, v := range s.st.Active {
 		st.Active[k] = v
+	}
+	if s.st.Replica != nil {
+		r := *s.st.Replica
+		st.Replica = &r
 	}
 	s.mu.Unlock()
 	if s.aof != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -366,6 +367,49 @@ func TestSupervisorACL(t *testing.T) {
 	checkClockJump(t, l, 1)
 	checkKill(t, l, 1, testGuardDelay, true)
 	checkPowerLoss(t, l, 1, PersistEverysec)
+}
+
+// prepareReplicatedTestNode writes node 1 with an asynchronous replica,
+// ACLs on as in the lab.
+func prepareReplicatedTestNode(t *testing.T) NodeSpec {
+	t.Helper()
+	dir := t.TempDir()
+	creds, err := ensureCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := prepareTestNodeIn(t, dir, aclConf(creds))
+	spec.ReplicaPort, spec.ReplicaLinkPort = redistest.FreePort(t), redistest.FreePort(t)
+	nd := nodeDir(dir, 1)
+	spec.ReplicaConf = fmt.Appendf(append([]byte{}, spec.Conf...), "port %d\ndir %s/replica/data\nlogfile %q\n",
+		spec.ReplicaPort, nd, nd+"/replica/redis.log")
+	if err := PrepareNode(spec); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestSupervisorFailover runs a replicated node in-process (under the race
+// detector): the replica follows through its link front, a failover
+// promotes it behind the node's address, and a failover with lag loses what
+// was written during the lag.
+func TestSupervisorFailover(t *testing.T) {
+	spec := prepareReplicatedTestNode(t)
+	l := runTestSupervisor(t, spec)
+	st := status(t, l, 1)
+	if st.Replica == nil || st.Replica.State != NodeUp || !st.Replica.Synced || st.Replica.Addr != fmt.Sprintf("127.0.0.1:%d", spec.ReplicaPort) {
+		t.Fatalf("replicated node: replica %+v, want up and synced on port %d", st.Replica, spec.ReplicaPort)
+	}
+	checkFailover(t, l, 1, 2*time.Second)
+
+	// A node without a replica refuses a failover, saying why.
+	plain := runTestSupervisor(t, prepareTestNode(t))
+	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no replica") {
+		t.Errorf("failover of a node without a replica: got %v, want ErrInvalid saying it has no replica", err)
+	}
+	if _, err := l.Failover(context.Background(), 1, -time.Second); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative lag: got %v, want ErrInvalid", err)
+	}
 }
 
 // TestSupervisorACLNeedsCredentials: a node with ACL users and no

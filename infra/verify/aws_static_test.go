@@ -1,7 +1,12 @@
 package verify
 
 import (
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"path/filepath"
@@ -148,6 +153,8 @@ var functions = map[string]function.Function{
 	"max":             stdlib.MaxFunc,
 	"min":             stdlib.MinFunc,
 	"regex":           stdlib.RegexFunc,
+	"regexall":        stdlib.RegexAllFunc,
+	"base64gzip":      base64GzipFunc,
 	"setintersection": stdlib.SetIntersectionFunc,
 	"slice":           stdlib.SliceFunc,
 	"strcontains":     strContainsFunc,
@@ -207,6 +214,23 @@ func tupleTypes(v cty.Value) []cty.Type {
 	}
 	return out
 }
+
+// base64GzipFunc is Terraform's base64gzip: gzip, then base64.
+var base64GzipFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "s", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		if _, err := zw.Write([]byte(args[0].AsString())); err != nil {
+			return cty.NilVal, err
+		}
+		if err := zw.Close(); err != nil {
+			return cty.NilVal, err
+		}
+		return cty.StringVal(base64.StdEncoding.EncodeToString(b.Bytes())), nil
+	},
+})
 
 var strContainsFunc = function.New(&function.Spec{
 	Params: []function.Parameter{{Name: "s", Type: cty.String}, {Name: "sub", Type: cty.String}},
@@ -364,6 +388,28 @@ func TestAWSModuleVariables(t *testing.T) {
 		{"redis_port", num(0), false},
 		{"redlock_password", cty.StringVal("0123456789abcdef"), true},
 		{"redlock_password", cty.StringVal("short"), false},
+		{"architecture", cty.NullVal(cty.String), true},
+		{"architecture", cty.StringVal("arm64"), true},
+		{"architecture", cty.StringVal("aarch64"), false},
+		{"ntp_poll_exponent", num(4), true},
+		{"ntp_poll_exponent", cty.NullVal(cty.Number), true},
+		{"ntp_poll_exponent", num(4.5), false},
+		{"node_generations", cty.MapValEmpty(cty.Number), true},
+		{"node_generations", cty.MapVal(map[string]cty.Value{"0": num(2), "4": num(1)}), true},
+		{"node_generations", cty.MapVal(map[string]cty.Value{"node0": num(1)}), false},
+		{"node_generations", cty.MapVal(map[string]cty.Value{"0": num(-1)}), false},
+		{"data_volume", dataVolume(10, "gp3", nil, nil), true},
+		{"data_volume", dataVolume(10, "gp3", ptr(6000.0), ptr(250.0)), true},
+		{"data_volume", dataVolume(50, "io2", ptr(20000.0), nil), true},
+		{"data_volume", dataVolume(10, "gp2", nil, nil), false},
+		{"data_volume", dataVolume(10, "gp3", ptr(1000.0), nil), false},
+		{"data_volume", dataVolume(10, "io2", nil, nil), false},
+		{"data_volume", dataVolume(10, "io2", ptr(20000.0), ptr(250.0)), false},
+		{"data_volume", dataVolume(10, "gp3", nil, ptr(2000.0)), false},
+		{"data_volume", dataVolume(0, "gp3", nil, nil), false},
+		{"placement_group_name", cty.NullVal(cty.String), true},
+		{"placement_group_name", cty.StringVal("redlock-spread"), true},
+		{"placement_group_name", cty.StringVal("two words"), false},
 	}
 	for _, c := range cases {
 		if got := validates(t, m, c.variable, c.value); got != c.want {
@@ -372,24 +418,27 @@ func TestAWSModuleVariables(t *testing.T) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
+// dataVolume is a value of the data_volume variable, its optional
+// attributes null when nil.
+func dataVolume(size float64, typ string, iops, throughput *float64) cty.Value {
+	num := func(p *float64) cty.Value {
+		if p == nil {
+			return cty.NullVal(cty.Number)
+		}
+		return cty.NumberFloatVal(*p)
+	}
+	return cty.ObjectVal(map[string]cty.Value{
+		"size": cty.NumberFloatVal(size), "type": cty.StringVal(typ), "iops": num(iops), "throughput": num(throughput),
+	})
+}
+
 func TestAWSModuleInstances(t *testing.T) {
 	m := parseModule(t, moduleDir(t, "aws"))
 	inst := m.one(t, "resource", "aws_instance", "this")
 
-	// User data comes from redis-node, per node.
-	ud, ok := inst.Body.Attributes["user_data"]
-	if !ok {
-		t.Fatal("aws_instance.this has no user_data")
-	}
-	match := regexp.MustCompile(`^module\.([a-z0-9_]+)(\[[a-z.]+\])?\.cloud_init$`).FindStringSubmatch(m.text(ud.Expr))
-	if match == nil {
-		t.Fatalf("user_data = %s, want module.<redis-node call>[count.index].cloud_init", m.text(ud.Expr))
-	}
-	from := match[1]
-	call := m.one(t, "module", from)
-	if src := literal(t, m, call.Body.Attributes["source"].Expr).AsString(); src != "../redis-node" {
-		t.Errorf("module %s source = %q, want ../redis-node", from, src)
-	}
+	checkRoll(t, m, inst)
 
 	mo := childBlocks(inst, "metadata_options")
 	if len(mo) != 1 || literal(t, m, mo[0].Body.Attributes["http_tokens"].Expr).AsString() != "required" {
@@ -405,6 +454,30 @@ func TestAWSModuleInstances(t *testing.T) {
 	if a := inst.Body.Attributes["subnet_id"]; a == nil || !hasRef(a.Expr, "local.subnet_ids") && !hasRef(a.Expr, "var.subnet_ids") {
 		t.Error("aws_instance.this must place node i in subnet i")
 	}
+	vol := m.one(t, "resource", "aws_ebs_volume", "data")
+	if a := vol.Body.Attributes["encrypted"]; a == nil || !literal(t, m, a.Expr).True() {
+		t.Error("aws_ebs_volume.data must be encrypted")
+	}
+	for attr, want := range map[string]string{"size": "var.data_volume", "type": "var.data_volume", "iops": "var.data_volume", "throughput": "var.data_volume", "availability_zone": "local.zones", "tags": "local.tags"} {
+		if a := vol.Body.Attributes[attr]; a == nil || !hasRef(a.Expr, want) {
+			t.Errorf("aws_ebs_volume.data: %s must come from %s", attr, want)
+		}
+	}
+	att := m.one(t, "resource", "aws_volume_attachment", "data")
+	if a := att.Body.Attributes["stop_instance_before_detaching"]; a == nil || !literal(t, m, a.Expr).True() {
+		t.Error("aws_volume_attachment.data must stop the instance before detaching: never from under a running Redis")
+	}
+	pg := m.one(t, "resource", "aws_placement_group", "this")
+	if a := pg.Body.Attributes["name"]; a == nil || !hasRef(a.Expr, "var.placement_group_name") || !hasRef(a.Expr, "terraform_data.placement_group_suffix") {
+		t.Error("aws_placement_group.this: name must be var.placement_group_name or unique to the state (terraform_data.placement_group_suffix): names are unique per region")
+	}
+	call := m.one(t, "module", "redis_node")
+	if a := call.Body.Attributes["data_device"]; a == nil || !hasRef(a.Expr, "local.data_devices") {
+		t.Error("module redis_node must mount the data volume (data_device = local.data_devices[...])")
+	}
+	if a := call.Body.Attributes["client_cidrs"]; a == nil || !hasRef(a.Expr, "var.client_cidrs") {
+		t.Error("module redis_node must let the unit's IP firewall admit var.client_cidrs")
+	}
 	for _, typ := range []string{"aws_elasticache_replication_group", "aws_elasticache_cluster", "aws_memorydb_cluster"} {
 		if len(m.find("resource", typ)) > 0 {
 			t.Errorf("%s: Redlock nodes are independent; no managed replication", typ)
@@ -417,66 +490,198 @@ func TestAWSModuleInstances(t *testing.T) {
 	}
 }
 
-// TestAWSModuleZones evaluates the availability-zone precondition: losing any
-// one zone must leave a majority of the nodes.
-func TestAWSModuleZones(t *testing.T) {
-	m := parseModule(t, moduleDir(t, "aws"))
-	inst := m.one(t, "resource", "aws_instance", "this")
-	var conds []hclsyntax.Expression
+// checkRoll checks that whatever replaces an instance reaches it through
+// node-generations, whose own tests apply the roll for real: the user data
+// (gzipped, from redis-node), the image and the instance type. Nothing may
+// hide a change instead (ignore_changes).
+func checkRoll(t *testing.T, m *tfModule, inst *hclsyntax.Block) {
+	t.Helper()
+	gen := m.one(t, "module", "generations")
+	if src := literal(t, m, gen.Body.Attributes["source"].Expr).AsString(); src != "../node-generations" {
+		t.Errorf("module generations source = %q, want ../node-generations", src)
+	}
+	for attr, key := range map[string]string{"user_data_base64": "user_data", "ami": "ami", "instance_type": "instance_type"} {
+		a, ok := inst.Body.Attributes[attr]
+		want := regexp.MustCompile(`^(nonsensitive\()?module\.generations\.definitions\[tostring\(count\.index\)\]\.` + key + `\)?$`)
+		if !ok || !want.MatchString(m.text(a.Expr)) {
+			t.Errorf("aws_instance.this: %s must be module.generations.definitions[tostring(count.index)].%s (rolled one node at a time)", attr, key)
+		}
+	}
+	if _, ok := inst.Body.Attributes["user_data"]; ok {
+		t.Error("aws_instance.this sets user_data: the user data must come gzipped and pinned, through user_data_base64")
+	}
+	if a := inst.Body.Attributes["user_data_replace_on_change"]; a == nil || !literal(t, m, a.Expr).True() {
+		t.Error("aws_instance.this must set user_data_replace_on_change = true: a node handed new user data boots with it")
+	}
 	for _, lc := range childBlocks(inst, "lifecycle") {
-		for _, pc := range childBlocks(lc, "precondition") {
-			conds = append(conds, pc.Body.Attributes["condition"].Expr)
+		if _, ok := lc.Body.Attributes["ignore_changes"]; ok {
+			t.Error("aws_instance.this ignores changes: a hidden change is never rolled out; let node-generations hold it")
 		}
 	}
-	if len(conds) == 0 {
-		t.Fatal("aws_instance.this has no preconditions")
+	// The definitions are the current ones: the redis-node user data
+	// gzipped, the image, the instance type.
+	defs := m.text(gen.Body.Attributes["definitions"].Expr)
+	for _, want := range []string{"user_data     = local.user_data[i]", "ami           = local.ami_id", "instance_type = var.instance_type"} {
+		if !strings.Contains(defs, want) {
+			t.Errorf("module generations: definitions %s, want %q", defs, want)
+		}
 	}
-	subnets := func(zones ...string) cty.Value {
-		vs := make([]cty.Value, len(zones))
-		for i, z := range zones {
-			vs[i] = cty.ObjectVal(map[string]cty.Value{
-				"availability_zone": cty.StringVal(z),
-				"cidr_block":        cty.StringVal(fmt.Sprintf("10.0.%d.0/24", i)),
-			})
-		}
-		return cty.TupleVal(vs)
+	ev := newEvaluator(t, m, nil, map[string]cty.Value{"module": cty.ObjectVal(map[string]cty.Value{
+		"redis_node": cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"cloud_init": cty.StringVal("#cloud-config\n")})}),
+	})})
+	ud := ev.local("user_data").Index(cty.NumberIntVal(0)).AsString()
+	zr, err := gzip.NewReader(base64.NewDecoder(base64.StdEncoding, strings.NewReader(ud)))
+	if err != nil {
+		t.Fatalf("local.user_data[0] is not base64 of gzip: %v", err)
 	}
-	for _, c := range []struct {
-		zones []string
-		want  bool
-	}{
-		{[]string{"a", "b", "c", "d", "e"}, true},
-		{[]string{"a", "b", "c", "a", "b"}, true},
-		{[]string{"a", "a", "a", "b", "c"}, false},
-		{[]string{"a", "b", "a", "b", "a"}, false},
-		{[]string{"a", "a", "a", "a", "a"}, false},
-	} {
-		ids := make([]string, len(c.zones))
-		for i := range ids {
-			ids[i] = fmt.Sprintf("subnet-0%d", i)
+	plain, err := io.ReadAll(zr)
+	if err != nil || string(plain) != "#cloud-config\n" {
+		t.Errorf("local.user_data[0] unpacks to %q (%v), want redis_node's cloud_init", plain, err)
+	}
+	if a := gen.Body.Attributes["generations"]; a == nil || !hasRef(a.Expr, "var.node_generations") || !hasRef(a.Expr, "aws_ebs_volume.data") {
+		t.Error("module generations: generations must come from var.node_generations and each node's data volume (its user data names it)")
+	}
+}
+
+// conditions returns the condition expressions of the pre- or
+// postcondition blocks (kind) in b's lifecycle.
+func conditions(b *hclsyntax.Block, kind string) []hclsyntax.Expression {
+	var out []hclsyntax.Expression
+	for _, lc := range childBlocks(b, "lifecycle") {
+		for _, pc := range childBlocks(lc, kind) {
+			out = append(out, pc.Body.Attributes["condition"].Expr)
 		}
-		vars := map[string]cty.Value{
-			"node_count":         cty.NumberIntVal(int64(len(c.zones))),
-			"subnet_ids":         strList(ids...),
-			"private_ip_hostnum": cty.NumberIntVal(10),
+	}
+	return out
+}
+
+// awsPlan is what the AWS module's checks see at plan time.
+type awsPlan struct {
+	zones        []string
+	vpcs         []string // each subnet's VPC; default vpc-0a, the module's vpc_id
+	architecture string   // var.architecture; "" for null
+	supported    []string // the instance type's architectures; default x86_64
+	hypervisor   string   // default nitro
+	cloudInit    string   // every node's rendered user data; default a small one
+}
+
+// passes evaluates every precondition of aws_instance.this (for node 0) and
+// every postcondition of the subnets and the instance type against p.
+func (p awsPlan) passes(t *testing.T, m *tfModule) (bool, *evaluator) {
+	t.Helper()
+	n := len(p.zones)
+	subnets := make([]cty.Value, n)
+	ids := make([]string, n)
+	nodes := make([]cty.Value, n)
+	for i, z := range p.zones {
+		vpc := "vpc-0a"
+		if p.vpcs != nil {
+			vpc = p.vpcs[i]
 		}
-		data := cty.ObjectVal(map[string]cty.Value{"aws_subnet": cty.ObjectVal(map[string]cty.Value{"this": subnets(c.zones...)})})
-		ev := newEvaluator(t, m, vars, map[string]cty.Value{"data": data})
+		subnets[i] = cty.ObjectVal(map[string]cty.Value{
+			"availability_zone": cty.StringVal(z),
+			"cidr_block":        cty.StringVal(fmt.Sprintf("10.0.%d.0/24", i)),
+			"vpc_id":            cty.StringVal(vpc),
+		})
+		ids[i] = fmt.Sprintf("subnet-0%d", i)
+		ci := p.cloudInit
+		if ci == "" {
+			ci = "#cloud-config\n" + strings.Repeat("# a commented node file\n", 500)
+		}
+		nodes[i] = cty.ObjectVal(map[string]cty.Value{"cloud_init": cty.StringVal(ci)})
+	}
+	arch := cty.NullVal(cty.String)
+	if p.architecture != "" {
+		arch = cty.StringVal(p.architecture)
+	}
+	supported, hypervisor := p.supported, p.hypervisor
+	if supported == nil {
+		supported = []string{"i386", "x86_64"}
+	}
+	if hypervisor == "" {
+		hypervisor = "nitro"
+	}
+	itype := cty.ObjectVal(map[string]cty.Value{"supported_architectures": strList(supported...), "hypervisor": cty.StringVal(hypervisor)})
+	vars := map[string]cty.Value{
+		"node_count":         cty.NumberIntVal(int64(n)),
+		"subnet_ids":         strList(ids...),
+		"private_ip_hostnum": cty.NumberIntVal(10),
+		"vpc_id":             cty.StringVal("vpc-0a"),
+		"architecture":       arch,
+	}
+	extra := map[string]cty.Value{
+		"data": cty.ObjectVal(map[string]cty.Value{
+			"aws_subnet":            cty.ObjectVal(map[string]cty.Value{"this": cty.TupleVal(subnets)}),
+			"aws_ec2_instance_type": cty.ObjectVal(map[string]cty.Value{"this": itype}),
+		}),
+		"module": cty.ObjectVal(map[string]cty.Value{"redis_node": cty.TupleVal(nodes)}),
+		"count":  cty.ObjectVal(map[string]cty.Value{"index": cty.NumberIntVal(0)}),
+	}
+	check := func(ev *evaluator, what string, conds []hclsyntax.Expression) bool {
 		ok := true
 		for _, cond := range conds {
 			got, diags := ev.eval(cond)
 			if diags.HasErrors() {
-				t.Fatalf("evaluate precondition %s: %v", m.text(cond), diags)
+				t.Fatalf("evaluate %s %s: %v", what, m.text(cond), diags)
 			}
 			ok = ok && got.True()
 		}
-		if ok != c.want {
-			t.Errorf("zones %v: preconditions pass = %v, want %v", c.zones, ok, c.want)
+		return ok
+	}
+	ev := newEvaluator(t, m, vars, extra)
+	ok := check(ev, "precondition", conditions(m.one(t, "resource", "aws_instance", "this"), "precondition"))
+	for _, sub := range subnets {
+		withSelf := map[string]cty.Value{"self": sub}
+		for k, v := range extra {
+			withSelf[k] = v
 		}
-		if c.want {
+		ok = check(newEvaluator(t, m, vars, withSelf), "subnet postcondition", conditions(m.one(t, "data", "aws_subnet", "this"), "postcondition")) && ok
+	}
+	ok = check(newEvaluator(t, m, vars, map[string]cty.Value{"self": itype}), "instance type postcondition",
+		conditions(m.one(t, "data", "aws_ec2_instance_type", "this"), "postcondition")) && ok
+	return ok, ev
+}
+
+// TestAWSModulePlanChecks evaluates the module's plan-time checks: losing any
+// one zone must leave a majority of the nodes; the subnets are in vpc_id;
+// the image's architecture is one the instance type runs, and the type is a
+// Nitro one (the data volume is found by its NVMe name); the user data fits
+// EC2's 16 KB.
+func TestAWSModulePlanChecks(t *testing.T) {
+	m := parseModule(t, moduleDir(t, "aws"))
+	five := []string{"a", "b", "c", "d", "e"}
+	random := make([]byte, 18000)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		plan awsPlan
+		want bool
+	}{
+		{"five zones", awsPlan{zones: five}, true},
+		{"three zones, two nodes at most in one", awsPlan{zones: []string{"a", "b", "c", "a", "b"}}, true},
+		{"three nodes in one zone", awsPlan{zones: []string{"a", "a", "a", "b", "c"}}, false},
+		{"two zones", awsPlan{zones: []string{"a", "b", "a", "b", "a"}}, false},
+		{"one zone", awsPlan{zones: []string{"a", "a", "a", "a", "a"}}, false},
+		{"a subnet of another VPC", awsPlan{zones: five, vpcs: []string{"vpc-0a", "vpc-0a", "vpc-0b", "vpc-0a", "vpc-0a"}}, false},
+		{"architecture follows a Graviton type", awsPlan{zones: five, supported: []string{"arm64"}}, true},
+		{"x86_64 image on a Graviton type", awsPlan{zones: five, architecture: "x86_64", supported: []string{"arm64"}}, false},
+		{"arm64 image on an x86 type", awsPlan{zones: five, architecture: "arm64"}, false},
+		{"a Xen instance type", awsPlan{zones: five, hypervisor: "xen"}, false},
+		{"user data over 16 KB after gzip", awsPlan{zones: five, cloudInit: "#cloud-config\n# " + base64.StdEncoding.EncodeToString(random)}, false},
+	} {
+		ok, ev := c.plan.passes(t, m)
+		if ok != c.want {
+			t.Errorf("%s: checks pass = %v, want %v", c.name, ok, c.want)
+		}
+		if c.want && c.name == "five zones" {
 			ips := ev.local("private_ips")
 			if got := ips.Index(cty.NumberIntVal(1)).AsString(); got != "10.0.1.10" {
 				t.Errorf("private_ips[1] = %q, want 10.0.1.10 (host 10 of the node's subnet)", got)
+			}
+			if got := ev.local("architecture").AsString(); got != "x86_64" {
+				t.Errorf("architecture of an x86 type: got %q, want x86_64", got)
 			}
 		}
 	}
@@ -576,6 +781,7 @@ func TestAWSModuleInterface(t *testing.T) {
 	}
 
 	checkModuleCall(t, m, "redis_node", moduleDir(t, "redis-node"))
+	checkModuleCall(t, m, "generations", moduleDir(t, "node-generations"))
 	env := parseModule(t, filepath.Join(moduleDir(t, "aws"), "..", "..", "envs", "aws"))
 	checkModuleCall(t, env, "redlock", moduleDir(t, "aws"))
 	if len(env.find("provider", "aws")) != 1 {

@@ -27,6 +27,7 @@ func renderGuards(t *testing.T) (durable, volatile guard) {
 		vars[name] = map[string]any{
 			"max_lock_ttl":      1,
 			"restart_margin":    0.5,
+			"clock_drift_ratio": 0,
 			"acl_enabled":       false,
 			"persistence":       name == "durable",
 			"guard_state_dir":   filepath.Join(root, name, "state"),

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/goccy/go-yaml"
 )
+
+// testDataDevice is the data volume the "deployed" node mounts, named as
+// modules/aws names it.
+const testDataDevice = "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0"
 
 // renderNodeFiles renders two nodes: "deployed" with the module's defaults as
 // modules/aws uses them, and "local" with the guard installed under a
@@ -24,11 +29,14 @@ func renderNodeFiles(t *testing.T) (deployed, local node) {
 	guardPath := filepath.Join(root, "bin", "redis-restart-guard")
 	nodes := render(t, map[string]map[string]any{
 		"deployed": {
-			"bind_address":     "10.0.1.10",
-			"max_lock_ttl":     30,
-			"ntp_servers":      []string{"169.254.169.123"},
-			"redlock_password": testRedlockPassword,
-			"monitor_password": testMonitorPassword,
+			"bind_address":      "10.0.1.10",
+			"max_lock_ttl":      30,
+			"ntp_servers":       []string{"169.254.169.123"},
+			"ntp_poll_exponent": 4,
+			"client_cidrs":      []string{"10.0.0.0/16"},
+			"data_device":       testDataDevice,
+			"redlock_password":  testRedlockPassword,
+			"monitor_password":  testMonitorPassword,
 		},
 		"local": {
 			"max_lock_ttl":      1,
@@ -59,7 +67,7 @@ func TestNodeFilesRealPrograms(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: chronyd -p rejected chrony.conf: %v\n%s", name, err, out)
 			}
-			for _, want := range []string{"makestep 1 3", "maxslewrate 500", "leapsecmode slew", "maxchange 10 1 3"} {
+			for _, want := range []string{"makestep 1 1", "maxslewrate 500", "leapsecmode slew", "maxchange 10 1 3"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s: chronyd -p printed %q, want it to contain %q", name, out, want)
 				}
@@ -88,6 +96,55 @@ func TestNodeFilesRealPrograms(t *testing.T) {
 		}
 		if out, err := verify(strings.Replace(local.RedisUnit, "RestartSec=", "RestartSecs=", 1)); err == nil {
 			t.Errorf("control: systemd-analyze verify accepted an unknown key:\n%s", out)
+		}
+	})
+
+	t.Run("systemd-fstab-generator", func(t *testing.T) {
+		gen := requireProgram(t, "/lib/systemd/system-generators/systemd-fstab-generator")
+		generate := func(fstab string) string {
+			dir := t.TempDir()
+			path := writeFile(t, dir, "fstab", fstab, 0o644)
+			out := filepath.Join(dir, "out")
+			for _, d := range []string{"out", "early", "late"} {
+				if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(gen, out, filepath.Join(dir, "early"), filepath.Join(dir, "late"))
+			cmd.Env = append(os.Environ(), "SYSTEMD_FSTAB="+path, "SYSTEMD_PROC_CMDLINE=")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("systemd-fstab-generator rejected %q: %v\n%s", fstab, err, b)
+			}
+			return out
+		}
+		out := generate(deployed.FstabLine)
+		mount, err := os.ReadFile(filepath.Join(out, "var-lib-redis.mount"))
+		if err != nil {
+			t.Fatalf("no mount unit for data_dir: %v", err)
+		}
+		for _, want := range []string{"What=" + testDataDevice + "\n", "Where=/var/lib/redis\n", "Type=ext4\n"} {
+			if !strings.Contains(string(mount), want) {
+				t.Errorf("var-lib-redis.mount: want %q in\n%s", want, mount)
+			}
+		}
+		for _, want := range []string{
+			// nofail: the boot goes on without the volume (Redis does not).
+			"local-fs.target.wants/var-lib-redis.mount",
+			// formatted when blank, grown to the volume
+			`var-lib-redis.mount.requires/systemd-makefs@dev-disk-by\x2did-nvme\x2dAmazon_Elastic_Block_Store_vol0123456789abcdef0.service`,
+			"var-lib-redis.mount.wants/systemd-growfs@var-lib-redis.service",
+		} {
+			if _, err := os.Lstat(filepath.Join(out, want)); err != nil {
+				t.Errorf("generated units: want %s: %v", want, err)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(out, `dev-disk-by\x2did-nvme\x2dAmazon_Elastic_Block_Store_vol0123456789abcdef0.device.d`, "50-device-timeout.conf")); err != nil || !strings.Contains(string(b), "10min") {
+			t.Errorf("device timeout: got %q (%v), want 10min", b, err)
+		}
+		// Control: without nofail the generator makes the boot require it.
+		ctl := generate(strings.Replace(deployed.FstabLine, "nofail,", "", 1))
+		if _, err := os.Lstat(filepath.Join(ctl, "local-fs.target.requires", "var-lib-redis.mount")); err != nil {
+			t.Errorf("control: without nofail the mount should be required by local-fs.target: %v", err)
 		}
 	})
 
@@ -126,6 +183,7 @@ func TestCloudInitCarriesFiles(t *testing.T) {
 			Permissions string `yaml:"permissions"`
 			Content     string `yaml:"content"`
 			Defer       bool   `yaml:"defer"`
+			Append      bool   `yaml:"append"`
 		} `yaml:"write_files"`
 		Runcmd [][]string `yaml:"runcmd"`
 	}
@@ -136,11 +194,14 @@ func TestCloudInitCarriesFiles(t *testing.T) {
 		t.Fatalf("decode user data: %v", err)
 	}
 	files := map[string]string{
-		"/etc/redis/redlock.conf":                   deployed.RedisConf,
-		"/etc/chrony/chrony.conf":                   deployed.ChronyConf,
-		"/etc/systemd/system/redlock-redis.service": deployed.RedisUnit,
-		"/usr/local/sbin/redis-restart-guard":       deployed.RestartGuard,
-		"/etc/tmpfiles.d/redlock-redis.conf":        deployed.TmpfilesConf,
+		"/etc/redis/redlock.conf":                                 deployed.RedisConf,
+		"/etc/chrony/chrony.conf":                                 deployed.ChronyConf,
+		"/etc/systemd/system/chrony.service.d/redlock-redis.conf": deployed.ChronyDropin,
+		"/etc/sysctl.d/60-redlock-redis.conf":                     deployed.SysctlConf,
+		"/etc/fstab":                                              deployed.FstabLine,
+		"/etc/systemd/system/redlock-redis.service":               deployed.RedisUnit,
+		"/usr/local/sbin/redis-restart-guard":                     deployed.RestartGuard,
+		"/etc/tmpfiles.d/redlock-redis.conf":                      deployed.TmpfilesConf,
 	}
 	seen := map[string]bool{}
 	for _, f := range doc.WriteFiles {
@@ -150,6 +211,9 @@ func TestCloudInitCarriesFiles(t *testing.T) {
 			continue
 		}
 		seen[f.Path] = true
+		if (f.Path == "/etc/fstab") != f.Append {
+			t.Errorf("write_files %s: append = %v; only /etc/fstab is appended to", f.Path, f.Append)
+		}
 		if f.Content != want {
 			t.Errorf("write_files %s: content differs from the rendered file:\ngot:\n%s\nwant:\n%s", f.Path, f.Content, want)
 		}
@@ -172,8 +236,9 @@ func TestCloudInitCarriesFiles(t *testing.T) {
 	order := []string{
 		"systemctl mask redis-server.service",
 		"systemctl mask systemd-timesyncd.service",
-		"systemctl restart chrony.service",
 		"systemctl daemon-reload",
+		"systemctl restart chrony.service",
+		"systemctl restart systemd-sysctl.service",
 		"systemctl enable --now --no-block redlock-redis.service",
 	}
 	last := -1

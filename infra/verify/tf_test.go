@@ -93,9 +93,17 @@ func tfContext(tb testing.TB) context.Context {
 	return ctx
 }
 
-// moduleDir returns the absolute path of infra/modules/<name>.
+// moduleDirEnv names, for the mutation test of the AWS module's static
+// checks, a mutated copy of infra/modules to check instead.
+const moduleDirEnv = "REDLAB_VERIFY_MODULES"
+
+// moduleDir returns the absolute path of infra/modules/<name> (under
+// $REDLAB_VERIFY_MODULES when set).
 func moduleDir(tb testing.TB, name string) string {
 	tb.Helper()
+	if root := os.Getenv(moduleDirEnv); root != "" {
+		return filepath.Join(root, name)
+	}
 	dir, err := filepath.Abs(filepath.Join("..", "modules", name))
 	if err != nil {
 		tb.Fatal(err)
@@ -140,6 +148,9 @@ func copyTree(tb testing.TB, src, dst string) {
 type node struct {
 	RedisConf           string  `json:"redis_conf"`
 	ChronyConf          string  `json:"chrony_conf"`
+	ChronyDropin        string  `json:"chrony_dropin"`
+	SysctlConf          string  `json:"sysctl_conf"`
+	FstabLine           string  `json:"fstab_line"`
 	RedisUnit           string  `json:"redis_unit"`
 	UnitName            string  `json:"unit_name"`
 	RestartGuard        string  `json:"restart_guard"`

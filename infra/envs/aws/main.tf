@@ -23,7 +23,11 @@ module "redlock" {
   max_lock_ttl     = var.max_lock_ttl
   restart_margin   = var.restart_margin
   instance_type    = var.instance_type
-  redlock_password = var.redlock_password
-  monitor_password = var.monitor_password
-  key_name         = var.key_name
+  data_volume      = var.data_volume
+  node_generations = var.node_generations
+
+  placement_group_name = var.placement_group_name
+  redlock_password     = var.redlock_password
+  monitor_password     = var.monitor_password
+  key_name             = var.key_name
 }

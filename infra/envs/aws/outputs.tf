@@ -22,3 +22,8 @@ output "restart_delay_seconds" {
   description = "How long a node stays down after a crash or a boot."
   value       = module.redlock.restart_delay_seconds
 }
+
+output "pending_nodes" {
+  description = "Nodes that still run an older configuration: raise their node_generations entry, one per apply."
+  value       = module.redlock.pending_nodes
+}

@@ -42,6 +42,29 @@ variable "instance_type" {
   default     = "m6i.large"
 }
 
+variable "data_volume" {
+  description = "Each node's EBS volume for the append-only file: size (GiB), type (gp3, io1, io2), iops, throughput (MiB/s, gp3). See modules/aws."
+  type = object({
+    size       = optional(number, 10)
+    type       = optional(string, "gp3")
+    iops       = optional(number)
+    throughput = optional(number)
+  })
+  default = {}
+}
+
+variable "node_generations" {
+  description = "Generation of each node by index (\"0\" to \"4\"). Raise one node's entry per apply to hand it the current configuration (README: Change and roll)."
+  type        = map(number)
+  default     = {}
+}
+
+variable "placement_group_name" {
+  description = "Name of the spread placement group; null makes one unique to this state. A deployment made before this variable existed keeps its group with \"<name>-spread\"."
+  type        = string
+  default     = null
+}
+
 variable "key_name" {
   description = "EC2 key pair for SSH, or null."
   type        = string

@@ -1,5 +1,5 @@
 # The local lab: node_count redis-server nodes on this machine, each run by a
-# `redlab node run` supervisor (restart guard, redis-server, Toxiproxy front,
+# `redlab node run` supervisor (restart guard, redis-server, fault front,
 # control endpoint) with exactly the files infra/modules/redis-node renders
 # for a real VM. Nothing is downloaded: terraform_data and local-exec are
 # built in.
@@ -12,9 +12,12 @@
 #   - the guard's runtime directory is not on tmpfs, so a machine reboot is
 #     not seen as a boot (the guard's last-stop state still makes a node whose
 #     supervisor vanished wait);
-#   - restart_margin = 0: the restart delay is exactly restart_delay_seconds,
-#     which may be 0 (restart at once: the unsafe practice drills compare);
-#   - each node may have its own persistence profile.
+#   - restart_margin = 0 and clock_drift_ratio = 0: the restart delay is
+#     exactly restart_delay_seconds, which may be 0 (restart at once: the
+#     unsafe practice drills compare);
+#   - each node may have its own persistence profile;
+#   - replicas = 1 gives every node an asynchronous replica, the "replicas as
+#     nodes" mistake the lab demonstrates (see the replica locals below).
 
 locals {
   nodes = {
@@ -23,7 +26,11 @@ locals {
       port         = var.base_port + i
       redis_port   = var.base_port + 100 + i
       control_port = var.base_port + 200 + i
-      dir          = "${var.state_dir}/node${i}"
+      # With replicas: the replica's redis-server and the front its
+      # replication link goes through.
+      replica_port      = var.base_port + 300 + i
+      replica_link_port = var.base_port + 400 + i
+      dir               = "${var.state_dir}/node${i}"
       # One profile per node, or one for every node. A list of another
       # length fails terraform_data.node's precondition.
       persistence = try(var.persistence[i - 1], var.persistence[0])
@@ -42,6 +49,23 @@ locals {
     "",
   ])
   redis_conf = { for k, m in module.node : k => "${m.redis_conf}${local.admin_acl}" }
+
+  # Lab only: the replica's redis.conf is the master's (same persistence, same
+  # ACL users) with its own port and directory; later lines win in redis.conf.
+  # It holds no replicaof and no masterauth: the node supervisor makes it a
+  # replica at runtime (CONFIG SET masteruser/masterauth as the lab's admin,
+  # then REPLICAOF through the link front), so no password is written here.
+  replica_conf = {
+    for k, n in local.nodes : k => join("\n", [
+      local.redis_conf[k],
+      "# Lab only: this node's asynchronous replica (the \"replicas as nodes\"",
+      "# mistake). It follows the master through 127.0.0.1:${n.replica_link_port}.",
+      "port ${n.replica_port}",
+      "dir ${n.dir}/replica/data",
+      "logfile \"${n.dir}/replica/redis.log\"",
+      "",
+    ])
+  }
 }
 
 module "node" {
@@ -52,6 +76,7 @@ module "node" {
   bind_address      = "127.0.0.1"
   max_lock_ttl      = var.restart_delay_seconds
   restart_margin    = var.restart_margin
+  clock_drift_ratio = 0
   maxmemory         = var.maxmemory
   fsync             = each.value.persistence == "everysec" ? "everysec" : "always"
   persistence       = each.value.persistence != "none"
@@ -75,6 +100,7 @@ resource "terraform_data" "node" {
     guard        = sha256(module.node[each.key].restart_guard)
     ports        = "${each.value.port}/${each.value.redis_port}/${each.value.control_port}"
     redis_server = var.redis_server_path
+    replica      = var.replicas > 0 ? "${each.value.replica_port}/${each.value.replica_link_port}/${sha256(nonsensitive(local.replica_conf[each.key]))}" : "none"
   }
 
   # What the destroy provisioner may use (it can read only self).
@@ -92,7 +118,7 @@ resource "terraform_data" "node" {
   # nothing, so it is made visible here to keep `node start` errors in
   # terraform's output (a sensitive argument would suppress them).
   provisioner "local-exec" {
-    interpreter = [
+    interpreter = concat([
       var.redlab_bin, "node", "start",
       "--id", tostring(each.value.id),
       "--state-dir", var.state_dir,
@@ -102,7 +128,11 @@ resource "terraform_data" "node" {
       "--redis-server", var.redis_server_path,
       "--guard-b64", base64encode(module.node[each.key].restart_guard),
       "--conf-b64", base64encode(nonsensitive(local.redis_conf[each.key])),
-    ]
+      ], var.replicas > 0 ? [
+      "--replica-port", tostring(each.value.replica_port),
+      "--replica-link-port", tostring(each.value.replica_link_port),
+      "--replica-conf-b64", base64encode(nonsensitive(local.replica_conf[each.key])),
+    ] : [])
     command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
   }
 
@@ -110,6 +140,10 @@ resource "terraform_data" "node" {
     precondition {
       condition     = length(var.persistence) == 1 || length(var.persistence) == var.node_count
       error_message = "persistence must list one profile for every node, or exactly node_count profiles (one per node)."
+    }
+    precondition {
+      condition     = var.replicas == 0 || var.base_port + 499 <= 65535
+      error_message = "with replicas, base_port must leave room for five port ranges (base_port + 499 <= 65535)."
     }
   }
 

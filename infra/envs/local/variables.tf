@@ -9,7 +9,7 @@ variable "node_count" {
 }
 
 variable "base_port" {
-  description = "Node N's proxy (the address clients use) listens on base_port+N, its redis-server on base_port+100+N and its control endpoint on base_port+200+N, all on 127.0.0.1."
+  description = "Node N's proxy (the address clients use) listens on base_port+N, its redis-server on base_port+100+N and its control endpoint on base_port+200+N, all on 127.0.0.1; with replicas, also base_port+300+N (the replica) and base_port+400+N (its replication link's front)."
   type        = number
   default     = 7100
   validation {
@@ -83,6 +83,16 @@ variable "maxmemory" {
   description = "Redis maxmemory per node."
   type        = string
   default     = "64mb"
+}
+
+variable "replicas" {
+  description = "0: independent nodes (the Redlock practice). 1: every node gets an asynchronous replica (a second redis-server on base_port+300+N that follows the node through a front on base_port+400+N), which `redlab fault failover` promotes behind the node's address: the \"replicas as nodes\" mistake."
+  type        = number
+  default     = 0
+  validation {
+    condition     = contains([0, 1], var.replicas)
+    error_message = "replicas must be 0 or 1."
+  }
 }
 
 variable "redlock_password" {

@@ -17,7 +17,21 @@ locals {
   # zone may hold at most node_count - quorum = floor(node_count / 2) nodes.
   max_nodes_per_az = floor(var.node_count / 2)
 
+  # The architecture follows the instance type unless given: an x86_64
+  # image on a Graviton type would never boot.
+  architecture = var.architecture != null ? var.architecture : (
+    contains(data.aws_ec2_instance_type.this.supported_architectures, "x86_64") ? "x86_64" : "arm64"
+  )
   ami_id = var.ami_id != null ? var.ami_id : data.aws_ami.debian[0].id
+
+  # What EC2 receives: gzipped (cloud-init unpacks it), so that the
+  # commented files stay far below the 16 KB EC2 accepts before base64.
+  user_data       = [for m in module.redis_node : base64gzip(m.cloud_init)]
+  user_data_bytes = [for u in local.user_data : length(u) / 4 * 3 - length(regexall("=", u))]
+
+  # The by-id name udev gives an EBS volume on a Nitro instance: the volume
+  # id without its dash. Known before the instance exists, unlike nvmeN.
+  data_devices = [for v in aws_ebs_volume.data : "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_${replace(v.id, "-", "")}"]
 
   egress_rules = merge(
     { for c in var.egress_cidrs : "tcp-80-${c}" => { cidr = c, protocol = "tcp", port = 80 } },
@@ -31,6 +45,25 @@ locals {
 data "aws_subnet" "this" {
   count = length(local.subnet_ids)
   id    = local.subnet_ids[count.index]
+
+  lifecycle {
+    postcondition {
+      condition     = self.vpc_id == var.vpc_id
+      error_message = "Every subnet in subnet_ids must belong to vpc_id (the security group is created there)."
+    }
+  }
+}
+
+data "aws_ec2_instance_type" "this" {
+  instance_type = var.instance_type
+
+  lifecycle {
+    # The data volume is found by its NVMe id (see local.data_devices).
+    postcondition {
+      condition     = self.hypervisor == "nitro"
+      error_message = "instance_type must be a Nitro instance type: the data volume is mounted by its NVMe device name."
+    }
+  }
 }
 
 data "aws_ami" "debian" {
@@ -40,11 +73,11 @@ data "aws_ami" "debian" {
 
   filter {
     name   = "name"
-    values = ["debian-12-${var.architecture == "arm64" ? "arm64" : "amd64"}-*"]
+    values = ["debian-12-${local.architecture == "arm64" ? "arm64" : "amd64"}-*"]
   }
   filter {
     name   = "architecture"
-    values = [var.architecture]
+    values = [local.architecture]
   }
   filter {
     name   = "virtualization-type"
@@ -57,17 +90,41 @@ module "redis_node" {
   source = "../redis-node"
   count  = length(local.subnet_ids)
 
-  bind_address     = local.private_ips[count.index]
-  port             = var.redis_port
-  max_lock_ttl     = var.max_lock_ttl
-  restart_margin   = var.restart_margin
-  maxmemory        = var.maxmemory
-  fsync            = "always"
-  persistence      = true
-  ntp_servers      = var.ntp_servers
-  acl_enabled      = true
-  redlock_password = var.redlock_password
-  monitor_password = var.monitor_password
+  bind_address      = local.private_ips[count.index]
+  port              = var.redis_port
+  max_lock_ttl      = var.max_lock_ttl
+  restart_margin    = var.restart_margin
+  maxmemory         = var.maxmemory
+  fsync             = "always"
+  persistence       = true
+  data_device       = local.data_devices[count.index]
+  client_cidrs      = var.client_cidrs
+  ntp_servers       = var.ntp_servers
+  ntp_poll_exponent = var.ntp_poll_exponent
+  acl_enabled       = true
+  redlock_password  = var.redlock_password
+  monitor_password  = var.monitor_password
+}
+
+# Rolling changes: everything that replaces an instance (its user data, its
+# image, its type) reaches a node only when that node's generation changes,
+# so that no change, however small, replaces every node in one apply. Raise
+# one node's entry in node_generations per apply (README: Change and roll).
+# A node whose data volume was replaced gets the new definition too: its
+# user data names the volume.
+module "generations" {
+  source = "../node-generations"
+
+  definitions = {
+    for i in range(length(local.subnet_ids)) : tostring(i) => {
+      user_data     = local.user_data[i]
+      ami           = local.ami_id
+      instance_type = var.instance_type
+    }
+  }
+  generations = {
+    for i in range(length(local.subnet_ids)) : tostring(i) => "${lookup(var.node_generations, tostring(i), 0)}/${aws_ebs_volume.data[i].id}"
+  }
 }
 
 resource "aws_security_group" "this" {
@@ -108,18 +165,55 @@ resource "aws_vpc_security_group_egress_rule" "this" {
   tags              = local.tags
 }
 
-# Distinct hardware (racks) inside each zone as well.
+# Distinct hardware (racks) inside each zone as well. Placement group names
+# are unique per region: without placement_group_name, a suffix drawn once
+# per state keeps two deployments of the same name apart (staging and
+# production in one region).
+resource "terraform_data" "placement_group_suffix" {}
+
 resource "aws_placement_group" "this" {
-  name     = "${var.name}-spread"
+  name     = coalesce(var.placement_group_name, "${var.name}-spread-${substr(terraform_data.placement_group_suffix.id, 0, 8)}")
   strategy = "spread"
   tags     = local.tags
+}
+
+# The append-only file's own volume: the root volume also takes the OS's and
+# the journal's writes, and its IOPS are shared with them. It outlives the
+# instance: a replaced node finds its append-only file again (and still
+# waits out the restart delay after its first boot).
+resource "aws_ebs_volume" "data" {
+  count = length(local.subnet_ids)
+
+  availability_zone = local.zones[count.index]
+  size              = var.data_volume.size
+  type              = var.data_volume.type
+  iops              = var.data_volume.iops
+  throughput        = var.data_volume.throughput
+  encrypted         = true
+  kms_key_id        = var.kms_key_id
+
+  tags = merge(local.tags, {
+    Name           = "${var.name}-${count.index}-data"
+    "redlock:node" = tostring(count.index)
+  })
+}
+
+resource "aws_volume_attachment" "data" {
+  count = length(local.subnet_ids)
+
+  device_name = "/dev/sdf"
+  volume_id   = aws_ebs_volume.data[count.index].id
+  instance_id = aws_instance.this[count.index].id
+  # Detached from a stopped instance only (a replaced node is stopped first,
+  # Redis shutting down cleanly), never from under a running Redis.
+  stop_instance_before_detaching = true
 }
 
 resource "aws_instance" "this" {
   count = length(local.subnet_ids)
 
-  ami                         = local.ami_id
-  instance_type               = var.instance_type
+  ami                         = nonsensitive(module.generations.definitions[tostring(count.index)].ami)
+  instance_type               = nonsensitive(module.generations.definitions[tostring(count.index)].instance_type)
   subnet_id                   = local.subnet_ids[count.index]
   private_ip                  = local.private_ips[count.index]
   associate_public_ip_address = false
@@ -129,7 +223,7 @@ resource "aws_instance" "this" {
   iam_instance_profile        = var.iam_instance_profile
   ebs_optimized               = true
 
-  user_data                   = module.redis_node[count.index].cloud_init
+  user_data_base64            = module.generations.definitions[tostring(count.index)].user_data
   user_data_replace_on_change = true
 
   metadata_options {
@@ -161,8 +255,13 @@ resource "aws_instance" "this" {
       condition     = max(values(local.nodes_by_az)...) <= local.max_nodes_per_az
       error_message = "Too many nodes share an availability zone: losing that zone would take the majority with it. Spread subnet_ids over more zones."
     }
-    # A newer Debian image must not replace every node in one apply; roll
-    # nodes one at a time (README: -replace).
-    ignore_changes = [ami]
+    precondition {
+      condition     = contains(data.aws_ec2_instance_type.this.supported_architectures, local.architecture)
+      error_message = "architecture does not match instance_type: the image would not boot. Leave architecture null to follow the instance type."
+    }
+    precondition {
+      condition     = local.user_data_bytes[count.index] <= 16384
+      error_message = "The node's user data exceeds the 16384 bytes EC2 accepts (after gzip)."
+    }
   }
 }

@@ -24,6 +24,16 @@ output "security_group_id" {
 }
 
 output "restart_delay_seconds" {
-  description = "How long a node stays down after a crash or a boot (max_lock_ttl + restart_margin)."
-  value       = var.max_lock_ttl + var.restart_margin
+  description = "How long a node stays down after a crash or a boot: max_lock_ttl * 1.01 + restart_margin."
+  value       = module.redis_node[0].restart_delay_seconds
+}
+
+output "data_volume_ids" {
+  description = "EBS volume id of every node's data volume (its append-only file), in node order."
+  value       = aws_ebs_volume.data[*].id
+}
+
+output "pending_nodes" {
+  description = "Nodes whose user data, image or instance type differ from the current configuration: they wait for their node_generations entry to be raised."
+  value       = module.generations.pending
 }

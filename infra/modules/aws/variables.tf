@@ -113,12 +113,76 @@ variable "maxmemory" {
 }
 
 variable "ntp_servers" {
-  description = "NTP servers for chrony. The default is the Amazon Time Sync Service, which every instance reaches and which smears leap seconds; do not mix it with non-smearing servers."
+  description = "NTP servers for chrony; the first is preferred. The default is the Amazon Time Sync Service, which every instance reaches and which smears leap seconds; do not mix it with non-smearing servers."
   type        = list(string)
   default     = ["169.254.169.123"]
   validation {
     condition     = length(var.ntp_servers) > 0
     error_message = "ntp_servers must list at least one server."
+  }
+}
+
+variable "ntp_poll_exponent" {
+  description = "chrony polls every NTP server each 2^ntp_poll_exponent seconds (minpoll = maxpoll). 4 (16 s) is what AWS recommends for the Amazon Time Sync Service; use 6 or more (or null, chrony's 64-1024 s) for public servers."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.ntp_poll_exponent == null ? true : (var.ntp_poll_exponent >= -6 && var.ntp_poll_exponent <= 24 && floor(var.ntp_poll_exponent) == var.ntp_poll_exponent)
+    error_message = "ntp_poll_exponent must be null or an integer from -6 to 24."
+  }
+}
+
+variable "node_generations" {
+  description = "Generation of each node, by node index (\"0\" to \"4\"); a missing node is generation 0. A change of the user data (passwords, TTL, memory, templates), the image or the instance type replaces no node by itself: raise one node's generation per apply, and that node alone is replaced with the current configuration (README: Change and roll)."
+  type        = map(number)
+  default     = {}
+  validation {
+    condition     = alltrue([for k, g in var.node_generations : can(regex("^[0-9]{1,2}$", k)) && g >= 0 && floor(g) == g])
+    error_message = "node_generations must map node indexes (\"0\", \"1\", ...) to whole numbers >= 0."
+  }
+}
+
+variable "data_volume" {
+  description = "Each node's EBS volume for the append-only file, apart from the root volume (whose IOPS the OS and the journal share): size in GiB, type (gp3, io1 or io2; not gp2, whose burst credits run out under fsync always), iops (gp3: 3000-16000, default 3000; io1/io2: required, 100-64000) and throughput in MiB/s (gp3 only: 125-1000, default 125). Type, iops, throughput and a larger size are changed in place, online; the file system grows at the next boot."
+  type = object({
+    size       = optional(number, 10)
+    type       = optional(string, "gp3")
+    iops       = optional(number)
+    throughput = optional(number)
+  })
+  default  = {}
+  nullable = false
+  validation {
+    condition     = var.data_volume.size >= 1 && var.data_volume.size <= 16384 && floor(var.data_volume.size) == var.data_volume.size
+    error_message = "data_volume.size must be a whole number of GiB from 1 to 16384."
+  }
+  validation {
+    condition     = contains(["gp3", "io1", "io2"], var.data_volume.type)
+    error_message = "data_volume.type must be gp3, io1 or io2."
+  }
+  validation {
+    condition = (
+      var.data_volume.type == "gp3"
+      ? (var.data_volume.iops == null ? true : var.data_volume.iops >= 3000 && var.data_volume.iops <= 16000)
+      : (var.data_volume.iops == null ? false : var.data_volume.iops >= 100 && var.data_volume.iops <= 64000)
+    )
+    error_message = "data_volume.iops must be 3000-16000 (or null) for gp3, and is required, 100-64000, for io1 and io2."
+  }
+  validation {
+    condition = (
+      var.data_volume.throughput == null ? true : var.data_volume.type == "gp3" && var.data_volume.throughput >= 125 && var.data_volume.throughput <= 1000
+    )
+    error_message = "data_volume.throughput (MiB/s) applies to gp3 only, from 125 to 1000."
+  }
+}
+
+variable "placement_group_name" {
+  description = "Name of the spread placement group; null makes one unique to this state (name-spread-<8 random hex>). Placement group names are unique per region, so two deployments with the same name (staging and production) must not share one. Set it to \"<name>-spread\" to keep the group of a deployment made before this variable existed."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.placement_group_name == null ? true : can(regex("^[A-Za-z0-9._-]{1,255}$", var.placement_group_name))
+    error_message = "placement_group_name must be 1-255 letters, digits, '.', '_' or '-'."
   }
 }
 
@@ -153,12 +217,12 @@ variable "instance_type" {
 }
 
 variable "architecture" {
-  description = "CPU architecture of instance_type, used to pick the Debian 12 image when ami_id is null."
+  description = "CPU architecture of the image: null follows instance_type (x86_64 when it supports it, else arm64); when set, instance_type must support it (checked at plan time). Used to pick the Debian 12 image when ami_id is null."
   type        = string
-  default     = "x86_64"
+  default     = null
   validation {
-    condition     = contains(["x86_64", "arm64"], var.architecture)
-    error_message = "architecture must be x86_64 or arm64."
+    condition     = var.architecture == null ? true : contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be null, x86_64 or arm64."
   }
 }
 
@@ -173,7 +237,7 @@ variable "ami_id" {
 }
 
 variable "root_volume_size" {
-  description = "Root volume size in GiB (it holds the append-only file)."
+  description = "Root volume size in GiB (the OS, packages and the journal; the append-only file has data_volume)."
   type        = number
   default     = 20
   validation {
@@ -183,7 +247,7 @@ variable "root_volume_size" {
 }
 
 variable "kms_key_id" {
-  description = "KMS key ARN for the encrypted root volumes; null uses the account's default EBS key."
+  description = "KMS key ARN for the encrypted root and data volumes; null uses the account's default EBS key."
   type        = string
   default     = null
 }

@@ -3,8 +3,13 @@
 # and by the local lab (the same files under a different supervisor).
 
 locals {
-  unit_name     = "redlock-redis.service"
-  restart_delay = var.max_lock_ttl + var.restart_margin
+  unit_name = "redlock-redis.service"
+  # The delay grows with the TTL (a day-long TTL needs more than a fixed
+  # second of margin), rounded up to the millisecond: Terraform's decimal
+  # arithmetic would otherwise hand the guard 87264.999... for a day.
+  restart_delay = ceil((var.max_lock_ttl * (1 + var.clock_drift_ratio) + var.restart_margin) * 1000 - 0.000001) / 1000
+
+  tmpfiles_path = "/etc/tmpfiles.d/redlock-redis.conf"
 
   # The unit's start timeout must outlast the guard's wait plus the time Redis
   # needs to load its append-only file; otherwise systemd would kill the guard
@@ -55,8 +60,20 @@ locals {
   })
 
   chrony_conf = templatefile("${path.module}/templates/chrony.conf.tftpl", {
-    ntp_servers = var.ntp_servers
+    ntp_servers   = var.ntp_servers
+    poll_exponent = var.ntp_poll_exponent
   })
+
+  chrony_dropin = templatefile("${path.module}/templates/chrony-redlock.conf.tftpl", {
+    boot_marker = "${var.guard_runtime_dir}/started"
+  })
+
+  sysctl_conf = file("${path.module}/templates/sysctl.conf")
+
+  # x-systemd.makefs formats the volume only when it carries no file system;
+  # nofail keeps a node whose volume is missing bootable (and reachable by
+  # an operator), while RequiresMountsFor= in the unit keeps Redis down.
+  fstab_line = var.data_device == null ? "" : "${var.data_device} ${var.data_dir} ext4 defaults,noatime,nofail,x-systemd.makefs,x-systemd.growfs,x-systemd.device-timeout=10min 0 2\n"
 
   restart_guard = templatefile("${path.module}/templates/restart-guard.sh.tftpl", {
     delay_seconds     = local.restart_delay
@@ -76,8 +93,11 @@ locals {
     guard_path        = var.guard_path
     redis_server_path = var.redis_server_path
     conf_path         = var.conf_path
+    data_dir          = var.data_dir
+    tmpfiles_path     = local.tmpfiles_path
     start_timeout     = local.start_timeout
     read_write_paths  = local.read_write_paths
+    client_cidrs      = var.client_cidrs
   })
 
   tmpfiles_conf = templatefile("${path.module}/templates/tmpfiles.conf.tftpl", {
@@ -88,8 +108,12 @@ locals {
     unit_name     = local.unit_name
     guard_path    = var.guard_path
     conf_path     = var.conf_path
+    tmpfiles_path = local.tmpfiles_path
     redis_conf    = local.redis_conf
     chrony_conf   = local.chrony_conf
+    chrony_dropin = local.chrony_dropin
+    sysctl_conf   = local.sysctl_conf
+    fstab_line    = local.fstab_line
     redis_unit    = local.redis_unit
     restart_guard = local.restart_guard
     tmpfiles_conf = local.tmpfiles_conf

@@ -14,6 +14,21 @@ output "chrony_conf" {
   value       = local.chrony_conf
 }
 
+output "chrony_dropin" {
+  description = "Drop-in for chrony.service (chrony.service.d/redlock-redis.conf): a chronyd restarted after Redis ran this boot may not step the clock (-R)."
+  value       = local.chrony_dropin
+}
+
+output "sysctl_conf" {
+  description = "sysctl.d entry: vm.overcommit_memory = 1, so that the fork of an append-only file rewrite cannot fail."
+  value       = local.sysctl_conf
+}
+
+output "fstab_line" {
+  description = "The /etc/fstab line mounting data_device on data_dir; empty without data_device."
+  value       = local.fstab_line
+}
+
 output "redis_unit" {
   description = "systemd unit text for redlock-redis.service (restart guarded)."
   value       = local.redis_unit
@@ -30,7 +45,7 @@ output "restart_guard" {
 }
 
 output "restart_delay_seconds" {
-  description = "How long the guard holds Redis back after an unclean stop or a boot: max_lock_ttl + restart_margin."
+  description = "How long the guard holds Redis back after an unclean stop or a boot: max_lock_ttl * (1 + clock_drift_ratio) + restart_margin, rounded up to the millisecond."
   value       = local.restart_delay
 }
 

@@ -22,7 +22,7 @@ variable "bind_address" {
 }
 
 variable "max_lock_ttl" {
-  description = "Longest lock TTL any client uses, in seconds (fractions allowed). After a crash or a boot Redis is held back this long plus restart_margin, so every lock the node may have lost has expired. 0 (with restart_margin 0: no delay at all) exists for the local lab's unsafe-practice drills; modules/aws requires more than 0."
+  description = "Longest lock TTL any client uses, in seconds (fractions allowed). After a crash or a boot Redis is held back this long (plus clock_drift_ratio of it) plus restart_margin, so every lock the node may have lost has expired. 0 (with restart_margin 0: no delay at all) exists for the local lab's unsafe-practice drills; modules/aws requires more than 0."
   type        = number
   validation {
     condition     = var.max_lock_ttl >= 0 && var.max_lock_ttl <= 86400
@@ -31,12 +31,22 @@ variable "max_lock_ttl" {
 }
 
 variable "restart_margin" {
-  description = "Seconds added to max_lock_ttl for the restart delay: covers clock drift between clients and the node and the time the client took to acquire."
+  description = "Seconds added to the restart delay on top of max_lock_ttl * (1 + clock_drift_ratio): covers the time a client took to acquire and what drift a short TTL leaves out."
   type        = number
   default     = 1
   validation {
     condition     = var.restart_margin >= 0 && var.restart_margin <= 3600
     error_message = "restart_margin must be between 0 and 3600 seconds."
+  }
+}
+
+variable "clock_drift_ratio" {
+  description = "Fraction of max_lock_ttl added to the restart delay, so that it grows with the TTL: the node measures the delay on its own clock, which may run slower than a client's over a long lock (the Redlock client allows the same 1%: validity = ttl - elapsed - ttl*0.01 - 2 ms). The delay is max_lock_ttl * (1 + clock_drift_ratio) + restart_margin. The local lab sets 0 to get exactly the delay it asks for."
+  type        = number
+  default     = 0.01
+  validation {
+    condition     = var.clock_drift_ratio >= 0 && var.clock_drift_ratio <= 0.1
+    error_message = "clock_drift_ratio must be between 0 and 0.1."
   }
 }
 
@@ -73,6 +83,40 @@ variable "ntp_servers" {
   validation {
     condition     = length(var.ntp_servers) > 0 && alltrue([for s in var.ntp_servers : can(regex("^[A-Za-z0-9][A-Za-z0-9.:-]*$", s))])
     error_message = "ntp_servers must list at least one host name or address (letters, digits, '.', ':', '-')."
+  }
+}
+
+variable "ntp_poll_exponent" {
+  description = "Polling interval of every NTP server as a power of two seconds (chrony's minpoll and maxpoll). null keeps chrony's default, 64 s growing to 1024 s; 4 (16 s) is what AWS recommends for the Amazon Time Sync Service. The first server in ntp_servers is marked prefer."
+  type        = number
+  default     = null
+  validation {
+    condition     = var.ntp_poll_exponent == null ? true : (var.ntp_poll_exponent >= -6 && var.ntp_poll_exponent <= 24 && floor(var.ntp_poll_exponent) == var.ntp_poll_exponent)
+    error_message = "ntp_poll_exponent must be null or an integer from -6 to 24 (chrony's range for minpoll and maxpoll)."
+  }
+}
+
+variable "client_cidrs" {
+  description = "CIDR blocks the Redis unit may talk to besides localhost (systemd IPAddressAllow=, with IPAddressDeny=any): the lock clients and monitoring. A firewall inside the node, under the security group and bind."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.client_cidrs : can(cidrhost(c, 0)) && can(regex("^[0-9a-fA-F.:]+/[0-9]+$", c))])
+    error_message = "client_cidrs must be CIDR blocks such as 10.0.0.0/16 or 2001:db8::/32."
+  }
+  validation {
+    condition     = length(setintersection(toset(var.client_cidrs), toset(["0.0.0.0/0", "::/0"]))) == 0
+    error_message = "client_cidrs must not admit every address (0.0.0.0/0, ::/0)."
+  }
+}
+
+variable "data_device" {
+  description = "Block device holding data_dir (the append-only file), e.g. /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0; null keeps the data on the root file system. The user data adds it to /etc/fstab: formatted ext4 when blank (x-systemd.makefs), grown to the device (x-systemd.growfs), nofail so that the node still boots without it, and Redis never starts until it is mounted (RequiresMountsFor=)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.data_device == null ? true : can(regex("^/dev/[A-Za-z0-9._/:-]+$", var.data_device))
+    error_message = "data_device must be null or a path under /dev without spaces."
   }
 }
 

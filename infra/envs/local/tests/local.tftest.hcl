@@ -201,3 +201,56 @@ run "relative_state_dir" {
   }
   expect_failures = [var.state_dir]
 }
+
+run "replicas" {
+  command = plan
+  variables {
+    node_count = 2
+    base_port  = 7100
+    replicas   = 1
+  }
+  assert {
+    condition     = output.nodes[1].replica_addr == "127.0.0.1:7402" && output.nodes[1].replica_link == "127.0.0.1:7502"
+    error_message = "node N's replica must be on base_port+300+N and its replication link's front on base_port+400+N"
+  }
+  assert {
+    condition = alltrue([
+      startswith(local.replica_conf["2"], local.redis_conf["2"]),
+      strcontains(local.replica_conf["2"], "\nport 7402\ndir /tmp/redlab-tftest/node2/replica/data\nlogfile \"/tmp/redlab-tftest/node2/replica/redis.log\"\n"),
+      length(regexall("(?m)^(replicaof|masterauth|masteruser) ", local.replica_conf["2"])) == 0,
+    ])
+    error_message = "the replica's redis.conf is the master's (ACL included) with its own port and directory, and no replicaof or password"
+  }
+  assert {
+    condition     = length(regexall("test-[a-z]+-password", local.replica_conf["1"])) == 0
+    error_message = "no password reaches the replica's redis.conf in clear"
+  }
+}
+
+run "no_replicas" {
+  command = plan
+  variables {
+    node_count = 1
+  }
+  assert {
+    condition     = output.nodes[0].replica_addr == "" && output.nodes[0].replica_link == ""
+    error_message = "without replicas a node has no replica address"
+  }
+}
+
+run "bad_replicas" {
+  command = plan
+  variables {
+    replicas = 2
+  }
+  expect_failures = [var.replicas]
+}
+
+run "replicas_base_port_room" {
+  command = plan
+  variables {
+    replicas  = 1
+    base_port = 65100
+  }
+  expect_failures = [terraform_data.node]
+}

@@ -11,8 +11,8 @@ run "sources" {
   command = plan
 
   assert {
-    condition     = can(regex("(?m)^server 169\\.254\\.169\\.123 iburst$", output.chrony_conf)) && can(regex("(?m)^server time\\.example\\.org iburst$", output.chrony_conf))
-    error_message = "chrony.conf must use every ntp_servers entry with iburst."
+    condition     = can(regex("(?m)^server 169\\.254\\.169\\.123 prefer iburst$", output.chrony_conf)) && can(regex("(?m)^server time\\.example\\.org iburst$", output.chrony_conf))
+    error_message = "chrony.conf must use every ntp_servers entry with iburst, and prefer the first."
   }
   assert {
     condition     = !can(regex("(?m)^(pool|sourcedir|confdir|include) ", output.chrony_conf))
@@ -20,12 +20,24 @@ run "sources" {
   }
 }
 
+run "aws_poll_interval" {
+  command = plan
+  variables {
+    ntp_poll_exponent = 4
+  }
+
+  assert {
+    condition     = can(regex("(?m)^server 169\\.254\\.169\\.123 prefer iburst minpoll 4 maxpoll 4$", output.chrony_conf)) && can(regex("(?m)^server time\\.example\\.org iburst minpoll 4 maxpoll 4$", output.chrony_conf))
+    error_message = "ntp_poll_exponent must poll every server at that interval (AWS: prefer iburst minpoll 4 maxpoll 4)."
+  }
+}
+
 run "slew_only" {
   command = plan
 
   assert {
-    condition     = can(regex("(?m)^makestep 1 [1-3]$", output.chrony_conf))
-    error_message = "makestep must be limited to the first few updates at boot (makestep 1 3)."
+    condition     = can(regex("(?m)^makestep 1 1$", output.chrony_conf))
+    error_message = "makestep must allow a step at the first update only (makestep 1 1): the unit's waitsync holds Redis until that update."
   }
   assert {
     condition     = length(regexall("(?m)^makestep ", output.chrony_conf)) == 1
@@ -51,5 +63,18 @@ run "timesyncd_disabled" {
   assert {
     condition     = contains([for c in yamldecode(output.cloud_init).runcmd : join(" ", c)], "systemctl mask systemd-timesyncd.service")
     error_message = "The user data must disable systemd-timesyncd: one time daemon only."
+  }
+}
+
+run "no_step_once_redis_ran" {
+  command = plan
+
+  assert {
+    condition     = strcontains(output.chrony_dropin, "ExecStart=\nExecStart=!/bin/sh -c 'if [ -e /run/redis-guard/started ]; then exec /usr/sbin/chronyd $$DAEMON_OPTS -R; fi; exec /usr/sbin/chronyd $$DAEMON_OPTS'")
+    error_message = "A chronyd restarted after Redis ran this boot (the guard's marker) must get -R, which ignores makestep."
+  }
+  assert {
+    condition     = one([for f in yamldecode(output.cloud_init).write_files : f.content if f.path == "/etc/systemd/system/chrony.service.d/redlock-redis.conf"]) == output.chrony_dropin
+    error_message = "The user data must install the chrony drop-in."
   }
 }

@@ -26,6 +26,7 @@ run "files" {
         "/etc/systemd/system/redlock-redis.service" = output.redis_unit
         "/usr/local/sbin/redis-restart-guard"       = output.restart_guard
         "/etc/tmpfiles.d/redlock-redis.conf"        = output.tmpfiles_conf
+        "/etc/sysctl.d/60-redlock-redis.conf"       = output.sysctl_conf
       } : one([for f in yamldecode(output.cloud_init).write_files : f.content if f.path == path]) == want
     ])
     error_message = "Every rendered file must reach the node byte for byte."
@@ -55,5 +56,73 @@ run "services" {
   assert {
     condition     = !strcontains(output.cloud_init, "test-redlock-password")
     error_message = "Passwords must never appear in clear in the user data."
+  }
+  assert {
+    condition = (
+      index([for c in yamldecode(output.cloud_init).runcmd : join(" ", c)], "systemctl daemon-reload") < index([for c in yamldecode(output.cloud_init).runcmd : join(" ", c)], "systemctl restart chrony.service")
+      && index([for c in yamldecode(output.cloud_init).runcmd : join(" ", c)], "systemctl restart systemd-sysctl.service") < index([for c in yamldecode(output.cloud_init).runcmd : join(" ", c)], "systemctl enable --now --no-block redlock-redis.service")
+    )
+    error_message = "The user data must reload systemd before restarting chrony (its drop-in) and apply the sysctl before Redis starts."
+  }
+}
+
+run "overcommit" {
+  command = plan
+
+  assert {
+    condition     = can(regex("(?m)^vm\\.overcommit_memory = 1$", output.sysctl_conf))
+    error_message = "The node must allow memory overcommit (vm.overcommit_memory = 1): an AOF rewrite forks Redis."
+  }
+}
+
+run "no_data_volume" {
+  command = plan
+
+  assert {
+    condition     = output.fstab_line == "" && length([for f in yamldecode(output.cloud_init).write_files : f if f.path == "/etc/fstab"]) == 0
+    error_message = "Without data_device the user data must leave /etc/fstab alone."
+  }
+}
+
+run "data_volume" {
+  command = plan
+  variables {
+    data_device = "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0"
+  }
+
+  assert {
+    condition     = output.fstab_line == "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0 /var/lib/redis ext4 defaults,noatime,nofail,x-systemd.makefs,x-systemd.growfs,x-systemd.device-timeout=10min 0 2\n"
+    error_message = "The data volume must be mounted on data_dir, made ext4 when blank, grown to the device, and optional for the boot (nofail)."
+  }
+  assert {
+    condition     = try(one([for f in yamldecode(output.cloud_init).write_files : f if f.path == "/etc/fstab"]).append, false) && one([for f in yamldecode(output.cloud_init).write_files : f.content if f.path == "/etc/fstab"]) == output.fstab_line
+    error_message = "The user data must append the data volume's line to /etc/fstab, not replace the file."
+  }
+  assert {
+    condition     = can(regex("(?m)^RequiresMountsFor=/var/lib/redis$", output.redis_unit))
+    error_message = "Redis must not start before the data volume is mounted."
+  }
+}
+
+# EC2 takes at most 16 KB of user data; modules/aws gzips it. Even plain, a
+# node with every option set must fit.
+run "fits_ec2_user_data" {
+  command = plan
+  variables {
+    redis_version     = "7.2"
+    ntp_servers       = ["169.254.169.123", "0.amazon.pool.ntp.org", "1.amazon.pool.ntp.org", "2.amazon.pool.ntp.org"]
+    ntp_poll_exponent = 4
+    client_cidrs      = ["10.0.0.0/16", "10.1.0.0/16", "2001:db8::/32"]
+    data_device       = "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0"
+    tls = {
+      cert_file = "/etc/redis/tls/node.crt"
+      key_file  = "/etc/redis/tls/node.key"
+      ca_file   = "/etc/redis/tls/ca.crt"
+    }
+  }
+
+  assert {
+    condition     = length(base64encode(output.cloud_init)) * 3 / 4 <= 16384
+    error_message = "The user data must stay within EC2's 16 KB, even uncompressed."
   }
 }

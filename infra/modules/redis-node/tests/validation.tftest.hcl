@@ -99,3 +99,33 @@ run "acl_without_passwords" {
   }
   expect_failures = [output.redis_conf, output.cloud_init]
 }
+
+run "drift_ratio_negative" {
+  command = plan
+  variables { clock_drift_ratio = -0.01 }
+  expect_failures = [var.clock_drift_ratio]
+}
+
+run "poll_exponent_out_of_range" {
+  command = plan
+  variables { ntp_poll_exponent = 30 }
+  expect_failures = [var.ntp_poll_exponent]
+}
+
+run "client_cidrs_not_a_block" {
+  command = plan
+  variables { client_cidrs = ["10.0.0.0/16 0.0.0.0/0"] }
+  expect_failures = [var.client_cidrs]
+}
+
+run "client_cidrs_everyone" {
+  command = plan
+  variables { client_cidrs = ["0.0.0.0/0"] }
+  expect_failures = [var.client_cidrs]
+}
+
+run "data_device_not_a_device" {
+  command = plan
+  variables { data_device = "nvme1n1" }
+  expect_failures = [var.data_device]
+}

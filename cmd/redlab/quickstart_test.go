@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
+)
+
+// TestReadmeQuickStart runs the README's quick start, line by line as a user
+// would paste it, so that it cannot rot. Two things differ from a user's
+// shell, both for the test's sake: the binary was built by the test (the
+// `make build` line is skipped), and the lab moves to a free port range
+// (other tests run labs at the same time).
+func TestReadmeQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the quick start runs a lab, two loads and a drill")
+	}
+	requireLab(t)
+	testenv.Require(t, "bash")
+	bin := buildRedlab(t)
+	wd, _ := os.Getwd()
+	repo := filepath.Dir(filepath.Dir(wd))
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := quickStart(t, string(readme))
+
+	// A fresh working directory laid out like a clone: bin/redlab, the
+	// runbooks and the infra directory the lab is provisioned from.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"bin/redlab": bin, "runbooks": filepath.Join(repo, "runbooks"), "infra": filepath.Join(repo, "infra"),
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := redistest.FreeStableBasePort(t, lab.DefaultCount, 0, 100, 200)
+	var lines []string
+	for _, l := range strings.Split(script, "\n") {
+		switch {
+		case strings.HasPrefix(l, "make build"):
+			continue
+		case strings.Contains(l, "bin/redlab lab up"):
+			l = strings.Replace(l, "bin/redlab lab up", fmt.Sprintf("bin/redlab lab up --base-port %d", base), 1)
+		}
+		lines = append(lines, l)
+	}
+	t.Cleanup(func() {
+		cmd := exec.Command(bin, "lab", "down", "--state-dir", filepath.Join(dir, lab.DefaultStateDir))
+		cmd.Dir = dir
+		_ = cmd.Run()
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-x", "-c", strings.Join(lines, "\n"))
+	cmd.Dir = dir
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDLAB_") || strings.HasPrefix(kv, "REDLAB_TF=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the quick start failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"export REDLAB_NODES=",               // lab up
+		"5 nodes; ",                          // doctor, logged in as the lab's monitor user
+		"runs/quickstart/report.html",        // the first load
+		"runs/quickstart-kill/report.html",   // the load with a node down
+		"kill node 2: now waiting",           // the fault
+		"is clear",                           // lab down
+		"drill client-pause: PASS",           // the drill
+		"safety: double grants 0 (lock viol", // the loads were safe
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the quick start's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// quickStart returns the shell block between the README's quick-start
+// markers.
+func quickStart(t *testing.T, readme string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(readme, "<!-- quickstart:begin -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- quickstart:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no quick-start markers")
+	}
+	_, code, ok := strings.Cut(block, "```sh\n")
+	code, _, ok2 = strings.Cut(code, "```")
+	if !ok || !ok2 || strings.TrimSpace(code) == "" {
+		t.Fatal("README.md's quick start has no sh block")
+	}
+	return code
+}
