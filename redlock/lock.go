@@ -327,8 +327,8 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.TTL = ttl
 	ev.Probe = p == passProbe
 	ev.Limit = adm.limit
-	sig, h := c.assess(t, err, ev.Elapsed)
-	ev.Breaker, ev.BreakerChanged = c.passed(p, h, t.nodes)
+	sig, h, counted := c.assess(t, err, ev.Elapsed)
+	ev.Breaker, ev.BreakerChanged = c.passed(p, h, counted)
 	reported = true
 	// Decided: the place goes to the next attempt; late nodes and the
 	// cleanup of a lost round go on in the background.

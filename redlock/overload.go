@@ -283,16 +283,20 @@ func (c *Client) silent(i int) bool {
 }
 
 // assess reads a decided acquire round for the limiter and the breaker:
-// whether the nodes were congested, and whether a quorum answered.
+// whether the nodes were congested, whether a quorum answered, and the
+// nodes' part in it as the breaker should count them (see below).
 //
 // A node that did not answer in time is down when another node of the same
 // round answered promptly (the network or the process is the problem, not
 // the load: a partition, a crash, a frozen node), or when it has answered
 // nothing at all for silentAfter; otherwise it is congested. A saturated node
-// set is slow everywhere, so no prompt answer sets it apart.
-func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quorumHealth) {
+// set is slow everywhere, so no prompt answer sets it apart. The breaker
+// counts a node's failures in a row: it is given the nodes that answered and
+// those found down, not the congested ones, so that a saturated node set
+// shrinks the limit without counting its nodes out.
+func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quorumHealth, []NodeResult) {
 	if t.ctxErr != nil {
-		return signalNone, quorumUnknown
+		return signalNone, quorumUnknown, nil
 	}
 	slow := c.timeout / 2
 	prompt := false
@@ -303,12 +307,16 @@ func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quor
 	}
 	congested := elapsed > slow
 	down := 0
+	counted := make([]NodeResult, 0, len(t.nodes))
 	for i, nr := range t.nodes {
 		late := false
 		switch nr.Outcome {
+		case Granted, Taken:
+			counted = append(counted, nr)
 		case Failed:
 			if !errors.Is(nr.Err, redis.ErrPoolTimeout) {
 				down++
+				counted = append(counted, nr)
 				continue
 			}
 			late = true
@@ -324,6 +332,7 @@ func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quor
 		if late {
 			if prompt || c.silent(i) {
 				down++
+				counted = append(counted, nr)
 			} else {
 				congested = true
 			}
@@ -340,9 +349,9 @@ func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quor
 	}
 	switch {
 	case congested:
-		return signalCongested, health
+		return signalCongested, health, counted
 	case health == quorumUp:
-		return signalOK, health
+		return signalOK, health, counted
 	}
-	return signalNone, health
+	return signalNone, health, counted
 }
