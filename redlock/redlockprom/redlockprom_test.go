@@ -3,6 +3,7 @@ package redlockprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -229,11 +230,14 @@ func TestCircuitBreakerMetrics(t *testing.T) {
 	}
 
 	// Two of three nodes crash: two unavailable attempts open the breaker,
-	// the next is refused without being sent.
+	// the next is refused without being sent. A key per attempt: the
+	// survivor may still hold an earlier attempt's key (its cleanup runs in
+	// the background), and answering "taken" would decide the round before
+	// the second crashed node is counted.
 	cl.Nodes[1].Kill()
 	cl.Nodes[2].Kill()
 	for i := 0; i < 2; i++ {
-		if _, err := c.TryAcquire(ctx, "lock:b2", time.Second); !errors.Is(err, redlock.ErrUnavailable) {
+		if _, err := c.TryAcquire(ctx, fmt.Sprintf("lock:b2-%d", i), time.Second); !errors.Is(err, redlock.ErrUnavailable) {
 			t.Fatalf("attempt %d with 2 of 3 nodes down: got %v, want ErrUnavailable", i+1, err)
 		}
 	}
