@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -81,6 +81,14 @@ bench:
 	set -o pipefail; for i in 1 2 3 4 5; do $(GO) test -run '^$$' -bench . -benchmem -benchtime 400x ./redlock/ || exit 1; done | tee bin/bench.txt
 	$(GO) run ./redlock/internal/benchtable < bin/bench.txt | tee bin/bench.md
 	$(GO) test -run '^$$' -bench Engine -benchtime 2000000x ./loadgen/ | tee bin/bench-loadgen.txt
+
+## capacity: the capacity table of README.md: knee, CPU per reservation and
+## goodput at three times the knee, through the lab fronts and direct, with
+## appendfsync always and everysec; about 20 minutes on an otherwise idle
+## machine. CAPACITY_QUICK=1 checks the script in two minutes and leaves
+## README.md alone. See scripts/capacity.sh.
+capacity: setup-demo
+	GO=$(GO) bash scripts/capacity.sh
 
 ## demo: the main job on the embedded defaults: lab up, 30 s of load through the
 ## redlock guard with zipf keys, summary + report.html path, lab down.

@@ -63,6 +63,7 @@ var errorCodes = []errorCode{
 	{wire.CodeRequestIDReused, http.StatusUnprocessableEntity, ErrRequestIDReused, 0},
 	{wire.CodeContended, http.StatusServiceUnavailable, ErrContended, 1},
 	{wire.CodeUnavailable, http.StatusServiceUnavailable, ErrUnavailable, 2},
+	{wire.CodeOverloaded, http.StatusServiceUnavailable, ErrOverloaded, 1},
 	{wire.CodeFenced, http.StatusServiceUnavailable, ErrFenced, 1},
 	{wire.CodeRequestTimeout, http.StatusRequestTimeout, ErrRequestTimeout, 0},
 	{wire.CodeCanceled, http.StatusServiceUnavailable, nil, 1},

@@ -17,6 +17,11 @@ var (
 	// ErrUnavailable: the lock service could not be reached (too few nodes
 	// answered, or answered too slowly for the lock to have any validity).
 	ErrUnavailable = errors.New("inventory: lock unavailable")
+	// ErrOverloaded: the replica's lock client turned the request away
+	// without trying the nodes, because they have been answering too
+	// slowly for the load (redlock.ErrOverloaded). Shedding it at once is
+	// what keeps the rest of the load served; retry later.
+	ErrOverloaded = errors.New("inventory: lock client overloaded")
 	// ErrFenced: this holder's lock had been superseded by a newer fencing
 	// token, so the store rejected its write; nothing was applied.
 	ErrFenced = errors.New("inventory: stale fencing token, write rejected")

@@ -203,6 +203,8 @@ func redlockError(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("inventory: acquire lock: %w", ctx.Err())
+	case errors.Is(err, redlock.ErrOverloaded):
+		return fmt.Errorf("%w: %w", ErrOverloaded, err)
 	case errors.Is(err, redlock.ErrUnavailable), errors.Is(err, redlock.ErrValidityExhausted):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.Is(err, redlock.ErrContended), errors.Is(err, context.DeadlineExceeded):

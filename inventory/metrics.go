@@ -16,6 +16,7 @@ const (
 	outcomeOutOfStock  = "out_of_stock"
 	outcomeContended   = "contended"
 	outcomeUnavailable = "unavailable"
+	outcomeOverloaded  = "overloaded"
 	outcomeFenced      = "fenced"
 	outcomeInvalid     = "invalid"
 	outcomeNotFound    = "not_found"
@@ -29,7 +30,7 @@ const (
 
 // outcomes lists every outcome, for the series that exist from the start.
 var outcomes = []string{outcomeReserved, outcomeReplayed, outcomeOutOfStock, outcomeContended, outcomeUnavailable,
-	outcomeFenced, outcomeInvalid, outcomeNotFound, outcomeConflict, outcomeCanceled, outcomeRequestTimeout, outcomeError}
+	outcomeOverloaded, outcomeFenced, outcomeInvalid, outcomeNotFound, outcomeConflict, outcomeCanceled, outcomeRequestTimeout, outcomeError}
 
 // Store operations, the bounded values of the store metric's "op" label.
 const (
@@ -134,6 +135,8 @@ func outcome(r Reservation, err error) string {
 		return outcomeContended
 	case errors.Is(err, ErrUnavailable):
 		return outcomeUnavailable
+	case errors.Is(err, ErrOverloaded):
+		return outcomeOverloaded
 	case errors.Is(err, ErrFenced):
 		return outcomeFenced
 	case errors.Is(err, ErrInvalid):

@@ -47,8 +47,12 @@ type ReplicaConfig struct {
 	// sharing a registerer share the collectors.
 	Registerer prometheus.Registerer
 	// MaxConcurrentAttempts bounds the Redlock client's concurrent acquire
-	// attempts (redlock.WithMaxConcurrentAttempts; 0: unbounded).
+	// attempts (redlock.WithMaxConcurrentAttempts; 0: the client's adaptive
+	// limit).
 	MaxConcurrentAttempts int
+	// NoOverloadControl switches the Redlock client's overload control off
+	// (redlock.WithOverloadControl(false)): to measure what it prevents.
+	NoOverloadControl bool
 	// OnHold receives every lock tenure (WithHoldObserver).
 	OnHold func(Hold)
 	// PauseHook runs inside every critical section (WithPauseHook).
@@ -141,6 +145,9 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 			}
 			if cfg.MaxConcurrentAttempts > 0 {
 				ropts = append(ropts, redlock.WithMaxConcurrentAttempts(cfg.MaxConcurrentAttempts))
+			}
+			if cfg.NoOverloadControl {
+				ropts = append(ropts, redlock.WithOverloadControl(false))
 			}
 			if r.locker, err = redlock.New(r.nodes, ropts...); err != nil {
 				return nil, fmt.Errorf("inventory: %w", err)

@@ -265,7 +265,7 @@ func (s *Service) Store() *Store { return s.store }
 // Reserve takes req.Quantity units of req.SKU through the service's guard.
 // A request ID that already reserved returns the original with Replayed set.
 // Failures are *ReserveError wrapping ErrInvalid, ErrNotFound,
-// ErrOutOfStock, ErrContended, ErrUnavailable, ErrFenced, ErrRequestIDReused,
+// ErrOutOfStock, ErrContended, ErrUnavailable, ErrOverloaded, ErrFenced, ErrRequestIDReused,
 // a context error or a store error.
 func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if s.m == nil {

@@ -74,7 +74,7 @@ func Merge(dirs []string, out string, thresholds []Threshold) error {
 func mergeMeta(metas []Meta, dirs []string) Meta {
 	m := metas[0]
 	m.Sources = append([]string(nil), dirs...)
-	m.Planned, m.Scheduled, m.Refused, m.Stopped = 0, 0, 0, false
+	m.Planned, m.Scheduled, m.Refused, m.Stopped, m.CPUSeconds, m.Processes = 0, 0, 0, false, 0, nil
 	m.Replicas = 0
 	var workers []string
 	for _, x := range metas {
@@ -87,6 +87,8 @@ func mergeMeta(metas []Meta, dirs []string) Meta {
 		m.Planned += x.Planned
 		m.Scheduled += x.Scheduled
 		m.Refused += x.Refused
+		m.CPUSeconds += x.CPUSeconds
+		m.Processes = append(m.Processes, x.Processes...)
 		m.Stopped = m.Stopped || x.Stopped
 		m.Replicas += x.Replicas
 		if len(x.Nodes) > len(m.Nodes) {

@@ -37,6 +37,7 @@ const (
 	OutOfStock                 // the SKU had too few units
 	Contended                  // the lock was held by someone else until the acquire gave up
 	Unavailable                // too few lock nodes answered
+	Overloaded                 // the lock client turned the request away at once: its nodes had been too slow for the load
 	Fenced                     // the store rejected a stale holder's write
 	Error                      // anything else (a store failure, an invalid request, a cancelled operation)
 	Refused                    // never arrived: the connection was refused or broke before the request was written
@@ -47,7 +48,7 @@ const (
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "fenced", "error",
+var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "overloaded", "fenced", "error",
 	"refused", "unknown", "http_4xx", "http_5xx", "late"}
 
 // String is the outcome's name in summary.json.

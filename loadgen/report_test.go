@@ -365,4 +365,11 @@ func TestSweepFindsTheKnee(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, sw.Steps[0].Dir, HTMLFile)); err != nil {
 		t.Error(err)
 	}
+	back, err := LoadSweep(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Knee != sw.Knee || len(back.Steps) != len(sw.Steps) || back.Steps[1].Dir != sw.Steps[1].Dir {
+		t.Errorf("LoadSweep: got knee %v and steps %+v, want knee %v and steps %+v", back.Knee, back.Steps, sw.Knee, sw.Steps)
+	}
 }

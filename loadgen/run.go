@@ -3,10 +3,15 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +49,10 @@ type Config struct {
 	// OnStart, when set, is called with the run's start time before the
 	// first operation is scheduled.
 	OnStart func(start time.Time)
+	// Watch lists other processes whose CPU time is accounted over the run
+	// (read from /proc), such as the lock nodes and their fronts: the cost
+	// of a reservation is the sum over every process that served it.
+	Watch []WatchedProcess
 	// OnResult, when set, is called on the worker's goroutine after every
 	// operation sent, with its result and when it ended (for per-phase
 	// figures kept outside the run). It must be fast and safe for
@@ -84,6 +93,28 @@ type Info struct {
 	Refused            int64
 	Stopped            bool // stopped early (first interrupt)
 	Intervals          int
+	// CPU is the CPU time (user and system) this process used from the
+	// start of the schedule to the end of the drain: the generator and,
+	// with in-process replicas, everything they run (store, lock clients).
+	CPU time.Duration
+	// Watched is the CPU time of each of Config.Watch over the same span.
+	Watched []ProcessCPU
+}
+
+// WatchedProcess is another process whose CPU time a run accounts.
+type WatchedProcess struct {
+	Name string // what it is, e.g. "node1 redis-server"
+	PID  int
+}
+
+// ProcessCPU is the CPU time a watched process used during a run.
+type ProcessCPU struct {
+	Name    string  `json:"name"`
+	PID     int     `json:"pid"`
+	Seconds float64 `json:"cpu_s"`
+	// Lost is set when the process could not be read at the start or the
+	// end (it exited or restarted): Seconds is then not its whole share.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Engine runs one open-loop load.
@@ -148,6 +179,11 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 	cfg := e.cfg
 	clk := cfg.Clock
 	start := clk.Now()
+	cpu0 := processCPU()
+	watch0 := make([]time.Duration, len(cfg.Watch))
+	for i, w := range cfg.Watch {
+		watch0[i] = pidCPU(w.PID)
+	}
 	if cfg.OnStart != nil {
 		cfg.OnStart(start)
 	}
@@ -254,6 +290,15 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 	}
 	wg.Wait()
 	end := clk.Now()
+	info.CPU = processCPU() - cpu0
+	for i, w := range cfg.Watch {
+		end := pidCPU(w.PID)
+		pc := ProcessCPU{Name: w.Name, PID: w.PID, Lost: watch0[i] < 0 || end < 0 || end < watch0[i]}
+		if !pc.Lost {
+			pc.Seconds = math.Round((end-watch0[i]).Seconds()*1000) / 1000
+		}
+		info.Watched = append(info.Watched, pc)
+	}
 	endTime.Store(&end)
 	close(stopCollector)
 	c := <-collectorDone
@@ -265,6 +310,44 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 		err = ctx.Err()
 	}
 	return info, err
+}
+
+// processCPU is the CPU time this process has used so far, user and
+// system; 0 where getrusage fails.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pidCPU is the CPU time process pid has used so far (user and system, from
+// /proc/PID/stat in clock ticks of 1/100 s, USER_HZ on every Linux
+// architecture); negative when it cannot be read.
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The command name (field 2) may hold spaces and parentheses: count
+	// fields from the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:])
+	// utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+	if len(f) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // worker runs operations one at a time; it records into the recorder shard

@@ -2,6 +2,8 @@ package loadgen
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"runtime"
 	"sync"
 	"syscall"
@@ -254,4 +256,63 @@ func BenchmarkEngineRate200k(b *testing.B) {
 	b.ReportMetric(float64(ops)/el, "achieved_ops/s")
 	b.ReportMetric(cpu.Seconds()/el, "cpu_cores")
 	b.ReportMetric(float64(late)/float64(max(ops, 1)), "late_ratio")
+}
+
+func TestEngineAccountsWatchedProcesses(t *testing.T) {
+	// A process that has exited cannot be read: its share is marked lost.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	if got := pidCPU(os.Getpid()); got < 0 {
+		t.Fatalf("pidCPU(self): got %v, want >= 0", got)
+	}
+	// The target burns CPU in this process, which watches itself: the
+	// watched share must see it (the burn is many clock ticks long).
+	const burn = 200 * time.Millisecond
+	var once sync.Once
+	target := targetFunc(func(context.Context, Op) Result {
+		once.Do(func() {
+			for c0 := processCPU(); processCPU()-c0 < burn; {
+			}
+		})
+		return Result{Outcome: Reserved}
+	})
+	e, _ := newTestEngine(t, 100, 50*time.Millisecond, target, func(c *Config) {
+		c.Watch = []WatchedProcess{{Name: "self", PID: os.Getpid()}, {Name: "gone", PID: gone.Process.Pid}}
+	})
+	info, err := e.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Watched) != 2 {
+		t.Fatalf("watched: got %+v, want 2 entries", info.Watched)
+	}
+	if self := info.Watched[0]; self.Name != "self" || self.Lost || self.Seconds < (burn/2).Seconds() {
+		t.Errorf("watched self: got %+v, want not lost and at least %v", self, burn/2)
+	}
+	if g := info.Watched[1]; !g.Lost || g.Seconds != 0 {
+		t.Errorf("watched exited process: got %+v, want lost with no seconds", g)
+	}
+}
+
+func TestSummaryCPUPerReservation(t *testing.T) {
+	tests := []struct {
+		name  string
+		procs []ProcessCPU
+		want  float64
+	}{
+		{"generator only", nil, 2},
+		{"every process", []ProcessCPU{{Name: "a", Seconds: 0.5}, {Name: "b", Seconds: 0.5}}, 4},
+		{"one lost", []ProcessCPU{{Name: "a", Seconds: 0.5}, {Name: "b", Lost: true}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Totals: NewHistSet(0), Meta: Meta{CPUSeconds: 1, Processes: tc.procs}}
+			r.Totals.Outcomes[Reserved] = 500
+			if got := buildSummary(r).CPUMsPerReserved; got != tc.want {
+				t.Errorf("cpu_ms_per_reserved: got %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

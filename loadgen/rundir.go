@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -59,6 +60,12 @@ type Meta struct {
 	Scheduled uint64    `json:"scheduled"`
 	Refused   int64     `json:"refused"`
 	Stopped   bool      `json:"stopped,omitempty"`
+	// CPUSeconds is the generator process's CPU time during the run (see
+	// Info.CPU), summed over the runs of a merge.
+	CPUSeconds float64 `json:"cpu_s,omitempty"`
+	// Processes is the CPU time of the other processes the run watched
+	// (Config.Watch), concatenated over the runs of a merge.
+	Processes []ProcessCPU `json:"processes,omitempty"`
 	// Sources lists the run directories a merged run was made from.
 	Sources []string `json:"sources,omitempty"`
 }
@@ -179,6 +186,8 @@ func (w *Writer) Interval(iv *Interval) error {
 func (w *Writer) Finish(info Info, safety Safety) error {
 	w.meta.Started, w.meta.Ended = info.Start, info.End
 	w.meta.Planned, w.meta.Scheduled, w.meta.Refused, w.meta.Stopped = info.Planned, info.Scheduled, info.Refused, info.Stopped
+	w.meta.CPUSeconds = math.Round(info.CPU.Seconds()*1000) / 1000
+	w.meta.Processes = info.Watched
 	return errors.Join(w.Close(), w.writeMeta(), writeJSON(filepath.Join(w.dir, SafetyFile), safety))
 }
 

@@ -24,19 +24,29 @@ type Summary struct {
 	Safety           Safety           `json:"safety"`
 
 	// Beyond the required fields: the rest of the picture.
-	E2EUncorrectedLatencyMs Percentiles       `json:"e2e_uncorrected_latency_ms"` // from the actual start
-	HoldLatencyMs           Percentiles       `json:"hold_latency_ms"`
-	ReleaseLatencyMs        Percentiles       `json:"release_latency_ms"`
-	LateStarts              int64             `json:"late_starts"` // sent, but later than the tolerance
-	TargetRatePerS          float64           `json:"target_rate_per_s"`
-	Clamped                 int64             `json:"clamped,omitempty"`
-	Guard                   string            `json:"guard,omitempty"`
-	Target                  string            `json:"target"`
-	Keys                    string            `json:"keys"`
-	Stages                  string            `json:"stages"`
-	Started                 time.Time         `json:"started"`
-	Stopped                 bool              `json:"stopped,omitempty"`
-	Thresholds              []ThresholdResult `json:"thresholds,omitempty"`
+	E2EUncorrectedLatencyMs Percentiles `json:"e2e_uncorrected_latency_ms"` // from the actual start
+	HoldLatencyMs           Percentiles `json:"hold_latency_ms"`
+	ReleaseLatencyMs        Percentiles `json:"release_latency_ms"`
+	LateStarts              int64       `json:"late_starts"` // sent, but later than the tolerance
+	TargetRatePerS          float64     `json:"target_rate_per_s"`
+	// GeneratorCPU is the generator process's CPU time during the run,
+	// in all and per operation sent and ended (see Info.CPU).
+	GeneratorCPUS       float64 `json:"generator_cpu_s,omitempty"`
+	GeneratorCPUMsPerOp float64 `json:"generator_cpu_ms_per_op,omitempty"`
+	// ProcessesCPUS is the CPU time of the watched processes (the lock
+	// nodes, their fronts; see Config.Watch), and CPUMsPerReserved the
+	// CPU of every process, generator included, per reservation made
+	// (omitted when a watched process could not be read).
+	ProcessesCPUS    float64           `json:"processes_cpu_s,omitempty"`
+	CPUMsPerReserved float64           `json:"cpu_ms_per_reserved,omitempty"`
+	Clamped          int64             `json:"clamped,omitempty"`
+	Guard            string            `json:"guard,omitempty"`
+	Target           string            `json:"target"`
+	Keys             string            `json:"keys"`
+	Stages           string            `json:"stages"`
+	Started          time.Time         `json:"started"`
+	Stopped          bool              `json:"stopped,omitempty"`
+	Thresholds       []ThresholdResult `json:"thresholds,omitempty"`
 }
 
 // Percentiles of a latency histogram, in milliseconds.
@@ -106,6 +116,21 @@ func buildSummary(r *Report) Summary {
 		s.Requests += c
 	}
 	s.DurationS = r.duration().Seconds()
+	s.GeneratorCPUS = r.Meta.CPUSeconds
+	if ended := s.Requests - t.Outcomes[Late]; ended > 0 && s.GeneratorCPUS > 0 {
+		s.GeneratorCPUMsPerOp = math.Round(s.GeneratorCPUS/float64(ended)*1e6) / 1e3
+	}
+	lost := false
+	for _, p := range r.Meta.Processes {
+		s.ProcessesCPUS += p.Seconds
+		lost = lost || p.Lost
+	}
+	s.ProcessesCPUS = math.Round(s.ProcessesCPUS*1000) / 1000
+	// A process that could not be read leaves its share out: no per
+	// reservation figure rather than one too low.
+	if n := t.Outcomes[Reserved]; n > 0 && s.GeneratorCPUS > 0 && !lost {
+		s.CPUMsPerReserved = math.Round((s.GeneratorCPUS+s.ProcessesCPUS)/float64(n)*1e6) / 1e3
+	}
 	if s.DurationS > 0 {
 		s.ThroughputPerS = math.Round(float64(s.Requests-t.Outcomes[Late])/s.DurationS*100) / 100
 		if sched := r.plannedRate(); sched > 0 {
@@ -186,6 +211,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	if s.Attempts.Count > 0 {
 		fmt.Fprintf(&b, "attempts per acquire: mean %.3f, p99 %d, max %d\n", s.Attempts.Mean, s.Attempts.P99, s.Attempts.Max)
+	}
+	if s.GeneratorCPUS > 0 {
+		fmt.Fprintf(&b, "generator CPU: %.2fs, %.3f ms per operation (this process: generator, and the in-process replicas with their store and lock clients)\n", s.GeneratorCPUS, s.GeneratorCPUMsPerOp)
+	}
+	if len(r.Meta.Processes) > 0 {
+		fmt.Fprintf(&b, "CPU of %d watched processes: %.2fs; every process: %.3f ms per reservation\n", len(r.Meta.Processes), s.ProcessesCPUS, s.CPUMsPerReserved)
 	}
 	for _, n := range s.PerNode {
 		fmt.Fprintf(&b, "node%d outcomes:", n.Node)

@@ -180,11 +180,21 @@ func knee(steps []SweepStep) float64 {
 	return k
 }
 
+// LoadSweep reads the sweep in dir (its sweep.json); LoadReport reads each
+// step, in dir joined with the step's Dir.
+func LoadSweep(dir string) (*Sweep, error) {
+	var sw Sweep
+	if err := readJSON(filepath.Join(dir, SweepFile), &sw); err != nil {
+		return nil, err
+	}
+	return &sw, nil
+}
+
 // RenderSweep re-renders a sweep directory: every step's reports, then the
 // sweep page (report.html with the knee chart) and summary.txt.
 func RenderSweep(dir string) error {
-	var sw Sweep
-	if err := readJSON(filepath.Join(dir, SweepFile), &sw); err != nil {
+	sw, err := LoadSweep(dir)
+	if err != nil {
 		return err
 	}
 	var slo []Threshold

@@ -84,9 +84,12 @@ type InventoryConfig struct {
 	AcquireTimeout time.Duration // 0: the service default
 	NodeTimeout    time.Duration // 0: the redlock default
 	// LockConcurrency bounds the concurrent acquire attempts of each
-	// replica's Redlock client (redlock.WithMaxConcurrentAttempts); 0:
-	// unlimited.
+	// replica's Redlock client (redlock.WithMaxConcurrentAttempts); 0: the
+	// client's adaptive limit.
 	LockConcurrency int
+	// NoOverloadControl switches the replicas' Redlock overload control
+	// off (redlock.WithOverloadControl(false)).
+	NoOverloadControl bool
 	// PoolSize is each node client's pool size (0: go-redis default).
 	PoolSize int
 	// Username and Password authenticate to the lock nodes (Redis ACL).
@@ -148,7 +151,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes,
 			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
 			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
-			Observer: observer, Registerer: cfg.Registerer, MaxConcurrentAttempts: cfg.LockConcurrency,
+			Observer: observer, Registerer: cfg.Registerer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
 			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),
 		})
 		if err != nil {
@@ -210,10 +213,10 @@ func (t *InventoryTarget) Begin(start time.Time) { t.checker.Store(NewHoldChecke
 // Prepare seeds every SKU with stock (and clears its ledger).
 func (t *InventoryTarget) Prepare(ctx context.Context, skus []string, stock int64) error {
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
+	if err := t.replicas[0].Store().SeedMany(ctx, skus, stock); err != nil {
+		return err
+	}
 	for _, sku := range skus {
-		if err := t.replicas[0].Store().Seed(ctx, sku, stock); err != nil {
-			return err
-		}
 		t.initial[sku] = stock
 	}
 	return nil
@@ -264,6 +267,8 @@ func classify(err error) Outcome {
 		return Contended
 	case errors.Is(err, inventory.ErrUnavailable):
 		return Unavailable
+	case errors.Is(err, inventory.ErrOverloaded):
+		return Overloaded
 	case errors.Is(err, inventory.ErrFenced):
 		return Fenced
 	}
@@ -405,12 +410,11 @@ func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) er
 	t.skus, t.initial = skus, make(map[string]int64, len(skus))
 	for _, sku := range skus {
 		t.initial[sku] = stock
-		if t.store != nil {
-			if err := t.store.Seed(ctx, sku, stock); err != nil {
-				return err
-			}
-			continue
-		}
+	}
+	if t.store != nil {
+		return t.store.SeedMany(ctx, skus, stock)
+	}
+	for _, sku := range skus {
 		if err := t.clients[0].SetStock(ctx, sku, stock); err != nil {
 			return fmt.Errorf("loadgen: seed %s through %s: %w", sku, t.clients[0].URL(), err)
 		}

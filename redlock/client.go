@@ -29,11 +29,21 @@ type Client struct {
 	// node i (releaseRetryConcurrency).
 	retrySlots []chan struct{}
 
-	// slots is the admission semaphore of acquire attempts (nil: unlimited,
-	// see WithMaxConcurrentAttempts); an attempt holds a slot from admission
-	// until its round is decided. waiting counts callers blocked on it.
+	// slots is the fixed admission semaphore of acquire attempts
+	// (WithMaxConcurrentAttempts; nil otherwise); an attempt holds a slot
+	// from admission until its round is decided. waiting counts callers
+	// blocked on it. limit is the adaptive bound instead (nil when fixed or
+	// switched off), budget the retry budget (nil when off); see
+	// overload.go.
 	slots   chan struct{}
 	waiting atomic.Int32
+	limit   *limiter
+	budget  *retryBudget
+
+	// heard[i] is when node i last answered anything (since epoch);
+	// a node silent for silentAfter counts as down, not as slow.
+	heard       []atomic.Int64
+	silentAfter time.Duration
 
 	// mu guards closed and orders wg.Add before wg.Wait; done is closed with
 	// closed set, to wake callers waiting for a slot.
@@ -67,8 +77,14 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&c.cfg)
 	}
-	if c.cfg.maxConcurrent > 0 {
+	switch {
+	case c.cfg.maxConcurrent > 0:
 		c.slots = make(chan struct{}, c.cfg.maxConcurrent)
+	case !c.cfg.overloadOff:
+		c.limit = newLimiter()
+	}
+	if !c.cfg.overloadOff {
+		c.budget = newRetryBudget(c.cfg.retryRatio, c.cfg.retryBurst)
 	}
 	c.timeout = c.cfg.timeout
 	if c.timeout == 0 {
@@ -78,6 +94,11 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 		if c.timeout <= 0 {
 			c.timeout = DefaultNodeTimeout
 		}
+	}
+	c.silentAfter = max(10*c.timeout, time.Second)
+	c.heard = make([]atomic.Int64, len(nodes))
+	for i := range c.heard {
+		c.heard[i].Store(int64(time.Since(epoch)))
 	}
 	c.retry = ExponentialBackoff(c.timeout, max(c.timeout, releaseRetryCap))
 	c.retrySlots = make([]chan struct{}, len(nodes))
@@ -132,31 +153,6 @@ func (c *Client) enter(n int) bool {
 	return true
 }
 
-// admit waits for an attempt slot when WithMaxConcurrentAttempts bounds
-// them. It returns ctx's error when the context ends first, or ErrClosed when
-// the Client is closed while waiting. An admitted caller must call leave once
-// its round is decided.
-func (c *Client) admit(ctx context.Context) error {
-	if c.slots == nil {
-		return nil
-	}
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	c.waiting.Add(1)
-	defer c.waiting.Add(-1)
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return ErrClosed
-	}
-}
-
 // gate asks the circuit breaker whether an acquire attempt may go out; with
 // the breaker off every attempt may. A passNormal or passProbe must be
 // reported back with passed.
@@ -192,13 +188,6 @@ func (c *Client) reject(key string, ttl time.Duration, n int, state BreakerState
 	}
 	c.observe(ev)
 	return ev
-}
-
-// leave frees the slot taken by admit.
-func (c *Client) leave() {
-	if c.slots != nil {
-		<-c.slots
-	}
 }
 
 // Ping sends PING to every node in parallel and returns how many answered

@@ -50,7 +50,35 @@
 // when a quorum answers it (granted or contended), the breaker closes. Any
 // attempt that finds a quorum answering closes it, and contention never opens
 // it. Every acquire Event reports the breaker's state; see WithCircuitBreaker
-// and WithBreakerPolicy.
+// and WithBreakerPolicy. A node that is only slow does not count against the
+// quorum here: see Overload.
+//
+// # Overload
+//
+// Past its nodes' capacity, a Redlock client without restraint collapses:
+// attempts queue on the nodes and time out, every timeout is retried and
+// leaves a cleanup release behind, and the extra load makes the next
+// attempts time out too, so goodput falls to a fraction of what the nodes
+// can do and stays there while the load lasts. A Client restrains itself,
+// with no tuning:
+//
+//   - an adaptive limit (AIMD) on its acquire attempts in flight, halved when
+//     rounds show congestion (a request timeout on a node that is alive, no
+//     pooled connection in time, a decision slower than half the request
+//     timeout) and regrown by successes. An attempt that finds the limit
+//     reached fails at once, without sending anything, with ErrOverloaded;
+//     its Event is marked Overloaded and carries the Limit.
+//   - a retry budget: retries of attempts that failed for want of nodes
+//     never exceed DefaultRetryBurst plus DefaultRetryRatio of the first
+//     attempts (retries after ErrContended are not counted).
+//
+// The limiter and the breaker read the same timeouts without fighting: a
+// node that timed out while another node of the same round answered
+// promptly is down (a partition, a crash), and counts for the breaker; a
+// node set that is slow everywhere is congested, and shrinks the limit.
+// WithMaxConcurrentAttempts replaces the adaptive limit by a fixed one, and
+// WithOverloadControl(false) switches both off. The details are in
+// overload.go.
 //
 // # What a Redlock token does not guarantee
 //
@@ -78,5 +106,6 @@
 // ErrValidityExhausted, ErrExpired or ErrNotHeld, and the context's error when
 // the context ended the call, so both errors.Is(err, ErrContended) and
 // errors.Is(err, context.DeadlineExceeded) work. An acquire that the circuit
-// breaker stopped wraps ErrCircuitOpen, which itself wraps ErrUnavailable.
+// breaker stopped wraps ErrCircuitOpen, which itself wraps ErrUnavailable;
+// one that the concurrency limit turned away wraps ErrOverloaded.
 package redlock

@@ -30,6 +30,11 @@ var (
 	// for a quorum (see WithCircuitBreaker). It wraps ErrUnavailable, so
 	// errors.Is(err, ErrUnavailable) holds too.
 	ErrCircuitOpen error = circuitOpenError{}
+	// ErrOverloaded means the Client turned the acquire attempt away
+	// without sending it: its adaptive limit on attempts in flight was
+	// reached, because the nodes had been answering too slowly for the
+	// load (see WithOverloadControl). Shed the request, or retry later.
+	ErrOverloaded = errors.New("redlock: too many acquire attempts in flight for the nodes' pace (overloaded)")
 )
 
 type circuitOpenError struct{}

@@ -5,7 +5,7 @@ package redlock
 // and must only be used on a Client with WithMaxConcurrentAttempts.
 func HoldSlot(c *Client) (release func()) {
 	c.slots <- struct{}{}
-	return c.leave
+	return func() { <-c.slots }
 }
 
 // SlotWaiters returns how many callers wait for an attempt slot of c.

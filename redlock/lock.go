@@ -126,7 +126,11 @@ func checkArgs(key string, ttl time.Duration) error {
 // explicit choice (give a context with a deadline).
 //
 // It stops early when the circuit breaker is open (see WithCircuitBreaker):
-// the error then wraps ErrCircuitOpen and ErrUnavailable.
+// the error then wraps ErrCircuitOpen and ErrUnavailable; when the
+// Client's concurrency limit turns an attempt away (the error wraps
+// ErrOverloaded); and when a retry after an attempt that found too few
+// nodes would exceed the retry budget (the error is that attempt's). See
+// WithOverloadControl.
 //
 // ttl is used in whole milliseconds. The returned Lock's Validity is what is
 // left of ttl after the attempt and the drift allowance.
@@ -155,31 +159,21 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, sta
 		if err := ctx.Err(); err != nil {
 			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
-		p, state := c.gate()
-		if p == passRejected {
-			ev := c.reject(key, ttl, n, state)
-			if last.Op == 0 { // refused before the first attempt
-				last = ev
-			}
-			return nil, newAttemptError(n-1, last, sentinel, ErrCircuitOpen)
-		}
-		if err := c.admit(ctx); err != nil {
-			c.passed(p, quorumUnknown, nil)
-			if errors.Is(err, ErrClosed) {
-				return nil, err
-			}
-			if last.Op == 0 { // refused before the first attempt
-				last = Event{Op: OpAcquire, Key: key, Quorum: c.quorum, Start: start}
-			}
-			return nil, newAttemptError(n-1, last, sentinel, err)
-		}
-		l, ev, err := c.attempt(ctx, key, ttl, n, p)
+		l, ev, err := c.try(ctx, key, ttl, n, start)
 		if err == nil {
 			l.attempts, l.acquireTime = n, time.Since(start)
 			return l, nil
 		}
-		if errors.Is(err, ErrClosed) || ev.Op == 0 {
+		switch {
+		case errors.Is(err, ErrClosed) || ev.Op == 0:
 			return nil, err
+		case ev.Rejected || ev.Overloaded || len(ev.Nodes) == 0:
+			// Refused before anything was sent (breaker, limiter, or
+			// the context while waiting for a slot).
+			if last.Op == 0 {
+				last = ev
+			}
+			return nil, newAttemptError(n-1, last, sentinel, err)
 		}
 		last = ev
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -192,6 +186,12 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, sta
 			return nil, newAttemptError(n, last, sentinel, ErrCircuitOpen)
 		}
 		if c.cfg.maxAttempts > 0 && n >= c.cfg.maxAttempts {
+			return nil, newAttemptError(n, last, sentinel)
+		}
+		if c.budget != nil && !errors.Is(err, ErrContended) && !c.budget.withdraw() {
+			// Retrying a failure that comes from the nodes, not from
+			// another holder, is what feeds an overload: only a share of
+			// first attempts may be retried.
 			return nil, newAttemptError(n, last, sentinel)
 		}
 		wait, ok := c.cfg.backoff(n)
@@ -214,7 +214,8 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, sta
 
 // TryAcquire makes exactly one attempt to take the lock on key for ttl, or
 // none when the circuit breaker refuses it (the error then wraps
-// ErrCircuitOpen and ErrUnavailable).
+// ErrCircuitOpen and ErrUnavailable) or the concurrency limit turns it away
+// (the error wraps ErrOverloaded).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := checkArgs(key, ttl); err != nil {
 		return nil, err
@@ -226,21 +227,13 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 }
 
 func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
-	p, state := c.gate()
-	if p == passRejected {
-		return nil, newAttemptError(0, c.reject(key, ttl, 1, state), ErrCircuitOpen)
-	}
-	if err := c.admit(ctx); err != nil {
-		c.passed(p, quorumUnknown, nil)
-		if errors.Is(err, ErrClosed) {
-			return nil, err
-		}
-		return nil, newAttemptError(0, Event{Op: OpAcquire, Key: key, Quorum: c.quorum, Start: start}, err)
-	}
-	l, ev, err := c.attempt(ctx, key, ttl, 1, p)
+	l, ev, err := c.try(ctx, key, ttl, 1, start)
 	if err != nil {
-		if ev.Op == 0 {
+		switch {
+		case errors.Is(err, ErrClosed) || ev.Op == 0:
 			return nil, err
+		case ev.Rejected || ev.Overloaded || len(ev.Nodes) == 0:
+			return nil, newAttemptError(0, ev, err)
 		}
 		return nil, newAttemptError(1, ev, err)
 	}
@@ -248,21 +241,41 @@ func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	return l, nil
 }
 
+// try is attempt n of a call that started at start: through the breaker and
+// the concurrency bound, then one Redlock round. When nothing was sent, the
+// Event has no Nodes (Rejected by the breaker, Overloaded by the limiter,
+// or a context that ended while waiting for a slot); an Event with Op 0
+// means the call cannot go on (closed client, token failure).
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, n int, start time.Time) (*Lock, Event, error) {
+	p, state := c.gate()
+	if p == passRejected {
+		return nil, c.reject(key, ttl, n, state), ErrCircuitOpen
+	}
+	adm, err := c.admit(ctx)
+	if err != nil {
+		state, _ := c.passed(p, quorumUnknown, nil)
+		switch {
+		case errors.Is(err, ErrClosed):
+			return nil, Event{}, err
+		case errors.Is(err, ErrOverloaded):
+			return nil, c.overloaded(key, ttl, n, adm.limit, state), err
+		}
+		return nil, Event{Op: OpAcquire, Key: key, Attempt: n, Quorum: c.quorum, TTL: ttl, Start: start, Limit: adm.limit}, err
+	}
+	if n == 1 && c.budget != nil {
+		c.budget.deposit()
+	}
+	return c.attempt(ctx, key, ttl, n, p, adm)
+}
+
 // attempt is one Redlock round. On failure it returns the attempt's Event
 // and its reason (a sentinel or the context's error); an Event with Op 0
 // means the round never started (closed client, token failure). The caller
-// has been admitted (Client.admit) and let through by the breaker as p;
-// attempt frees the slot once the round is decided, or when it never starts,
-// and reports the round to the breaker.
-func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int, p pass) (*Lock, Event, error) {
-	admitted := true
-	leave := func() {
-		if admitted {
-			admitted = false
-			c.leave()
-		}
-	}
-	defer leave()
+// has been admitted as adm and let through by the breaker as p; attempt
+// gives the admission back once the round is decided, or when it never
+// starts, and reports the round to the breaker.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n int, p pass, adm admission) (*Lock, Event, error) {
+	defer c.leave(&adm, signalNone)
 	reported := false
 	defer func() {
 		if !reported {
@@ -313,11 +326,13 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev := r.event(OpAcquire, key, n, c.quorum, t, err)
 	ev.TTL = ttl
 	ev.Probe = p == passProbe
-	ev.Breaker, ev.BreakerChanged = c.passed(p, health(t, err), t.nodes)
+	ev.Limit = adm.limit
+	sig, h, counted := c.assess(t, err, ev.Elapsed)
+	ev.Breaker, ev.BreakerChanged = c.passed(p, h, counted)
 	reported = true
-	// Decided: the slot goes to the next attempt; late nodes and the
+	// Decided: the place goes to the next attempt; late nodes and the
 	// cleanup of a lost round go on in the background.
-	leave()
+	c.leave(&adm, sig)
 	if err != nil {
 		c.observe(ev)
 		return nil, ev, err
@@ -340,21 +355,6 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 		l.setsDone = r.done
 	}
 	return l, ev, nil
-}
-
-// health is what a decided acquire round says about the quorum, for the
-// breaker: a quorum answered when the attempt was granted, contended or
-// granted too late; ErrUnavailable means it did not; a round ended by the
-// caller's context says nothing.
-func health(t tally, err error) quorumHealth {
-	switch {
-	case t.ctxErr != nil:
-		return quorumUnknown
-	case errors.Is(err, ErrUnavailable):
-		return quorumDown
-	default:
-		return quorumUp
-	}
 }
 
 // Release deletes the lock's key on every node where it still carries this

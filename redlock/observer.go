@@ -198,6 +198,16 @@ type Event struct {
 	// Probe reports that the attempt was the one the half-open breaker let
 	// through to find out whether a quorum answers again.
 	Probe bool
+
+	// Overloaded reports that the Client's concurrency limit turned the
+	// attempt away (see WithOverloadControl): nothing was sent, Nodes is
+	// empty and Err is ErrOverloaded.
+	Overloaded bool
+	// Limit is, for acquire attempts, the Client's bound on attempts in
+	// flight that this one was admitted under or turned away by: the
+	// adaptive limit, or WithMaxConcurrentAttempts' fixed bound; 0 when
+	// there is none, and for release and extend.
+	Limit int
 }
 
 // NodeResult is one node's outcome and latency within an attempt.

@@ -107,7 +107,11 @@ type config struct {
 	driftFixed  time.Duration
 	timeout     time.Duration // per-node request timeout; 0 = from the node clients
 
-	maxConcurrent int // bound on acquire attempts in flight; 0 = unlimited
+	maxConcurrent int // fixed bound on acquire attempts in flight; 0 = adaptive (or none)
+
+	overloadOff bool // no adaptive limit, no retry budget
+	retryRatio  float64
+	retryBurst  int
 
 	breakerOff       bool
 	breakerThreshold int
@@ -121,6 +125,8 @@ func defaultConfig() config {
 		driftFixed:       DefaultDriftFixed,
 		breakerThreshold: DefaultBreakerThreshold,
 		breakerCooldown:  DefaultBreakerCooldown,
+		retryRatio:       DefaultRetryRatio,
+		retryBurst:       DefaultRetryBurst,
 	}
 }
 
@@ -167,19 +173,45 @@ func WithRequestTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxConcurrentAttempts bounds how many acquire attempts (of Acquire,
-// TryAcquire and Do) one Client runs at a time; n <= 0 means no bound (the
-// default). It is an admission bound: an attempt waits for a free slot before
-// it sends anything, and the request timeout of its nodes starts only once it
-// is admitted, so past the nodes' capacity the excess waits in the client
-// instead of timing out on the nodes and retrying into a retry storm. A caller
-// waits for a slot on its own context: when the context ends first the call
-// fails with an error that wraps the context's error (errors.Is holds), and
-// Close makes waiters fail with ErrClosed. A slot is freed as soon as the
-// attempt's round is decided, not when the background cleanup of its slow
-// nodes ends. Release and Extend are never bounded.
+// WithMaxConcurrentAttempts replaces the adaptive limit on concurrent
+// acquire attempts (of Acquire, TryAcquire and Do; see WithOverloadControl)
+// by a fixed bound of n; n <= 0 keeps the adaptive limit (the default). Where
+// the adaptive limit turns an attempt away at once, a fixed bound makes it
+// wait for a free slot before it sends anything; the request timeout of its
+// nodes starts only once it is admitted. A caller waits for a slot on its own
+// context: when the context ends first the call fails with an error that
+// wraps the context's error (errors.Is holds), and Close makes waiters fail
+// with ErrClosed. A slot is freed as soon as the attempt's round is decided,
+// not when the background cleanup of its slow nodes ends. Release and Extend
+// are never bounded. It applies even with WithOverloadControl(false).
 func WithMaxConcurrentAttempts(n int) Option {
 	return func(c *config) { c.maxConcurrent = max(n, 0) }
+}
+
+// WithOverloadControl switches the Client's overload control on (the
+// default) or off: the adaptive limit on concurrent acquire attempts, which
+// turns attempts away with ErrOverloaded once the nodes show congestion, and
+// the retry budget, which bounds the retries of attempts that found too few
+// nodes (see the package documentation, "Overload"). Switch it off to
+// measure what a deployment does without it; past the nodes' capacity, an
+// open-loop load then collapses into timeouts and retries.
+func WithOverloadControl(on bool) Option {
+	return func(c *config) { c.overloadOff = !on }
+}
+
+// WithRetryBudget sets the retry budget: each call's first attempt adds
+// ratio of a token (default DefaultRetryRatio), the budget holds at most
+// burst tokens (default DefaultRetryBurst), and each retry of an attempt
+// that failed for want of nodes takes one. Values <= 0 keep the default.
+func WithRetryBudget(ratio float64, burst int) Option {
+	return func(c *config) {
+		if ratio > 0 {
+			c.retryRatio = ratio
+		}
+		if burst > 0 {
+			c.retryBurst = burst
+		}
+	}
 }
 
 // WithCircuitBreaker switches the circuit breaker of acquire attempts on (the

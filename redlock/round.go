@@ -78,6 +78,7 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, a
 func (r *round) run(i int, node *redis.Client, op nodeOp, after afterOp) {
 	defer r.c.wg.Done()
 	a := op(r.ctx, node, i)
+	r.c.heardFrom(i, a.err)
 	if a.err != nil {
 		a.outcome = classify(a.err)
 	}

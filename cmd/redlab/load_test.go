@@ -315,6 +315,18 @@ func TestLoadFlagValues(t *testing.T) {
 	}
 }
 
+func TestLoadLabCPUWithoutLab(t *testing.T) {
+	t.Setenv(envStateDir, filepath.Join(t.TempDir(), "nolab"))
+	out := filepath.Join(t.TempDir(), "run")
+	code, _, stderr := runCmd(t, nil, "load", "--target", "noop", "--rate", "10", "--duration", "1s", "--lab-cpu", "--out", out)
+	if code != exitFailure || !strings.Contains(stderr, "--lab-cpu") {
+		t.Errorf("load --lab-cpu with no lab: exit %d, stderr %q; want %d naming --lab-cpu", code, stderr, exitFailure)
+	}
+	if _, err := os.Stat(filepath.Join(out, loadgen.MetaFile)); err == nil {
+		t.Error("load --lab-cpu with no lab ran anyway")
+	}
+}
+
 // TestLoadRunsRedsyncAndComparisonGuards: `redlab load` runs the redsync
 // guard and the comparison guard redlock-del (which `serve` refuses), and
 // both conserve stock when nothing fails.

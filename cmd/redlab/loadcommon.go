@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type loadFlags struct {
 	hold           holdFlag
 	login          login
 	lockConc       int
+	overloadCtl    bool
 	lateTolerance  time.Duration
 	interval       time.Duration
 	progress       bool
@@ -44,6 +46,8 @@ type loadFlags struct {
 	worker         workerFlag
 	seed           uint64
 	out            string
+	cpuProfile     string
+	labCPU         bool
 
 	// resolved by validate
 	addrs          []string
@@ -62,14 +66,15 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.Int64Var(&f.stock, "stock", 1_000_000, "stock seeded for every SKU before the run")
 	fs.IntVar(&f.replicas, "replicas", 2, "in-process inventory replicas, each with its own Redlock client and pools")
 	fs.Var(&f.target, "target", "send to remote inventory instances (http://a:8080,http://b:8080) or to nothing (noop) instead of in-process replicas")
-	fs.StringVar(&f.store, "store", "", "inventory store DSN, sqlite:PATH or postgres://... (default sqlite in the out dir; with --target: the instances' store, to audit it)")
+	fs.StringVar(&f.store, "store", "", "inventory store DSN, sqlite:PATH or postgres://... (default sqlite in the out dir, syncing at checkpoints rather than every commit; with --target: the instances' store, to audit it)")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", loadgen.DefaultMaxInFlight, "bound on concurrent operations; an operation with no free slot within --late-tolerance is counted late, not sent")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock TTL of the in-process replicas")
 	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
 	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms; for redsync, go-redis's own defaults)")
 	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
 	f.login.register(fs, lab.UserRedlock)
-	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "bound on the concurrent acquire attempts of each replica's Redlock client; excess attempts wait for a slot before their node timeout starts (default: unlimited)")
+	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "fixed bound on the concurrent acquire attempts of each replica's Redlock client, instead of its adaptive limit; excess attempts wait for a slot before their node timeout starts (default: the adaptive limit)")
+	fs.BoolVar(&f.overloadCtl, "overload-control", true, "the Redlock clients' overload control: an adaptive limit on acquire attempts in flight (the excess fails at once as overloaded) and a retry budget; =false to measure without")
 	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")
 	fs.DurationVar(&f.interval, "interval", loadgen.DefaultInterval, "collection interval of histograms, counters and the status line")
 	fs.BoolVar(&f.progress, "progress", false, "print the status line every interval even when stderr is not a terminal")
@@ -77,6 +82,8 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.Var(&f.worker, "worker", "this machine's share of a run split over M load machines: i/M (rate and keys are sharded)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the key and quantity draws (default: random, recorded in run.json)")
 	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; must not hold a run already")
+	fs.BoolVar(&f.labCPU, "lab-cpu", false, "account the CPU time of the lab's node processes (redis-server, and the supervisor with its front) in every run, read from /proc: the lab of $"+envStateDir+", else ./"+lab.DefaultStateDir)
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (go tool pprof) to FILE, from the end of the set-up to the end of the runs")
 }
 
 // validate checks the shared flags and the run's thresholds (given as
@@ -98,6 +105,9 @@ func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFla
 	}
 	if remote && fs.Changed("lock-concurrency") {
 		return errors.New("--lock-concurrency applies to in-process replicas, not to --target")
+	}
+	if remote && fs.Changed("overload-control") {
+		return errors.New("--overload-control applies to in-process replicas, not to --target")
 	}
 	if remote && fs.Changed("hold") {
 		return errors.New("--hold applies to in-process replicas, not to --target")
@@ -190,6 +200,15 @@ func (f *loadFlags) targetKind() string {
 	return "inventory"
 }
 
+// scratchStorePragmas tune the run directory's own SQLite store: a scratch
+// store, written by this process alone and audited by it before it exits.
+// WAL with synchronous=NORMAL keeps every transaction atomic and the file
+// consistent, and syncs at checkpoints instead of at every commit: a power
+// cut can lose the last transactions, which a run does not survive anyway,
+// and an fsync per reservation cost the load generator more CPU than the
+// whole lock. A --store of the user's keeps the store's own defaults.
+const scratchStorePragmas = "_pragma=synchronous(NORMAL)"
+
 // newTarget builds the target the flags describe, with its store in dir
 // unless --store names one; in-process replicas register their service and
 // lock metrics on reg when it is not nil.
@@ -202,12 +221,12 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 	}
 	dsn := f.store
 	if dsn == "" {
-		dsn = "sqlite:" + filepath.Join(dir, "inventory.db")
+		dsn = "sqlite:" + filepath.Join(dir, "inventory.db") + "?" + scratchStorePragmas
 	}
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		LockConcurrency: f.lockConc, Recorder: rec, Registerer: reg, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
+		LockConcurrency: f.lockConc, NoOverloadControl: !f.overloadCtl, Recorder: rec, Registerer: reg, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }
@@ -273,6 +292,7 @@ type loadRig struct {
 	metrics *loadgen.Metrics
 	status  io.Writer
 	tty     bool
+	watch   []loadgen.WatchedProcess
 	close   func()
 }
 
@@ -290,6 +310,11 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 	if r.keys, err = loadgen.KeySpec(f.keys).Generator(r.shard); err != nil {
 		return nil, err
 	}
+	if f.labCPU {
+		if r.watch, err = labProcesses(ctx, stateDir("")); err != nil {
+			return nil, err
+		}
+	}
 	r.rec = loadgen.NewRecorder(len(f.addrs), 0)
 	var reg prometheus.Registerer
 	if f.metricsAddr != "" {
@@ -304,12 +329,65 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 		r.target.Close()
 		return nil, err
 	}
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		stopMetrics()
+		r.target.Close()
+		return nil, err
+	}
 	r.close = func() {
+		stopProfile()
 		stopMetrics()
 		r.target.Close()
 	}
 	r.status, r.tty = f.status(e.stderr)
 	return r, nil
+}
+
+// labProcesses lists the processes of the lab in dir whose CPU --lab-cpu
+// accounts: per node, its redis-server and its supervisor (the front).
+func labProcesses(ctx context.Context, dir string) ([]loadgen.WatchedProcess, error) {
+	l, err := lab.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--lab-cpu: %w", err)
+	}
+	sts, err := l.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--lab-cpu: %w", err)
+	}
+	var out []loadgen.WatchedProcess
+	for _, st := range sts {
+		if st.RedisPID > 0 {
+			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d redis-server", st.ID), PID: st.RedisPID})
+		}
+		if st.SupervisorPID > 0 {
+			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d supervisor", st.ID), PID: st.SupervisorPID})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--lab-cpu: no running node in the lab at %s", dir)
+	}
+	return out, nil
+}
+
+// startCPUProfile profiles this process into path until the returned
+// function is called; an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(file); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		file.Close()
+	}, nil
 }
 
 // serveMetrics serves m (nil: no --metrics-addr) and, when the lab in the
@@ -338,7 +416,7 @@ func (f *loadFlags) runSpec(r *loadRig, dir string, profile []loadgen.Stage, sch
 		Out: dir, Meta: f.meta(profile, command, r.target), Stock: f.stock,
 		Engine: loadgen.Config{
 			Schedule: sched, Target: r.target, Keys: r.keys, Quantity: loadgen.QuantitySpec(f.quantity), Seed: f.seed,
-			MaxInFlight: f.maxInFlight, LateTolerance: f.lateTolerance, Interval: f.interval, Recorder: r.rec,
+			MaxInFlight: f.maxInFlight, LateTolerance: f.lateTolerance, Interval: f.interval, Recorder: r.rec, Watch: r.watch,
 		},
 		Status: r.status, StatusTTY: r.tty, Metrics: r.metrics, Thresholds: thresholds, Stop: stop,
 	}

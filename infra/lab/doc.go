@@ -1,7 +1,8 @@
 // Package lab runs the local Redlock lab: N independent redis-server nodes on
 // one machine, provisioned by OpenTofu or Terraform (infra/envs/local, driven
 // through terraform-exec), each supervised by `redlab node run` and fronted by
-// a Toxiproxy listener so that the network can be faulted without root.
+// a fault front (internal/faultproxy) so that the network can be faulted
+// without root.
 //
 // The pieces:
 //

@@ -11,7 +11,7 @@ import (
 
 // switcher is a TCP relay on a kernel-chosen loopback port whose upstream
 // can change while it keeps listening. A replicated node's fronts lead to it
-// (Toxiproxy's upstream is fixed while it listens, and restarting its
+// (a front's upstream is fixed while it listens, and restarting its
 // listener to change it would give the node's address away for a moment):
 // a failover switches the upstream and closes the connections relayed so
 // far, so that clients reconnect to the new master, as behind Sentinel or a

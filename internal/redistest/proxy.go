@@ -1,73 +1,66 @@
 package redistest
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
+	"github.com/redlocklab/redlocklab/internal/faultproxy"
 )
 
-// Proxy is an in-process Toxiproxy listener in front of one node, so a test
-// can add latency or cut the network without root.
+// Proxy is an in-process fault front (internal/faultproxy, the one the lab
+// puts in front of its nodes) before one node, so a test can add latency,
+// cut the network or cap the node's capacity without root.
 type Proxy struct {
-	Addr  string
-	proxy *toxiproxy.Proxy
+	Addr string
+	p    *faultproxy.Proxy
+	mu   sync.Mutex // orders read-modify-write of the fault
 }
 
 // NewProxy starts a proxy on a free loopback port forwarding to upstream and
 // stops it at cleanup.
 func NewProxy(tb testing.TB, upstream string) *Proxy {
 	tb.Helper()
-	metrics := toxiproxy.NewMetricsContainer(nil)
-	srv := toxiproxy.NewServer(metrics, noLogger())
-	p := toxiproxy.NewProxy(srv, fmt.Sprintf("redistest-%d", proxySeq.Add(1)), "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
+	p, err := faultproxy.Listen("127.0.0.1:0", upstream)
+	if err != nil {
 		tb.Fatalf("redistest: start proxy: %v", err)
 	}
-	tb.Cleanup(p.Stop)
-	return &Proxy{Addr: p.Listen, proxy: p}
+	tb.Cleanup(func() { p.Close() })
+	return &Proxy{Addr: p.Addr(), p: p}
 }
 
-// AddLatency delays every reply from upstream by d (± jitter).
+func (p *Proxy) update(fn func(*faultproxy.Fault)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.p.Fault()
+	fn(&f)
+	p.p.Set(f)
+}
+
+// AddLatency delays every reply from upstream by d (± jitter), in whole
+// milliseconds.
 func (p *Proxy) AddLatency(tb testing.TB, d, jitter time.Duration) {
 	tb.Helper()
-	p.addToxic(tb, "latency", "downstream", map[string]any{
-		"latency": d.Milliseconds(), "jitter": jitter.Milliseconds(),
-	})
+	p.update(func(f *faultproxy.Fault) { f.Latency, f.Jitter = d, jitter })
 }
 
 // Blackhole makes the proxy accept connections and bytes but answer nothing,
 // so clients time out rather than being refused: a network partition.
 func (p *Proxy) Blackhole(tb testing.TB) {
 	tb.Helper()
-	p.addToxic(tb, "timeout", "upstream", map[string]any{"timeout": 0})
+	p.update(func(f *faultproxy.Fault) { f.Partition = true })
 }
 
-// Heal removes every toxic.
-func (p *Proxy) Heal() {
-	p.proxy.Toxics.ResetToxics(context.Background())
-}
-
-func (p *Proxy) addToxic(tb testing.TB, typ, stream string, attrs map[string]any) {
+// Saturate makes the node behind the proxy a single server taking d for
+// every request sent to it, from any connection: it serves at most one
+// request per d, and load past that queues up and times out as on a node
+// whose CPU is saturated.
+func (p *Proxy) Saturate(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	body, err := json.Marshal(map[string]any{
-		"name": typ + "_" + stream, "type": typ, "stream": stream,
-		"toxicity": 1.0, "attributes": attrs,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := p.proxy.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
-		tb.Fatalf("redistest: add %s toxic: %v", typ, err)
-	}
+	p.update(func(f *faultproxy.Fault) { f.ServiceTime = d })
 }
 
-var proxySeq atomic.Int64
-
-func noLogger() zerolog.Logger { return zerolog.Nop() }
+// Heal removes every fault.
+func (p *Proxy) Heal() {
+	p.update(func(f *faultproxy.Fault) { *f = faultproxy.Fault{} })
+}

@@ -46,6 +46,7 @@ const (
 	ResultContended         = "contended"
 	ResultUnavailable       = "unavailable"
 	ResultCircuitOpen       = "circuit_open"
+	ResultOverloaded        = "overloaded"
 	ResultValidityExhausted = "validity_exhausted"
 	ResultNotHeld           = "not_held"
 	ResultExpired           = "expired"
@@ -142,7 +143,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Attempts sent to the nodes per Acquire or TryAcquire call (0 when none was).", attemptBuckets)),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "attempts_total",
-			Help: "Acquire attempts by result, retries included; circuit_open counts attempts the breaker refused without sending them.",
+			Help: "Acquire attempts by result, retries included; circuit_open counts attempts the breaker refused and overloaded those the adaptive limit turned away, neither sent.",
 		}, []string{"result"}),
 		nodeDuration: prometheus.NewHistogramVec(histogramOpts("node_request_duration_seconds",
 			"Time from an attempt's start to one node's answer (to when it was given up on, for timeout and abandoned), by node number from 1, operation and outcome.", latencyBuckets),
@@ -318,6 +319,8 @@ func (o *Observer) acquireAttempt(e redlock.Event) {
 	switch {
 	case e.Rejected:
 		m.breakerRejected.Inc()
+	case e.Overloaded:
+		// Turned away unsent: no votes to measure a margin by.
 	default:
 		m.quorumMargin.Observe(float64(e.Votes - e.Quorum))
 		if e.Err == nil {
@@ -372,6 +375,8 @@ func result(err error) string {
 		return ResultGranted
 	case errors.Is(err, redlock.ErrCircuitOpen):
 		return ResultCircuitOpen
+	case errors.Is(err, redlock.ErrOverloaded):
+		return ResultOverloaded
 	case errors.Is(err, redlock.ErrContended):
 		return ResultContended
 	case errors.Is(err, redlock.ErrValidityExhausted):

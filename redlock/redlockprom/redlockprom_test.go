@@ -3,6 +3,7 @@ package redlockprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -229,11 +230,14 @@ func TestCircuitBreakerMetrics(t *testing.T) {
 	}
 
 	// Two of three nodes crash: two unavailable attempts open the breaker,
-	// the next is refused without being sent.
+	// the next is refused without being sent. A key per attempt: the
+	// survivor may still hold an earlier attempt's key (its cleanup runs in
+	// the background), and answering "taken" would decide the round before
+	// the second crashed node is counted.
 	cl.Nodes[1].Kill()
 	cl.Nodes[2].Kill()
 	for i := 0; i < 2; i++ {
-		if _, err := c.TryAcquire(ctx, "lock:b2", time.Second); !errors.Is(err, redlock.ErrUnavailable) {
+		if _, err := c.TryAcquire(ctx, fmt.Sprintf("lock:b2-%d", i), time.Second); !errors.Is(err, redlock.ErrUnavailable) {
 			t.Fatalf("attempt %d with 2 of 3 nodes down: got %v, want ErrUnavailable", i+1, err)
 		}
 	}
@@ -346,4 +350,25 @@ func TestHistogramsAreNativeAndClassic(t *testing.T) {
 	if hists < 6 {
 		t.Errorf("got %d histograms with samples, want at least 6", hists)
 	}
+}
+
+func TestOverloadedAttempts(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.Observer()
+	o.Observe(redlock.Event{Op: redlock.OpAcquire, Attempt: 1, Quorum: 2, Err: redlock.ErrOverloaded, Overloaded: true, Limit: 4})
+	o.ObserveAcquire(redlock.AcquireResult{Err: redlock.ErrOverloaded})
+	if got := counterOf(t, reg, "redlock_attempts_total", map[string]string{"result": redlockprom.ResultOverloaded}); got != 1 {
+		t.Errorf("attempts{overloaded}: got %v, want 1", got)
+	}
+	if got := counterOf(t, reg, "redlock_acquire_duration_seconds", map[string]string{"result": redlockprom.ResultOverloaded}); got != 1 {
+		t.Errorf("acquire_duration{overloaded}: got %v samples, want 1", got)
+	}
+	if mf := family(t, reg, "redlock_quorum_margin"); mf != nil && counterOf(t, reg, "redlock_quorum_margin", nil) != 0 {
+		t.Errorf("quorum_margin: got a sample of an attempt that was never sent")
+	}
+	lint(t, reg)
 }

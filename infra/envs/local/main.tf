@@ -1,5 +1,5 @@
 # The local lab: node_count redis-server nodes on this machine, each run by a
-# `redlab node run` supervisor (restart guard, redis-server, Toxiproxy front,
+# `redlab node run` supervisor (restart guard, redis-server, fault front,
 # control endpoint) with exactly the files infra/modules/redis-node renders
 # for a real VM. Nothing is downloaded: terraform_data and local-exec are
 # built in.

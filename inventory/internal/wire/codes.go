@@ -23,6 +23,7 @@ const (
 	CodeRequestIDReused      = "request_id_reused"
 	CodeContended            = "contended"
 	CodeUnavailable          = "unavailable"
+	CodeOverloaded           = "overloaded"
 	CodeFenced               = "fenced"
 	CodeCanceled             = "canceled"
 	CodeNotReady             = "not_ready"

@@ -1,0 +1,220 @@
+// Command capacitytable turns the runs of scripts/capacity.sh into one
+// markdown table: per setup the knee of its sweep (the highest rate that met
+// the SLO), acquire latency and the CPU of every process per reservation at
+// the knee, and goodput at the knee and at three times it; then the lab
+// fronts' cost against the direct path, per fsync policy.
+//
+//	go run ./loadgen/internal/capacitytable [-readme README.md] [-note TEXT] PATH:FSYNC=DIR ...
+//
+// PATH is fronts or direct; DIR holds the setup's sweep in DIR/sweep and,
+// when the sweep found a knee, the run at three times it in DIR/over. With
+// -readme, the table replaces what lies between the file's capacity markers
+// (BeginMarker, EndMarker); without, it is printed.
+//
+//	go run ./loadgen/internal/capacitytable -knee SWEEPDIR
+//
+// prints the knee of one sweep (0 when no step met the SLO), for the script
+// to size the run at three times it.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/redlocklab/redlocklab/loadgen"
+)
+
+// The markers around the table in the README.
+const (
+	BeginMarker = "<!-- capacity:begin -->"
+	EndMarker   = "<!-- capacity:end -->"
+)
+
+func main() {
+	readme := flag.String("readme", "", "write the table between the capacity markers of this file instead of printing it")
+	note := flag.String("note", "", "a line printed under the table (how it was measured)")
+	kneeOf := flag.String("knee", "", "print the knee of the sweep in this directory, and nothing else")
+	flag.Parse()
+	var err error
+	if *kneeOf != "" {
+		var sw *loadgen.Sweep
+		if sw, err = loadgen.LoadSweep(*kneeOf); err == nil {
+			fmt.Println(strconv.FormatFloat(sw.Knee, 'f', -1, 64))
+		}
+	} else {
+		err = run(flag.Args(), *readme, *note, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "capacitytable:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, readme, note string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("no setups: give PATH:FSYNC=DIR, e.g. fronts:always=runs/capacity/fronts-always")
+	}
+	var rows []row
+	for _, a := range args {
+		r, err := load(a)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	var b bytes.Buffer
+	render(&b, rows, note)
+	if readme == "" {
+		_, err := stdout.Write(b.Bytes())
+		return err
+	}
+	old, err := os.ReadFile(readme)
+	if err != nil {
+		return err
+	}
+	updated, err := replaceBetween(old, b.Bytes())
+	if err != nil {
+		return fmt.Errorf("%s: %w", readme, err)
+	}
+	return os.WriteFile(readme, updated, 0o644)
+}
+
+// row is one setup's figures.
+type row struct {
+	path, fsync string
+	knee        float64 // 0: no step met the SLO
+	// At the knee.
+	acquireP50, acquireP99 float64 // ms
+	cpuPerReserved         float64 // ms, every process; 0: not measured
+	goodput                float64 // reservations per second
+	// At three times the knee; overRate 0 when not run.
+	overRate, overGoodput float64
+}
+
+func load(arg string) (row, error) {
+	spec, dir, ok := strings.Cut(arg, "=")
+	path, fsync, ok2 := strings.Cut(spec, ":")
+	if !ok || !ok2 || (path != "fronts" && path != "direct") || fsync == "" || dir == "" {
+		return row{}, fmt.Errorf("setup %q: want PATH:FSYNC=DIR with PATH fronts or direct", arg)
+	}
+	r := row{path: path, fsync: fsync}
+	sweepDir := filepath.Join(dir, "sweep")
+	sw, err := loadgen.LoadSweep(sweepDir)
+	if err != nil {
+		return row{}, fmt.Errorf("setup %s: %w", spec, err)
+	}
+	r.knee = sw.Knee
+	if r.knee == 0 {
+		return r, nil
+	}
+	for _, st := range sw.Steps {
+		if st.Rate != sw.Knee {
+			continue
+		}
+		rep, err := loadgen.LoadReport(filepath.Join(sweepDir, st.Dir))
+		if err != nil {
+			return row{}, fmt.Errorf("setup %s: %w", spec, err)
+		}
+		s := rep.Summary
+		r.acquireP50, r.acquireP99 = s.AcquireLatencyMs.P50, s.AcquireLatencyMs.P99
+		r.cpuPerReserved, r.goodput = s.CPUMsPerReserved, goodput(s)
+	}
+	overDir := filepath.Join(dir, "over")
+	if _, err := os.Stat(overDir); err != nil {
+		return r, nil
+	}
+	rep, err := loadgen.LoadReport(overDir)
+	if err != nil {
+		return row{}, fmt.Errorf("setup %s: %w", spec, err)
+	}
+	r.overRate, r.overGoodput = rep.Summary.TargetRatePerS, goodput(rep.Summary)
+	return r, nil
+}
+
+// goodput is the reservations made per second of the run.
+func goodput(s loadgen.Summary) float64 {
+	if s.DurationS <= 0 {
+		return 0
+	}
+	return float64(s.Outcomes[loadgen.Reserved.String()]) / s.DurationS
+}
+
+var pathNames = map[string]string{"fronts": "lab fronts", "direct": "direct to redis-server"}
+
+func render(w io.Writer, rows []row, note string) {
+	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | goodput at knee /s | goodput at 3× knee /s | share |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if r.knee == 0 {
+			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | |\n", pathNames[r.path], r.fsync)
+			continue
+		}
+		over, share := "not run", ""
+		if r.overRate > 0 {
+			over = fmt.Sprintf("%.0f (at %.0f)", r.overGoodput, r.overRate)
+			if r.goodput > 0 {
+				share = fmt.Sprintf("%.0f%%", r.overGoodput/r.goodput*100)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %s | %.0f | %s | %s |\n",
+			pathNames[r.path], r.fsync, r.knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"), r.goodput, over, share)
+	}
+	// The fronts' cost: each fsync policy's fronts row against its direct
+	// row, where both found a knee.
+	var lines []string
+	for _, f := range rows {
+		if f.path != "fronts" || f.knee == 0 {
+			continue
+		}
+		for _, d := range rows {
+			if d.path != "direct" || d.fsync != f.fsync || d.knee == 0 {
+				continue
+			}
+			cpu := "CPU per reservation not measured"
+			if f.cpuPerReserved > 0 && d.cpuPerReserved > 0 {
+				cpu = fmt.Sprintf("CPU per reservation %.2f×", f.cpuPerReserved/d.cpuPerReserved)
+			}
+			lines = append(lines, fmt.Sprintf("- appendfsync %s, lab fronts against direct: %s, acquire p50 %+.2f ms, knee %.2f×.",
+				f.fsync, cpu, f.acquireP50-d.acquireP50, f.knee/d.knee))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.Join(lines, "\n"))
+	}
+	if note != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, note)
+	}
+}
+
+func orDash(v float64, format string) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// replaceBetween puts table between the markers of doc, in place of what
+// was there.
+func replaceBetween(doc, table []byte) ([]byte, error) {
+	b := bytes.Index(doc, []byte(BeginMarker))
+	e := bytes.Index(doc, []byte(EndMarker))
+	if b < 0 || e < 0 || e < b {
+		return nil, fmt.Errorf("no %s … %s markers, in that order", BeginMarker, EndMarker)
+	}
+	var out bytes.Buffer
+	out.Write(doc[:b+len(BeginMarker)])
+	out.WriteString("\n")
+	out.Write(bytes.TrimRight(table, "\n"))
+	out.WriteString("\n")
+	out.Write(doc[e:])
+	return out.Bytes(), nil
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRenderPairsFrontsWithDirect(t *testing.T) {
+	rows := []row{
+		{path: "fronts", fsync: "always", knee: 400, acquireP50: 0.60, acquireP99: 8, cpuPerReserved: 2.6, goodput: 398, overRate: 1200, overGoodput: 380},
+		{path: "direct", fsync: "always", knee: 500, acquireP50: 0.50, acquireP99: 6, cpuPerReserved: 2.0, goodput: 497, overRate: 1500, overGoodput: 470},
+		{path: "fronts", fsync: "everysec", knee: 0},
+	}
+	var b bytes.Buffer
+	render(&b, rows, "measured somewhere")
+	got := b.String()
+	for _, want := range []string{
+		"| lab fronts | always | 400 | 0.60 | 8.00 | 2.60 | 398 | 380 (at 1200) | 95% |",
+		"| direct to redis-server | always | 500 | 0.50 | 6.00 | 2.00 | 497 | 470 (at 1500) | 95% |",
+		"| lab fronts | everysec | none met the SLO |",
+		"- appendfsync always, lab fronts against direct: CPU per reservation 1.30×, acquire p50 +0.10 ms, knee 0.80×.",
+		"\nmeasured somewhere\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q; got:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "appendfsync everysec, lab fronts") {
+		t.Errorf("a comparison for a setup with no knee:\n%s", got)
+	}
+}
+
+func TestReplaceBetween(t *testing.T) {
+	doc := "# T\n\n" + BeginMarker + "\nold table\n" + EndMarker + "\n\nafter\n"
+	got, err := replaceBetween([]byte(doc), []byte("| new |\n\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# T\n\n" + BeginMarker + "\n| new |\n" + EndMarker + "\n\nafter\n"; string(got) != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for _, bad := range []string{"no markers", EndMarker + BeginMarker, BeginMarker + " only"} {
+		if _, err := replaceBetween([]byte(bad), []byte("x")); err == nil {
+			t.Errorf("replaceBetween(%q): got nil error", bad)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		nil,
+		{"fronts=" + dir},       // no fsync
+		{"proxy:always=" + dir}, // unknown path
+		{"fronts:always=" + filepath.Join(dir, "x")}, // no sweep there
+	} {
+		if err := run(args, "", "", &bytes.Buffer{}); err == nil {
+			t.Errorf("run(%q): got nil error", args)
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Overload control keeps a Client from collapsing when its nodes slow down,
+// with no tuning. Without it, an open-loop load past the nodes' capacity is
+// metastable: requests queue on the nodes, attempts time out, every timeout
+// is retried and leaves a cleanup release behind, and the extra requests
+// make the next attempts time out too. Goodput falls to a fraction of what
+// the nodes can do and does not come back while the load stays on. Two
+// mechanisms break the loop, after the SRE book's client-side throttling,
+// Netflix's concurrency-limits and gRPC's retry throttling:
+//
+//   - An adaptive limit on the acquire attempts in flight (AIMD, as TCP's
+//     congestion window). An attempt whose round ran into its request
+//     timeout on a node that is alive, waited for a pooled connection in
+//     vain, or took longer than half the request timeout to decide signals
+//     congestion and halves the limit (once per round trip: attempts
+//     admitted before the last cut do not cut again). A round decided in
+//     time raises it: by one per success back up to the initial limit, and
+//     above it by one per limit's worth of successes while the attempts in
+//     flight use at least half of it. An attempt that finds the limit
+//     reached is turned away at once, without sending anything: it fails
+//     with ErrOverloaded, its Event is marked Overloaded. Shedding at the
+//     client is cheap; queueing on the nodes is what turns into timeouts.
+//   - A retry budget: Acquire retries an attempt that failed for want of
+//     nodes (ErrUnavailable, ErrValidityExhausted) only while the budget
+//     has a token. Every call's first attempt adds DefaultRetryRatio of a
+//     token, every such retry takes one, and the budget holds at most
+//     DefaultRetryBurst, so these retries never exceed DefaultRetryBurst
+//     plus DefaultRetryRatio of the first attempts. A call whose retry the
+//     budget refuses ends with its last attempt's error. Retries after
+//     ErrContended are not counted: a quorum answered, the lock is simply
+//     held, and waiting for it is what Acquire is for.
+//
+// The circuit breaker and the limiter read the same timeouts and must not
+// fight: a saturated CPU makes nodes time out too, and a breaker that took
+// that for a lost quorum would cut the Client off for a cooldown at the
+// moment the limiter is bringing the load back within capacity. So each
+// round's nodes are told apart: a node that timed out (or whose pooled
+// connection never came) counts as down, for the breaker, when another node
+// of the same round answered promptly (within half the request timeout:
+// the network or that process is the problem, as in a partition, a crash or
+// a frozen node), or when it has answered nothing at all, to any request of
+// this Client, for silentAfter (ten request timeouts, at least a second);
+// otherwise its timeout is congestion, for the limiter. A refused
+// connection or an error reply is down at once. A majority partition thus
+// reaches the breaker as fast as before, while a saturated node set, slow
+// everywhere, reaches the limiter; only one that answers nothing at all for
+// silentAfter reaches the breaker too, which is then the right call.
+
+// Defaults of the overload control.
+const (
+	// DefaultRetryRatio is the share of a token each call's first attempt
+	// adds to the retry budget.
+	DefaultRetryRatio = 0.2
+	// DefaultRetryBurst is the most the retry budget holds, and what it
+	// starts with: a client that just started, or has been healthy for a
+	// while, can retry this many failed attempts in a row.
+	DefaultRetryBurst = 10
+
+	// initialLimit is the adaptive limit a Client starts with and regrows
+	// to quickly after a cut: far above the attempts in flight of a
+	// healthy deployment (an attempt takes a round trip; 32 in flight is
+	// tens of thousands of attempts per second on a LAN), so a healthy
+	// Client never turns one away.
+	initialLimit = 32
+	minLimit     = 1
+	maxLimit     = 4096
+	// cutRatio is the multiplicative decrease.
+	cutRatio = 0.5
+	// regrowAfter is how long after the last cut the limit may grow back
+	// to initialLimit quickly again (by one per success rather than one
+	// per limit's worth): the overload that caused the cut has passed.
+	regrowAfter = time.Second
+)
+
+// signal is what a decided acquire round says about the nodes' load.
+type signal uint8
+
+const (
+	signalNone      signal = iota // says nothing (the caller's context ended, nodes down)
+	signalOK                      // a quorum answered in time
+	signalCongested               // timeouts on live nodes, pool waits, or a slow decision
+)
+
+// limiter is the adaptive bound on acquire attempts in flight.
+type limiter struct {
+	mu       sync.Mutex
+	limit    float64
+	ssthresh float64 // below it, the limit grows by one per success
+	inflight int
+	lastCut  time.Time
+}
+
+func newLimiter() *limiter {
+	return &limiter{limit: initialLimit, ssthresh: initialLimit}
+}
+
+// acquire admits an attempt when fewer than the limit are in flight, and
+// returns the limit it was judged against.
+func (l *limiter) acquire() (ok bool, limit int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := int(l.limit)
+	if l.inflight >= lim {
+		return false, lim
+	}
+	l.inflight++
+	return true, lim
+}
+
+// release ends an attempt admitted at start, with what its round signalled.
+func (l *limiter) release(start time.Time, sig signal, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	used := l.inflight
+	l.inflight--
+	switch sig {
+	case signalCongested:
+		if start.After(l.lastCut) {
+			l.limit = max(minLimit, l.limit*cutRatio)
+			l.ssthresh = l.limit
+			l.lastCut = now
+		}
+	case signalOK:
+		if now.Sub(l.lastCut) > regrowAfter {
+			l.ssthresh = max(l.ssthresh, initialLimit)
+		}
+		switch {
+		case l.limit < l.ssthresh:
+			l.limit = min(l.limit+1, l.ssthresh)
+		case float64(used) >= l.limit/2:
+			// Above the fast-regrowth mark only when the attempts in
+			// flight use the limit: an idle Client must not talk
+			// itself into an unbounded one.
+			l.limit = min(maxLimit, l.limit+1/l.limit)
+		}
+	}
+}
+
+// current returns the limit now.
+func (l *limiter) current() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.limit)
+}
+
+// retryBudget bounds the retries of attempts that failed for want of nodes
+// to a share of first attempts (a token bucket).
+type retryBudget struct {
+	mu     sync.Mutex
+	ratio  float64
+	burst  float64
+	tokens float64
+}
+
+func newRetryBudget(ratio float64, burst int) *retryBudget {
+	return &retryBudget{ratio: ratio, burst: float64(burst), tokens: float64(burst)}
+}
+
+// deposit credits one call's first attempt.
+func (b *retryBudget) deposit() {
+	b.mu.Lock()
+	b.tokens = min(b.burst, b.tokens+b.ratio)
+	b.mu.Unlock()
+}
+
+// withdraw takes a token for a retry; false when there is none.
+func (b *retryBudget) withdraw() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// admission is an acquire attempt's place in the concurrency bound.
+type admission struct {
+	at    time.Time
+	limit int  // the limit it was judged against; 0: no bound
+	held  bool // a slot or a place in the limiter is held
+}
+
+// admit takes a place for an acquire attempt: a slot of the fixed bound
+// (WithMaxConcurrentAttempts), waiting for one on ctx, or a place under the
+// adaptive limit, which never waits: ErrOverloaded when it is reached. It
+// returns ctx's error when the context ends first, or ErrClosed when the
+// Client is closed while waiting. A held admission must be given back with
+// leave once its round is decided.
+func (c *Client) admit(ctx context.Context) (admission, error) {
+	adm := admission{at: time.Now()}
+	switch {
+	case c.slots != nil:
+		adm.limit = cap(c.slots)
+		select {
+		case c.slots <- struct{}{}:
+			adm.held = true
+			return adm, nil
+		default:
+		}
+		c.waiting.Add(1)
+		defer c.waiting.Add(-1)
+		select {
+		case c.slots <- struct{}{}:
+			adm.held, adm.at = true, time.Now()
+			return adm, nil
+		case <-ctx.Done():
+			return adm, ctx.Err()
+		case <-c.done:
+			return adm, ErrClosed
+		}
+	case c.limit != nil:
+		var ok bool
+		ok, adm.limit = c.limit.acquire()
+		if !ok {
+			return adm, ErrOverloaded
+		}
+		adm.held = true
+	}
+	return adm, nil
+}
+
+// leave gives back what admit took, with what the attempt's round said.
+func (c *Client) leave(adm *admission, sig signal) {
+	if !adm.held {
+		return
+	}
+	adm.held = false
+	switch {
+	case c.slots != nil:
+		<-c.slots
+	case c.limit != nil:
+		c.limit.release(adm.at, sig, time.Now())
+	}
+}
+
+// overloaded reports an attempt that the limiter turned away and returns
+// its Event.
+func (c *Client) overloaded(key string, ttl time.Duration, n, limit int, state BreakerState) Event {
+	ev := Event{
+		Op:         OpAcquire,
+		Key:        key,
+		Attempt:    n,
+		Quorum:     c.quorum,
+		TTL:        ttl,
+		Start:      time.Now(),
+		Err:        ErrOverloaded,
+		Breaker:    state,
+		Overloaded: true,
+		Limit:      limit,
+	}
+	c.observe(ev)
+	return ev
+}
+
+// heardFrom records that node i answered (a reply, even an error reply).
+func (c *Client) heardFrom(i int, err error) {
+	if err == nil || isReply(err) {
+		c.heard[i].Store(int64(time.Since(epoch)))
+	}
+}
+
+// isReply reports whether err is an error reply from Redis: the node
+// answered.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// silent reports whether node i has answered nothing for silentAfter.
+func (c *Client) silent(i int) bool {
+	return time.Since(epoch)-time.Duration(c.heard[i].Load()) > c.silentAfter
+}
+
+// assess reads a decided acquire round for the limiter and the breaker:
+// whether the nodes were congested, whether a quorum answered, and the
+// nodes' part in it as the breaker should count them (see below).
+//
+// A node that did not answer in time is down when another node of the same
+// round answered promptly (the network or the process is the problem, not
+// the load: a partition, a crash, a frozen node), or when it has answered
+// nothing at all for silentAfter; otherwise it is congested. A saturated node
+// set is slow everywhere, so no prompt answer sets it apart. The breaker
+// counts a node's failures in a row: it is given the nodes that answered and
+// those found down, not the congested ones, so that a saturated node set
+// shrinks the limit without counting its nodes out.
+func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quorumHealth, []NodeResult) {
+	if t.ctxErr != nil {
+		return signalNone, quorumUnknown, nil
+	}
+	slow := c.timeout / 2
+	prompt := false
+	for _, nr := range t.nodes {
+		if (nr.Outcome == Granted || nr.Outcome == Taken || (nr.Outcome == Failed && isReply(nr.Err))) && nr.Latency <= slow {
+			prompt = true
+		}
+	}
+	congested := elapsed > slow
+	down := 0
+	counted := make([]NodeResult, 0, len(t.nodes))
+	for i, nr := range t.nodes {
+		late := false
+		switch nr.Outcome {
+		case Granted, Taken:
+			counted = append(counted, nr)
+		case Failed:
+			if !errors.Is(nr.Err, redis.ErrPoolTimeout) {
+				down++
+				counted = append(counted, nr)
+				continue
+			}
+			late = true
+		case TimedOut:
+			late = true
+		case Abandoned:
+			// Given up on when the round was decided: down only if it
+			// has been silent long, and no sign of congestion either way.
+			if c.silent(i) {
+				down++
+			}
+		}
+		if late {
+			if prompt || c.silent(i) {
+				down++
+				counted = append(counted, nr)
+			} else {
+				congested = true
+			}
+		}
+	}
+	health := quorumUp
+	if errors.Is(err, ErrUnavailable) {
+		health = quorumDown
+		if len(t.nodes)-down >= c.quorum {
+			// Enough nodes alive for a quorum, only too slow: the
+			// limiter's business, not the breaker's.
+			health = quorumUnknown
+		}
+	}
+	switch {
+	case congested:
+		return signalCongested, health, counted
+	case health == quorumUp:
+		return signalOK, health, counted
+	}
+	return signalNone, health, counted
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# make capacity: the capacity table of README.md. Four setups, on one local
+# lab of five nodes: clients through the lab's fault fronts or straight to
+# the redis-servers behind them, with appendfsync always and everysec. For
+# each, `redlab sweep` finds the knee (the highest rate meeting
+# acquire.p99<10ms and outcomes.reserved>=99%) and `redlab load` then offers
+# three times it, with default settings, to measure goodput past the knee.
+# Every run accounts the CPU of every process (--lab-cpu: the generator,
+# the redis-servers and the supervisors with their fronts; the supervisors
+# idle on the direct path). The table replaces what lies between the
+# capacity markers of README.md.
+#
+# The full run takes about 20 minutes and needs the machine to itself:
+# whatever else runs shows up as latency and moves the knee.
+#
+# Knobs: CAPACITY_QUICK=1 (short steps and few rates, to check the script;
+# prints the table and leaves README.md alone), CAPACITY_RATES,
+# CAPACITY_STEP (step duration), CAPACITY_OVER (duration of the run at three
+# times the knee), CAPACITY_OUT (runs/capacity-TIMESTAMP),
+# CAPACITY_BASE_PORT (8100, clear of the default lab and its monitoring: the
+# nodes on base+1.., redis on base+101.., control on base+201..).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+BIN=bin/redlab
+TABLE=bin/capacitytable
+if [ -n "${CAPACITY_QUICK:-}" ]; then
+	RATES=${CAPACITY_RATES:-50,100,200}
+	STEP=${CAPACITY_STEP:-3s}
+	OVER=${CAPACITY_OVER:-3s}
+else
+	RATES=${CAPACITY_RATES:-100,200,300,400,500,600,700,800,1000,1200,1400,1600,2000,2400}
+	STEP=${CAPACITY_STEP:-20s}
+	OVER=${CAPACITY_OVER:-20s}
+fi
+OUT=${CAPACITY_OUT:-runs/capacity-$(date +%Y%m%d-%H%M%S)}
+BASE=${CAPACITY_BASE_PORT:-8100}
+NODES=5
+
+work=$(mktemp -d -t redlab-capacity.XXXXXX)
+labdir=$work/lab
+lab_started=""
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$lab_started" ]; then
+		"$BIN" lab down --state-dir "$labdir" >"$work/lab-down.log" 2>&1 ||
+			{ echo "capacity: lab down failed:" >&2; cat "$work/lab-down.log" >&2; }
+	fi
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for off in 0 100 200; do
+	for i in $(seq 1 $NODES); do
+		port=$((BASE + off + i))
+		port_free "$port" || { echo "capacity: port $port is in use: set CAPACITY_BASE_PORT" >&2; exit 1; }
+	done
+done
+if [ -e "$OUT" ]; then
+	echo "capacity: $OUT exists: set CAPACITY_OUT" >&2
+	exit 1
+fi
+
+mkdir -p bin "$OUT"
+echo "capacity: building $BIN and $TABLE"
+"$GO" build -o "$BIN" ./cmd/redlab
+"$GO" build -o "$TABLE" ./loadgen/internal/capacitytable
+
+addrs() { # addrs OFFSET: the nodes' addresses at base+OFFSET+1..
+	local a=() i
+	for i in $(seq 1 $NODES); do a+=("127.0.0.1:$((BASE + $1 + i))"); done
+	(IFS=,; echo "${a[*]}")
+}
+
+# The lab's credentials and state directory (for --lab-cpu) reach redlab
+# through the environment, as `lab up` exports them.
+export REDLAB_STATE_DIR=$labdir REDLAB_CREDENTIALS=$labdir/credentials.json
+common=(--guard redlock --keys uniform:1000 --lab-cpu)
+setups=()
+for fsync in always everysec; do
+	echo "capacity: lab up, $NODES nodes, appendfsync $fsync"
+	lab_started=1
+	"$BIN" lab up --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
+		{ echo "capacity: lab up failed:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
+	for path in fronts direct; do
+		dir=$OUT/$path-$fsync
+		nodes=$(addrs 0)
+		[ "$path" = direct ] && nodes=$(addrs 100)
+		echo "capacity: $path, appendfsync $fsync: sweep $RATES, $STEP steps"
+		rc=0
+		"$BIN" sweep "${common[@]}" --nodes "$nodes" --rates "$RATES" --step-duration "$STEP" \
+			--slo 'acquire.p99<10ms' --slo 'outcomes.reserved>=99%' --out "$dir/sweep" >"$dir.sweep.log" 2>&1 || rc=$?
+		# 99: no rate met the SLO, which the table says.
+		if [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
+			echo "capacity: sweep failed (exit $rc):" >&2
+			cat "$dir.sweep.log" >&2
+			exit 1
+		fi
+		knee=$("$TABLE" -knee "$dir/sweep")
+		if [ "$knee" != 0 ]; then
+			over=$(awk -v k="$knee" 'BEGIN { printf "%g", 3 * k }')
+			echo "capacity: $path, appendfsync $fsync: knee ${knee}/s; $OVER at ${over}/s"
+			"$BIN" load "${common[@]}" --nodes "$nodes" --rate "$over" --duration "$OVER" --out "$dir/over" >"$dir.over.log" 2>&1 ||
+				{ echo "capacity: load at ${over}/s failed:" >&2; cat "$dir.over.log" >&2; exit 1; }
+		else
+			echo "capacity: $path, appendfsync $fsync: no rate met the SLO"
+		fi
+		setups+=("$path:$fsync=$dir")
+	done
+done
+
+note="_\`make capacity\`, $(date -u +%Y-%m-%d): $NODES lab nodes, redlock guard, uniform:1000 keys, sweep steps of $STEP over $RATES /s, $OVER at three times the knee, $(nproc) CPUs; CPU summed over every process. Runs in \`$OUT\`._"
+if [ -n "${CAPACITY_QUICK:-}" ]; then
+	"$TABLE" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
+	echo "capacity: quick mode: README.md left as it is; the table is in $OUT/table.md"
+else
+	"$TABLE" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
+	"$TABLE" -note "$note" -readme README.md "${setups[@]}"
+	echo "capacity: README.md updated; the runs are in $OUT"
+fi
