@@ -59,7 +59,7 @@ type GuardResult struct {
 	AcquireP99Ms   float64               `json:"acquire_p99_ms"`
 	ThroughputPerS float64               `json:"throughput_per_s"`
 	// Availability is the share of requests that got an answer from the
-	// service's logic (not unavailable, not an error).
+	// service's logic (not unavailable, not overloaded, not an error).
 	Availability float64             `json:"availability"`
 	Expectations []ExpectationResult `json:"expectations"`
 	// RunDir is the guard's load run directory, relative to the drill's.
@@ -78,10 +78,13 @@ type Counts struct {
 	OutOfStock       int64 `json:"out_of_stock"`
 	Contended        int64 `json:"contended"`
 	Unavailable      int64 `json:"unavailable"`
-	Fenced           int64 `json:"fenced"`
-	Error            int64 `json:"error"`
-	Late             int64 `json:"late"`
-	Grants           int64 `json:"grants"`
+	// Overloaded are the requests the lock client's overload control
+	// turned away unsent.
+	Overloaded int64 `json:"overloaded"`
+	Fenced     int64 `json:"fenced"`
+	Error      int64 `json:"error"`
+	Late       int64 `json:"late"`
+	Grants     int64 `json:"grants"`
 }
 
 // PhaseResult is one phase of a guard.
@@ -91,6 +94,7 @@ type PhaseResult struct {
 	OutOfStock   int64   `json:"out_of_stock"`
 	Contended    int64   `json:"contended"`
 	Unavailable  int64   `json:"unavailable"`
+	Overloaded   int64   `json:"overloaded"`
 	Fenced       int64   `json:"fenced"`
 	Error        int64   `json:"error"`
 	Grants       int64   `json:"grants"`
@@ -147,11 +151,12 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				DoubleGrants: dg, LockViolations: lv, LostUpdates: safety.LostUpdates, Oversell: safety.Oversell,
 				FencedRejections: safety.FencedRejections, Requests: s.Requests,
 				Reserved: s.Outcomes["reserved"], OutOfStock: s.Outcomes["out_of_stock"], Contended: s.Outcomes["contended"],
-				Unavailable: s.Outcomes["unavailable"], Fenced: s.Outcomes["fenced"], Error: s.Outcomes["error"], Late: s.Outcomes["late"],
+				Unavailable: s.Outcomes["unavailable"], Overloaded: s.Outcomes["overloaded"], Fenced: s.Outcomes["fenced"],
+				Error: s.Outcomes["error"], Late: s.Outcomes["late"],
 			},
 			Phases: map[Phase]PhaseResult{},
 		}
-		out.Availability = availability(out.Counts.Requests, out.Counts.Unavailable+out.Counts.Error+out.Counts.Late)
+		out.Availability = availability(out.Counts.Requests, out.Counts.Unavailable+out.Counts.Overloaded+out.Counts.Error+out.Counts.Late)
 		for _, h := range holds {
 			if h.Guard == g {
 				out.Counts.Grants++
@@ -203,11 +208,12 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			ps := pr.Summary
 			r := PhaseResult{
 				Requests: ps.Requests, Reserved: ps.Outcomes["reserved"], OutOfStock: ps.Outcomes["out_of_stock"],
-				Contended: ps.Outcomes["contended"], Unavailable: ps.Outcomes["unavailable"], Fenced: ps.Outcomes["fenced"],
-				Error: ps.Outcomes["error"], Grants: grants[ph],
+				Contended: ps.Outcomes["contended"], Unavailable: ps.Outcomes["unavailable"], Overloaded: ps.Outcomes["overloaded"],
+				Fenced: ps.Outcomes["fenced"],
+				Error:  ps.Outcomes["error"], Grants: grants[ph],
 				AcquireP50Ms: ps.AcquireLatencyMs.P50, AcquireP99Ms: ps.AcquireLatencyMs.P99,
 			}
-			r.Availability = availability(r.Requests, r.Unavailable+r.Error)
+			r.Availability = availability(r.Requests, r.Unavailable+r.Overloaded+r.Error)
 			if d := time.Duration(phases[ph].EndNs - phases[ph].StartNs).Seconds(); d > 0 {
 				r.ReservedPerS = math.Round(float64(r.Reserved)/d*100) / 100
 			}

@@ -205,11 +205,11 @@ func printResult(w io.Writer, r *drill.Result, dir string) {
 	}
 	fmt.Fprintf(w, "drill %s: %s (seed %d) %s\n", r.Drill, verdict, r.Seed, dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "guard\trequests\treserved\tunavailable\tdouble grants\tlock violations\tlost updates\tfenced\tavailability\tacquire p99\t")
+	fmt.Fprintln(tw, "guard\trequests\treserved\tunavailable\toverloaded\tdouble grants\tlock violations\tlost updates\tfenced\tavailability\tacquire p99\t")
 	for _, g := range r.GuardOrder {
 		gr := r.Guards[g]
 		c := gr.Counts
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%.1f ms\t\n", g, c.Requests, c.Reserved, c.Unavailable,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%.1f ms\t\n", g, c.Requests, c.Reserved, c.Unavailable, c.Overloaded,
 			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, gr.Availability*100, gr.AcquireP99Ms)
 	}
 	tw.Flush()
