@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
+	"github.com/redlocklab/redlocklab/redlock"
 )
 
 // Result is result.json: a drill's verdict with the counts behind it.
@@ -183,9 +185,13 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		// Grants by phase; during counts only the grants made while every
 		// fault was in force, so that a fault applied node by node (or
 		// healed node by node) does not count the instants when only part
-		// of it held.
+		// of it held. A grant that returns within one node timeout of the
+		// last start may rest on votes cast before it (a round's votes
+		// arrive within a node timeout of its start): it is not counted
+		// as during either.
 		grants := map[Phase]int64{}
 		full := fullEffect(faults, loadEnd)
+		full.StartNs += int64(nodeTimeoutOf(spec.Workload, gr.guard))
 		for _, h := range holds {
 			if h.Guard != g {
 				continue
@@ -421,4 +427,13 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("drill: %w", err)
 	}
 	return nil
+}
+
+// nodeTimeoutOf is the node timeout guard g's lock clients ran with: the
+// spec's, or the redlock default.
+func nodeTimeoutOf(w Workload, g inventory.Guard) time.Duration {
+	if d := w.NodeTimeoutOf(g); d > 0 {
+		return d
+	}
+	return redlock.DefaultNodeTimeout
 }
