@@ -176,7 +176,11 @@ func (c Cell) Words() []string {
 	case c.DataLost && c.Oversell > 0:
 		out = append(out, fmt.Sprintf("data LOST (%d units, %d oversold)", c.LostUpdates, c.Oversell))
 	case c.DataLost:
-		out = append(out, fmt.Sprintf("data LOST (%d units)", c.LostUpdates))
+		unit := "units"
+		if c.LostUpdates == 1 {
+			unit = "unit"
+		}
+		out = append(out, fmt.Sprintf("data LOST (%d %s)", c.LostUpdates, unit))
 	default:
 		out = append(out, "data kept")
 	}
