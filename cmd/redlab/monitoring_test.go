@@ -162,8 +162,9 @@ func signals(e parser.Expr) []parser.Expr {
 //     RedisNodeNotFsyncAlways fires from the start;
 //   - load A (guard redlock, 30/s, lock TTL 60s, 200 keys);
 //   - load B (guard redlock-fenced, 10/s, one key, lock TTL 20ms, holds of
-//     40ms: every hold outlives its lock; overload control off, so that
-//     exhausted attempts retry): RedlockDoubleGrant fires, and
+//     250ms: every hold outlives its lock, and the request due 100ms later
+//     takes the expired lock while the first still holds; overload control
+//     off, so that exhausted attempts retry): RedlockDoubleGrant fires, and
 //     RedlockValidityMarginShrinking (a 20ms TTL keeps at most 89% of
 //     itself after the drift allowance);
 //   - node 3's maxmemory-policy set to allkeys-lru for a moment:
@@ -251,7 +252,7 @@ func TestLabMonitoringEndToEnd(t *testing.T) {
 			"--lock-ttl", "60s", "--node-timeout", "250ms", "--acquire-timeout", "5s", "--metrics-addr", "127.0.0.1:0",
 			"--interval", "1s", "--out", filepath.Join(runs, "a")},
 		{"load", "--guard", "redlock-fenced", "--worker", "1/2", "--rate", "20", "--duration", "90s", "--keys", "uniform:2",
-			"--lock-ttl", "20ms", "--hold", "40ms", "--node-timeout", "250ms", "--acquire-timeout", "2s", "--metrics-addr", "127.0.0.1:0",
+			"--lock-ttl", "20ms", "--hold", "250ms", "--node-timeout", "250ms", "--acquire-timeout", "2s", "--metrics-addr", "127.0.0.1:0",
 			// A 20ms TTL leaves little validity on a loaded machine: the
 			// retry budget would turn most exhausted attempts' retries
 			// away, and too few grants would overlap. This load is about
