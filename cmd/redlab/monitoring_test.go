@@ -273,7 +273,9 @@ func TestLabMonitoringEndToEnd(t *testing.T) {
 
 	// Both loads registered, and their reservations reach Prometheus.
 	waitFor(t, 60*time.Second, "both loads scraped", func() bool {
-		ss, _ := p.instant(`sum by (guard) (redlab_inventory_reservations_total{job="redlab-load", outcome="reserved"}) > 0`)
+		// Any outcome: most of load B's writes are fenced (its holders
+		// outlive their locks by design).
+		ss, _ := p.instant(`sum by (guard) (redlab_inventory_reservations_total{job="redlab-load"}) > 0`)
 		return len(ss) == 2
 	})
 	waitFor(t, 30*time.Second, "RedisNodeNotFsyncAlways firing for node 2", func() bool { return p.alertState("RedisNodeNotFsyncAlways") == "firing" })
