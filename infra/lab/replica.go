@@ -138,16 +138,7 @@ func (s *supervisor) superviseReplica(ctx context.Context) {
 		}
 		s.log.Printf("replica: adopting redis-server pid %d left by a previous supervisor", pid)
 		signalGroup(pid, syscall.SIGCONT)
-		p := &redisProc{pid: pid, adopted: true, done: make(chan struct{})}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			for alive(p.pid) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			p.exit = "exited (adopted: status unknown)"
-			close(p.done)
-		}()
+		p := s.adopt(pid)
 		s.setReplicaProc(p)
 	}
 	for {

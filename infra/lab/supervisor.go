@@ -289,16 +289,7 @@ func (s *supervisor) adoptOrphans() {
 			_ = s.rec.end(id, FaultPause, nil)
 			delete(s.st.Active, FaultPause)
 		}
-		p := &redisProc{pid: pid, adopted: true, done: make(chan struct{})}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			for alive(p.pid) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			p.exit = "exited (adopted: status unknown)"
-			close(p.done)
-		}()
+		p := s.adopt(pid)
 		s.mu.Lock()
 		s.proc = p
 		s.st.RedisPID = pid
@@ -666,4 +657,21 @@ func (s *supervisor) status() NodeStatus {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// adopt watches a redis-server left by a previous supervisor: it is not
+// this process's child, so its end is found by polling, and how it ended
+// is unknown.
+func (s *supervisor) adopt(pid int) *redisProc {
+	p := &redisProc{pid: pid, adopted: true, done: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for alive(p.pid) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.exit = "exited (adopted: status unknown)"
+		close(p.done)
+	}()
+	return p
 }
