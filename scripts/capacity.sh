@@ -5,6 +5,10 @@
 # each, `redlab sweep` finds the knee (the highest rate meeting
 # acquire.p99<10ms and outcomes.reserved>=99%) and `redlab load` then offers
 # three times it, with default settings, to measure goodput past the knee.
+# Last, a spike: CAPACITY_SPIKE (20 s) at three times the knee, then
+# CAPACITY_CALM (30 s) at half the knee; the table gives the time from the
+# drop until acquire p99 stays under 10 ms with 99% reserved (a collapse
+# that outlives its trigger never comes back).
 # Every run accounts the CPU of every process (--lab-cpu: the generator,
 # the redis-servers and the supervisors with their fronts; the supervisors
 # idle on the direct path). The table replaces what lies between the
@@ -29,10 +33,14 @@ if [ -n "${CAPACITY_QUICK:-}" ]; then
 	RATES=${CAPACITY_RATES:-50,100,200}
 	STEP=${CAPACITY_STEP:-3s}
 	OVER=${CAPACITY_OVER:-3s}
+	SPIKE=${CAPACITY_SPIKE:-3s}
+	CALM=${CAPACITY_CALM:-5s}
 else
 	RATES=${CAPACITY_RATES:-100,200,300,400,500,600,700,800,1000,1200,1400,1600,2000,2400}
 	STEP=${CAPACITY_STEP:-20s}
 	OVER=${CAPACITY_OVER:-20s}
+	SPIKE=${CAPACITY_SPIKE:-20s}
+	CALM=${CAPACITY_CALM:-30s}
 fi
 OUT=${CAPACITY_OUT:-runs/capacity-$(date +%Y%m%d-%H%M%S)}
 BASE=${CAPACITY_BASE_PORT:-8100}
@@ -108,6 +116,10 @@ for fsync in always everysec; do
 			echo "capacity: $path, appendfsync $fsync: knee ${knee}/s; $OVER at ${over}/s"
 			"$BIN" load "${common[@]}" --nodes "$nodes" --rate "$over" --duration "$OVER" --out "$dir/over" >"$dir.over.log" 2>&1 ||
 				{ echo "capacity: load at ${over}/s failed:" >&2; cat "$dir.over.log" >&2; exit 1; }
+			calm=$(awk -v k="$knee" 'BEGIN { printf "%g", k / 2 }')
+			echo "capacity: $path, appendfsync $fsync: spike, $SPIKE at ${over}/s then $CALM at ${calm}/s"
+			"$BIN" load "${common[@]}" --nodes "$nodes" --stages "0s:$over,$SPIKE:$over,0s:$calm,$CALM:$calm" --out "$dir/spike" >"$dir.spike.log" 2>&1 ||
+				{ echo "capacity: the spike failed:" >&2; cat "$dir.spike.log" >&2; exit 1; }
 		else
 			echo "capacity: $path, appendfsync $fsync: no rate met the SLO"
 		fi

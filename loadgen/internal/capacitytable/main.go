@@ -7,7 +7,10 @@
 //	go run ./loadgen/internal/capacitytable [-readme README.md] [-note TEXT] PATH:FSYNC=DIR ...
 //
 // PATH is fronts or direct; DIR holds the setup's sweep in DIR/sweep and,
-// when the sweep found a knee, the run at three times it in DIR/over. With
+// when the sweep found a knee, the run at three times it in DIR/over and
+// the spike in DIR/spike: a few seconds at three times the knee, then half
+// the knee, for the time acquire p99 takes to be back under 10 ms (with 99%
+// of the operations reserved) for good. With
 // -readme, the table replaces what lies between the file's capacity markers
 // (BeginMarker, EndMarker); without, it is printed.
 //
@@ -28,7 +31,15 @@ import (
 	"strconv"
 	"strings"
 
+	"time"
+
 	"github.com/redlocklab/redlocklab/loadgen"
+)
+
+// The SLO a spike's recovery is judged by, the sweep's.
+const (
+	recoveryP99      = 10 * time.Millisecond
+	recoveryReserved = 0.99
 )
 
 // The markers around the table in the README.
@@ -93,9 +104,15 @@ type row struct {
 	// At the knee.
 	acquireP50, acquireP99 float64 // ms
 	cpuPerReserved         float64 // ms, every process; 0: not measured
+	genCPUPerReserved      float64 // ms, the load generator alone
 	goodput                float64 // reservations per second
 	// At three times the knee; overRate 0 when not run.
 	overRate, overGoodput float64
+	// The spike: spikeFor at spikeRate, then calmRate; spikeRate 0 when
+	// not run. recovered is false when the run ended outside the SLO.
+	spikeRate, calmRate float64
+	spikeFor, recovery  time.Duration
+	recovered           bool
 }
 
 func load(arg string) (row, error) {
@@ -125,6 +142,12 @@ func load(arg string) (row, error) {
 		s := rep.Summary
 		r.acquireP50, r.acquireP99 = s.AcquireLatencyMs.P50, s.AcquireLatencyMs.P99
 		r.cpuPerReserved, r.goodput = s.CPUMsPerReserved, goodput(s)
+		if n := s.Outcomes[loadgen.Reserved.String()]; n > 0 {
+			r.genCPUPerReserved = s.GeneratorCPUS * 1000 / float64(n)
+		}
+	}
+	if err := loadSpike(&r, filepath.Join(dir, "spike")); err != nil {
+		return row{}, fmt.Errorf("setup %s: %w", spec, err)
 	}
 	overDir := filepath.Join(dir, "over")
 	if _, err := os.Stat(overDir); err != nil {
@@ -138,6 +161,36 @@ func load(arg string) (row, error) {
 	return r, nil
 }
 
+// loadSpike reads the spike run in dir, if there is one: its stages go up
+// to the spike's rate, stay there, and drop to the calm rate; the recovery
+// is counted from the drop.
+func loadSpike(r *row, dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	rep, err := loadgen.LoadReport(dir)
+	if err != nil {
+		return err
+	}
+	st, err := loadgen.ParseStages(rep.Meta.Stages)
+	if err != nil {
+		return fmt.Errorf("spike run %s: %w", dir, err)
+	}
+	var at time.Duration
+	for i, x := range st {
+		if i > 0 && x.Rate < st[i-1].Rate {
+			r.spikeRate, r.calmRate, r.spikeFor = st[i-1].Rate, x.Rate, at
+			break
+		}
+		at += x.Duration
+	}
+	if r.spikeRate == 0 {
+		return fmt.Errorf("spike run %s: its stages %q never drop from the spike", dir, rep.Meta.Stages)
+	}
+	r.recovery, r.recovered = rep.Recovery(r.spikeFor, recoveryP99, recoveryReserved)
+	return nil
+}
+
 // goodput is the reservations made per second of the run.
 func goodput(s loadgen.Summary) float64 {
 	if s.DurationS <= 0 {
@@ -149,12 +202,19 @@ func goodput(s loadgen.Summary) float64 {
 var pathNames = map[string]string{"fronts": "lab fronts", "direct": "direct to redis-server"}
 
 func render(w io.Writer, rows []row, note string) {
-	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | goodput at knee /s | goodput at 3× knee /s | share |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | of which the generator ms | goodput at knee /s | goodput at 3× knee /s | share | back under the SLO after a spike |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.knee == 0 {
-			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | |\n", pathNames[r.path], r.fsync)
+			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | | | |\n", pathNames[r.path], r.fsync)
 			continue
+		}
+		spike := "not run"
+		switch {
+		case r.spikeRate > 0 && r.recovered:
+			spike = fmt.Sprintf("%.0f s", r.recovery.Seconds())
+		case r.spikeRate > 0:
+			spike = "not by the run's end"
 		}
 		over, share := "not run", ""
 		if r.overRate > 0 {
@@ -163,8 +223,18 @@ func render(w io.Writer, rows []row, note string) {
 				share = fmt.Sprintf("%.0f%%", r.overGoodput/r.goodput*100)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %s | %.0f | %s | %s |\n",
-			pathNames[r.path], r.fsync, r.knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"), r.goodput, over, share)
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |\n",
+			pathNames[r.path], r.fsync, r.knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
+			orDash(r.genCPUPerReserved, "%.2f"), r.goodput, over, share, spike)
+	}
+	// How the spikes were run, from the first one (the script runs them
+	// alike).
+	for _, r := range rows {
+		if r.spikeRate > 0 {
+			fmt.Fprintf(w, "\nSpike: %.0f s at three times the knee, then half the knee; \"back\" is the time from the drop until every later one-second interval has acquire p99 under %v and %.0f%% of its operations reserved.\n",
+				r.spikeFor.Seconds(), recoveryP99, recoveryReserved*100)
+			break
+		}
 	}
 	// The fronts' cost: each fsync policy's fronts row against its direct
 	// row, where both found a knee.

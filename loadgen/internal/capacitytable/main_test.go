@@ -5,20 +5,24 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRenderPairsFrontsWithDirect(t *testing.T) {
 	rows := []row{
-		{path: "fronts", fsync: "always", knee: 400, acquireP50: 0.60, acquireP99: 8, cpuPerReserved: 2.6, goodput: 398, overRate: 1200, overGoodput: 380},
-		{path: "direct", fsync: "always", knee: 500, acquireP50: 0.50, acquireP99: 6, cpuPerReserved: 2.0, goodput: 497, overRate: 1500, overGoodput: 470},
+		{path: "fronts", fsync: "always", knee: 400, acquireP50: 0.60, acquireP99: 8, cpuPerReserved: 2.6, genCPUPerReserved: 0.55, goodput: 398, overRate: 1200, overGoodput: 380,
+			spikeRate: 1200, calmRate: 200, spikeFor: 20 * time.Second, recovery: 3 * time.Second, recovered: true},
+		{path: "direct", fsync: "always", knee: 500, acquireP50: 0.50, acquireP99: 6, cpuPerReserved: 2.0, goodput: 497, overRate: 1500, overGoodput: 470,
+			spikeRate: 1500, calmRate: 250, spikeFor: 20 * time.Second},
 		{path: "fronts", fsync: "everysec", knee: 0},
 	}
 	var b bytes.Buffer
 	render(&b, rows, "measured somewhere")
 	got := b.String()
 	for _, want := range []string{
-		"| lab fronts | always | 400 | 0.60 | 8.00 | 2.60 | 398 | 380 (at 1200) | 95% |",
-		"| direct to redis-server | always | 500 | 0.50 | 6.00 | 2.00 | 497 | 470 (at 1500) | 95% |",
+		"| lab fronts | always | 400 | 0.60 | 8.00 | 2.60 | 0.55 | 398 | 380 (at 1200) | 95% | 3 s |",
+		"| direct to redis-server | always | 500 | 0.50 | 6.00 | 2.00 | – | 497 | 470 (at 1500) | 95% | not by the run's end |",
+		"Spike: 20 s at three times the knee, then half the knee;",
 		"| lab fronts | everysec | none met the SLO |",
 		"- appendfsync always, lab fronts against direct: CPU per reservation 1.30×, acquire p50 +0.10 ms, knee 0.80×.",
 		"\nmeasured somewhere\n",

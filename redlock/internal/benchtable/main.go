@@ -104,8 +104,12 @@ func find(rows []row, scenario, impl string) (row, bool) {
 	return row{}, false
 }
 
+// dur formats a duration in nanoseconds; "-" for a metric the run did not
+// report.
 func dur(ns float64) string {
 	switch {
+	case ns <= 0:
+		return "-"
 	case ns >= 1e6:
 		return fmt.Sprintf("%.2f ms", ns/1e6)
 	case ns >= 1e3:
@@ -115,7 +119,7 @@ func dur(ns float64) string {
 }
 
 func ratio(a, b float64) string {
-	if b == 0 {
+	if a <= 0 || b <= 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f×", a/b)
@@ -123,10 +127,10 @@ func ratio(a, b float64) string {
 
 func render(w io.Writer, rows []row) {
 	floor, hasFloor := find(rows, "healthy", "floor")
-	fmt.Fprintln(w, "| scenario | implementation | runs | time/op (acquire+release) | allocs/op | acquire p50 | acquire p99 | time/op vs floor | time/op vs redsync | p99 vs redsync |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| scenario | implementation | runs | time/op (acquire+release) | allocs/op | acquire p50 | acquire p99 | lock+unlock p99 | time/op vs floor | time/op vs redsync | p99 vs redsync | lock+unlock p99 vs redsync FailFast |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		vsFloor, vsRS, p99RS := "-", "-", "-"
+		vsFloor, vsRS, p99RS, cycleFF := "-", "-", "-", "-"
 		if hasFloor {
 			vsFloor = ratio(r.metrics["ns/op"], floor.metrics["ns/op"])
 		}
@@ -134,9 +138,12 @@ func render(w io.Writer, rows []row) {
 			vsRS = ratio(r.metrics["ns/op"], rs.metrics["ns/op"])
 			p99RS = ratio(r.metrics["p99-ns"], rs.metrics["p99-ns"])
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %s | %s | %s | %s | %s |\n",
+		if ff, ok := find(rows, r.scenario, "redsync-failfast"); ok && r.impl != "floor" {
+			cycleFF = ratio(r.metrics["cycle-p99-ns"], ff.metrics["cycle-p99-ns"])
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.scenario, r.impl, r.runs, dur(r.metrics["ns/op"]), r.metrics["allocs/op"],
-			dur(r.metrics["p50-ns"]), dur(r.metrics["p99-ns"]), vsFloor, vsRS, p99RS)
+			dur(r.metrics["p50-ns"]), dur(r.metrics["p99-ns"]), dur(r.metrics["cycle-p99-ns"]), vsFloor, vsRS, p99RS, cycleFF)
 	}
 	fmt.Fprintln(w)
 	for _, g := range headlines(rows) {
@@ -168,6 +175,14 @@ func headlines(rows []row) []string {
 			x, dur(slowOurs.metrics["p99-ns"]), dur(slowRS.metrics["p99-ns"])))
 		out = append(out, fmt.Sprintf("(for reference, one slow node, acquire p50: %.1f× lower, %s vs %s)",
 			slowRS.metrics["p50-ns"]/slowOurs.metrics["p50-ns"], dur(slowOurs.metrics["p50-ns"]), dur(slowRS.metrics["p50-ns"])))
+	}
+	for _, sc := range []string{"healthy", "slow"} {
+		o, ok1 := find(rows, sc, "redlock")
+		ff, ok2 := find(rows, sc, "redsync-failfast")
+		if ok1 && ok2 && ff.metrics["cycle-p99-ns"] > 0 {
+			out = append(out, fmt.Sprintf("%s, sequential lock+unlock p99 against redsync WithFailFast(true): %.2f× (%s vs %s)",
+				sc, o.metrics["cycle-p99-ns"]/ff.metrics["cycle-p99-ns"], dur(o.metrics["cycle-p99-ns"]), dur(ff.metrics["cycle-p99-ns"])))
+		}
 	}
 	return out
 }

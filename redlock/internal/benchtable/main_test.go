@@ -10,7 +10,8 @@ BenchmarkLock/healthy/floor-2     	  2000	    100000 ns/op	     40000 p50-ns	   
 BenchmarkLock/healthy/floor-2     	  2000	    120000 ns/op	     42000 p50-ns	     95000 p99-ns	     500 B/op	      10 allocs/op
 BenchmarkLock/healthy/redlock-2   	  2000	    150000 ns/op	     70000 p50-ns	    200000 p99-ns	    9000 B/op	     150 allocs/op
 BenchmarkLock/healthy/redsync-2   	  2000	    300000 ns/op	    150000 p50-ns	    400000 p99-ns	    5000 B/op	     140 allocs/op
-BenchmarkLock/slow/redlock-2      	  2000	    200000 ns/op	     80000 p50-ns	    300000 p99-ns	    9000 B/op	     160 allocs/op
+BenchmarkLock/slow/redlock-2      	  2000	    200000 ns/op	     80000 p50-ns	    300000 p99-ns	    600000 cycle-p99-ns	    9000 B/op	     160 allocs/op
+BenchmarkLock/slow/redsync-failfast-2	  2000	    210000 ns/op	     90000 p50-ns	    350000 p99-ns	    800000 cycle-p99-ns	    5000 B/op	     140 allocs/op
 BenchmarkLock/slow/redsync-2      	  2000	  45000000 ns/op	  22000000 p50-ns	  25000000 p99-ns	    5000 B/op	     140 allocs/op
 PASS
 `
@@ -20,8 +21,8 @@ func TestParseMedians(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 5 {
-		t.Fatalf("got %d rows, want 5", len(rows))
+	if len(rows) != 6 {
+		t.Fatalf("got %d rows, want 6", len(rows))
 	}
 	for _, tc := range []struct {
 		scenario, impl, unit string
@@ -52,7 +53,9 @@ func TestRenderHeadlines(t *testing.T) {
 	render(&b, rows)
 	out := b.String()
 	for _, want := range []string{
-		"| healthy | redlock | 1 | 150 µs | 150 | 70 µs | 200 µs | 1.36× | 0.50× | 0.50× |",
+		"| healthy | redlock | 1 | 150 µs | 150 | 70 µs | 200 µs | - | 1.36× | 0.50× | 0.50× | - |",
+		"| slow | redlock | 1 | 200 µs | 160 | 80 µs | 300 µs | 600 µs | 1.82× | 0.00× | 0.01× | 0.75× |",
+		"slow, sequential lock+unlock p99 against redsync WithFailFast(true): 0.75× (600 µs vs 800 µs)",
 		"healthy, Acquire+Release against the single-node floor: 1.36× (150 µs vs 110 µs)",
 		"healthy, against redsync's defaults: 0.50× redsync's time (150 µs vs 300 µs)",
 		"one slow node, acquire p99 against redsync's defaults: 83.3× lower (300 µs vs 25.00 ms)",
