@@ -24,9 +24,10 @@ import (
 // $REDLAB_MACHINE_CACHE overrides it.
 const DefaultCacheDir = "/var/cache/redlock-lab/machines"
 
-// DefaultMirror is the Debian archive debootstrap and APT download from.
-// $REDLAB_DEBIAN_MIRROR overrides it.
-const DefaultMirror = "http://deb.debian.org/debian"
+// The Debian archive debootstrap and APT download from is
+// $REDLAB_DEBIAN_MIRROR, else the host's own (HostMirror): whatever archive
+// the host installs its packages from, so an image builds wherever the host
+// can install packages.
 
 // imageMarker is written last into a finished image: a directory without it
 // is a build that did not complete.
@@ -105,8 +106,8 @@ type ImageConfig struct {
 	// CacheDir holds the images; default $REDLAB_MACHINE_CACHE, else
 	// DefaultCacheDir.
 	CacheDir string
-	// Mirror is the Debian archive; default $REDLAB_DEBIAN_MIRROR, else
-	// DefaultMirror.
+	// Mirror is the Debian archive; default $REDLAB_DEBIAN_MIRROR, else the
+	// host's (HostMirror), looked up only when an image must be built.
 	Mirror string
 	// Log receives one line when a build starts and one when it ends, and
 	// where its output is kept; nil discards them.
@@ -122,9 +123,6 @@ func (c ImageConfig) withDefaults() ImageConfig {
 	}
 	if c.Mirror == "" {
 		c.Mirror = os.Getenv("REDLAB_DEBIAN_MIRROR")
-	}
-	if c.Mirror == "" {
-		c.Mirror = DefaultMirror
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -180,6 +178,11 @@ func built(dir string) bool {
 func build(ctx context.Context, cfg ImageConfig, img Image) (err error) {
 	for _, prog := range []string{"debootstrap", "systemd-nspawn"} {
 		if _, err := lookPath(prog); err != nil {
+			return err
+		}
+	}
+	if cfg.Mirror == "" {
+		if cfg.Mirror, err = HostMirror("/"); err != nil {
 			return err
 		}
 	}
