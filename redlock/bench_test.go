@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +203,68 @@ func benchRedsync(b *testing.B, addrs []string, opts ...redsync.Option) {
 	}
 	b.StopTimer()
 	lat.report(b)
+}
+
+// BenchmarkSaturated offers a node set that serves a fixed number of
+// requests per second (three nodes behind fronts that each serve one request
+// per 4 ms, the model of saturated CPUs; see saturated) its capacity, then
+// three and eight times it, open loop, for a few seconds each, with the
+// default overload control. It reports goodput ("granted/s": lock+unlock
+// pairs that succeeded per second) and, past capacity, goodput as a share of
+// what the run at capacity achieved ("share-of-1x"). Without the overload
+// control, a load past capacity is metastable: timeouts feed retries and
+// cleanups, and goodput falls to a fraction. The load does not depend on
+// b.N; run it with -benchtime 1x.
+func BenchmarkSaturated(b *testing.B) {
+	const (
+		service     = 4 * time.Millisecond
+		capacity    = 100 // lock+unlock pairs per second, a little under the nodes' 125
+		nodeTimeout = 50 * time.Millisecond
+		runFor      = 5 * time.Second
+	)
+	addrs, _ := saturated(b, 3, service)
+	var atCapacity float64
+	for _, x := range []int{1, 3, 8} {
+		b.Run(fmt.Sprintf("%dx", x), func(b *testing.B) {
+			c := newClient(b, addrs, nodeTimeout)
+			rate := capacity * x
+			granted := offer(b, c, rate, runFor)
+			goodput := float64(granted) / runFor.Seconds()
+			b.ReportMetric(goodput, "granted/s")
+			if x == 1 {
+				atCapacity = goodput
+			} else if atCapacity > 0 {
+				b.ReportMetric(goodput/atCapacity, "share-of-1x")
+			}
+		})
+	}
+}
+
+// offer calls Acquire then Release on c at rate per second for d, each call
+// on a key of its own with a second to succeed, and returns how many
+// succeeded.
+func offer(b *testing.B, c *redlock.Client, rate int, d time.Duration) int64 {
+	ctx := context.Background()
+	var (
+		granted atomic.Int64
+		wg      sync.WaitGroup
+	)
+	prefix := fmt.Sprintf("saturated:%s:%d:", b.Name(), time.Now().UnixNano())
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for i := range int(d.Seconds() * float64(rate)) {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			l, err := c.Acquire(actx, prefix+strconv.Itoa(i), 10*time.Second)
+			if err == nil && l.Release(ctx) == nil {
+				granted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return granted.Load()
 }

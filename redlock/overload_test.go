@@ -16,14 +16,14 @@ import (
 // taking service for every request: the model of a node whose CPU is
 // saturated. It returns the fronts' addresses and a function that lifts the
 // saturation.
-func saturated(t *testing.T, n int, service time.Duration) ([]string, func()) {
-	t.Helper()
-	cl := redistest.Start(t, n, redistest.Options{})
+func saturated(tb testing.TB, n int, service time.Duration) ([]string, func()) {
+	tb.Helper()
+	cl := redistest.Start(tb, n, redistest.Options{})
 	var addrs []string
 	var proxies []*redistest.Proxy
 	for _, node := range cl.Nodes {
-		p := redistest.NewProxy(t, node.Addr)
-		p.Saturate(t, service)
+		p := redistest.NewProxy(tb, node.Addr)
+		p.Saturate(tb, service)
 		proxies = append(proxies, p)
 		addrs = append(addrs, p.Addr)
 	}

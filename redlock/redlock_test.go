@@ -28,14 +28,14 @@ const calmTimeout = 5 * time.Second
 
 // newClient returns a Client over addrs that is closed, with its node
 // clients, at cleanup.
-func newClient(t *testing.T, addrs []string, nodeTimeout time.Duration, opts ...redlock.Option) *redlock.Client {
-	t.Helper()
+func newClient(tb testing.TB, addrs []string, nodeTimeout time.Duration, opts ...redlock.Option) *redlock.Client {
+	tb.Helper()
 	nodes := redlock.NewNodes(addrs, redlock.WithNodeTimeout(nodeTimeout))
 	c, err := redlock.New(nodes, opts...)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		tb.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		c.Close()
 		for _, n := range nodes {
 			n.Close()
