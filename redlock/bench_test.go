@@ -268,3 +268,70 @@ func offer(b *testing.B, c *redlock.Client, rate int, d time.Duration) int64 {
 	wg.Wait()
 	return granted.Load()
 }
+
+// BenchmarkSlowNodeTail measures the tail of one whole lock+unlock with one
+// node of five 20 ms away, for this package and for redsync
+// WithFailFast(true), which also decides at quorum. The two alternate
+// iteration by iteration, so that whatever else the machine does falls on
+// both alike, on nodes of their own with appendfsync no: the disk's fsync
+// stalls would otherwise be the whole tail, and they are not the client's.
+// It reports both p99s ("ours-p99-ns", "failfast-p99-ns") and their ratio
+// ("p99-ratio": below 1, ours is shorter). Each of b.N iterations is one
+// lock+unlock of each.
+func BenchmarkSlowNodeTail(b *testing.B) {
+	cl := redistest.Start(b, 5, redistest.Options{AppendFsync: "no"})
+	addrs := cl.Addrs()
+	p := redistest.NewProxy(b, addrs[4])
+	p.AddLatency(b, 20*time.Millisecond, 0)
+	addrs[4] = p.Addr
+	ctx := context.Background()
+	c, err := redlock.New(nodes(b, addrs))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var pools []redsyncredis.Pool
+	for _, n := range nodes(b, addrs) {
+		pools = append(pools, goredis.NewPool(n))
+	}
+	rs := redsync.New(pools...)
+	ks := keys(b, 2*(b.N+warmup))
+	ours, theirs := newLatencies(b.N), newLatencies(b.N)
+	b.ResetTimer()
+	for i := range b.N + warmup {
+		t0 := time.Now()
+		l, err := c.Acquire(ctx, ks[2*i], benchTTL)
+		if err != nil {
+			b.Fatalf("Acquire: %v", err)
+		}
+		acquired := time.Now()
+		if err := l.Release(ctx); err != nil {
+			b.Fatalf("Release: %v", err)
+		}
+		if i >= warmup {
+			ours.add(t0, acquired)
+		}
+
+		m := rs.NewMutex(ks[2*i+1], redsync.WithFailFast(true))
+		t0 = time.Now()
+		if err := m.LockContext(ctx); err != nil {
+			b.Fatalf("Lock: %v", err)
+		}
+		acquired = time.Now()
+		if ok, err := m.UnlockContext(ctx); !ok {
+			b.Fatalf("Unlock: %v %v", ok, err)
+		}
+		if i >= warmup {
+			theirs.add(t0, acquired)
+		}
+	}
+	b.StopTimer()
+	p99 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[int(0.99*float64(len(d)-1))].Nanoseconds())
+	}
+	o, f := p99(ours.cycle), p99(theirs.cycle)
+	b.ReportMetric(o, "ours-p99-ns")
+	b.ReportMetric(f, "failfast-p99-ns")
+	b.ReportMetric(o/f, "p99-ratio")
+}

@@ -26,13 +26,14 @@ type Lock struct {
 	deadline    atomic.Int64 // since epoch
 
 	// late marks nodes whose SET was still in flight when the lock was
-	// granted; setsDone closes when those SETs have returned. Release waits
-	// for it on those nodes, so it cannot overtake a late SET.
-	late     []bool
-	setsDone <-chan struct{}
+	// granted. Release waits for a late node's own SET to return
+	// (set.answered[i]) before it deletes there, so it cannot overtake it;
+	// the other nodes, late or not, do not wait for it.
+	late []bool
 
 	// set is the acquire round: its answers say which nodes the SET may
-	// have written to (a late node's answer only once setsDone is closed).
+	// have written to (a late node's answer only once set.answered[i] is
+	// closed).
 	// extended adds, per node, what Extend learnt (extMayHold, extUnsure).
 	set      *round
 	extended []atomic.Uint32
@@ -50,7 +51,7 @@ const (
 
 // holds reports whether node i may hold the lock's key, and whether that is
 // unknown rather than known (see written). For a late node it must be called
-// only once setsDone is closed.
+// only once set.answered[i] is closed.
 func (l *Lock) holds(i int) (mayHold, unsure bool) {
 	mayHold, unsure = written(l.set.answers[i])
 	x := l.extended[i].Load()
@@ -351,9 +352,6 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 			l.late[i] = true
 		}
 	}
-	if l.late != nil {
-		l.setsDone = r.done
-	}
 	return l, ev, nil
 }
 
@@ -377,12 +375,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := releaseScript.Run
-		if l.late != nil && l.late[i] && !closed(l.setsDone) {
+		if l.late != nil && l.late[i] && !closed(l.set.answered[i]) {
 			// Wait for the late SET (bounded by its own timeout), then
 			// delete with a fresh budget, in one round trip (EVAL): a
 			// node this slow may miss the script and a NOSCRIPT retry
 			// would cost a second timeout.
-			<-l.setsDone
+			<-l.set.answered[i]
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(base, c.timeout)
 			defer cancel()

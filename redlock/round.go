@@ -26,8 +26,10 @@ type round struct {
 	done    chan struct{} // closed when every node goroutine has ended
 
 	// answers[i] is node i's own answer, written by its goroutine before
-	// it sends its reply: read it after receiving that reply, or after done.
-	answers []answer
+	// it sends its reply and closes answered[i]: read it after receiving
+	// that reply, after answered[i] is closed, or after done.
+	answers  []answer
+	answered []chan struct{}
 }
 
 // answer is what one node's request came to.
@@ -60,11 +62,15 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, a
 		return nil, ErrClosed
 	}
 	r := &round{
-		c:       c,
-		replies: make(chan reply, n),
-		decided: make(chan struct{}),
-		done:    make(chan struct{}),
-		answers: make([]answer, n),
+		c:        c,
+		replies:  make(chan reply, n),
+		decided:  make(chan struct{}),
+		done:     make(chan struct{}),
+		answers:  make([]answer, n),
+		answered: make([]chan struct{}, n),
+	}
+	for i := range r.answered {
+		r.answered[i] = make(chan struct{})
 	}
 	r.pending.Store(int32(n))
 	r.start = time.Now()
@@ -83,6 +89,7 @@ func (r *round) run(i int, node *redis.Client, op nodeOp, after afterOp) {
 		a.outcome = classify(a.err)
 	}
 	r.answers[i] = a
+	close(r.answered[i])
 	r.replies <- reply{node: i, answer: a, at: time.Since(r.start)}
 	if after != nil {
 		<-r.decided

@@ -1,8 +1,10 @@
 // Command benchtable turns the output of `go test -bench BenchmarkLock` (read
 // from stdin) into a markdown comparison table: per scenario and
-// implementation the median ns/op, allocs/op and acquire p50/p99 over all
-// runs (-count), with ratios against the single-node floor and against
-// redsync's defaults, followed by the headline ratios.
+// implementation the median ns/op, allocs/op, acquire p50/p99 and
+// lock+unlock p99 over all runs (-count), with ratios against the
+// single-node floor, redsync's defaults and redsync WithFailFast(true),
+// followed by the headline ratios; BenchmarkSlowNodeTail lines in the same
+// input add the slow-node tail headline.
 //
 //	go test -run '^$' -bench . -benchmem ./redlock/ | go run ./redlock/internal/benchtable
 package main
@@ -30,6 +32,10 @@ func main() {
 	render(os.Stdout, rows)
 }
 
+// tailName is the benchmark that alternates this package and redsync
+// WithFailFast(true) on a slow node; its metrics are read beside the rows.
+const tailName = "BenchmarkSlowNodeTail"
+
 // row is one benchmark (scenario/impl), its metrics the medians over runs.
 type row struct {
 	scenario, impl string
@@ -46,7 +52,7 @@ func parse(r io.Reader) ([]row, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLock/") {
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLock/") && !strings.HasPrefix(f[0], tailName) {
 			continue
 		}
 		name := f[0]
@@ -73,6 +79,9 @@ func parse(r io.Reader) ([]row, error) {
 	var rows []row
 	for _, name := range order {
 		parts := strings.Split(strings.TrimPrefix(name, "BenchmarkLock/"), "/")
+		if name == tailName {
+			parts = []string{"slow", "tail"}
+		}
 		if len(parts) != 2 {
 			continue
 		}
@@ -130,6 +139,9 @@ func render(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "| scenario | implementation | runs | time/op (acquire+release) | allocs/op | acquire p50 | acquire p99 | lock+unlock p99 | time/op vs floor | time/op vs redsync | p99 vs redsync | lock+unlock p99 vs redsync FailFast |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
+		if r.impl == "tail" {
+			continue // a headline, not a row
+		}
 		vsFloor, vsRS, p99RS, cycleFF := "-", "-", "-", "-"
 		if hasFloor {
 			vsFloor = ratio(r.metrics["ns/op"], floor.metrics["ns/op"])
@@ -175,6 +187,10 @@ func headlines(rows []row) []string {
 			x, dur(slowOurs.metrics["p99-ns"]), dur(slowRS.metrics["p99-ns"])))
 		out = append(out, fmt.Sprintf("(for reference, one slow node, acquire p50: %.1f× lower, %s vs %s)",
 			slowRS.metrics["p50-ns"]/slowOurs.metrics["p50-ns"], dur(slowOurs.metrics["p50-ns"]), dur(slowRS.metrics["p50-ns"])))
+	}
+	if t, ok := find(rows, "slow", "tail"); ok {
+		out = append(out, fmt.Sprintf("one slow node, lock+unlock p99 with the two alternating iteration by iteration (appendfsync no, median of %d runs): %.2f× redsync WithFailFast(true)'s (%s vs %s)",
+			t.runs, t.metrics["p99-ratio"], dur(t.metrics["ours-p99-ns"]), dur(t.metrics["failfast-p99-ns"])))
 	}
 	for _, sc := range []string{"healthy", "slow"} {
 		o, ok1 := find(rows, sc, "redlock")
