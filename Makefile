@@ -90,11 +90,11 @@ bench:
 	$(GO) test -run '^$$' -bench Engine -benchtime 2000000x ./loadgen/ | tee bin/bench-loadgen.txt
 	$(GO) test -run '^$$' -bench SeedMany -benchtime 3x ./inventory/ | tee bin/bench-seed.txt
 
-## capacity: the capacity table of README.md: knee, CPU per reservation and
-## goodput at three times the knee, through the lab fronts and direct, with
-## appendfsync always and everysec; about 20 minutes on an otherwise idle
-## machine. CAPACITY_QUICK=1 checks the script in two minutes and leaves
-## README.md alone. See scripts/capacity.sh.
+## capacity: the capacity table of README.md: knee, CPU per reservation,
+## goodput at three times the knee and the recovery after a spike past it,
+## through the lab fronts and direct, with appendfsync always and everysec;
+## about 25 minutes on an otherwise idle machine. CAPACITY_QUICK=1 checks the
+## script in about a minute and leaves README.md alone. See scripts/capacity.sh.
 capacity: setup-demo
 	GO=$(GO) bash scripts/capacity.sh
 

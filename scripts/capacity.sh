@@ -14,7 +14,7 @@
 # idle on the direct path). The table replaces what lies between the
 # capacity markers of README.md.
 #
-# The full run takes about 20 minutes and needs the machine to itself:
+# The full run takes about 25 minutes and needs the machine to itself:
 # whatever else runs shows up as latency and moves the knee.
 #
 # Knobs: CAPACITY_QUICK=1 (short steps and few rates, to check the script;
