@@ -30,7 +30,11 @@ func TestOverloadedHTTP(t *testing.T) {
 	ctx := context.Background()
 	r, err := OpenReplica(ctx, ReplicaConfig{
 		StoreDSN: "sqlite:" + filepath.Join(t.TempDir(), "inv.db"), Guard: GuardRedlock, Nodes: addrs,
-		NodeTimeout: 2 * time.Second, AcquireTimeout: 5 * time.Second,
+		// Timeouts far above the queue's 5 ms steps: a machine starved
+		// by other work must not turn the test's saturated nodes into
+		// unavailable ones. The initial limit, not a timeout, is what
+		// makes this burst overload the client.
+		NodeTimeout: 10 * time.Second, AcquireTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
