@@ -116,7 +116,7 @@ func waitForWaiter(t *testing.T, c *redlock.Client, n int) {
 
 func TestMaxConcurrentAttemptsWaiterCancelled(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithMaxConcurrentAttempts(1))
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxConcurrentAttempts(1))
 	ctx := testCtx(t)
 	held, err := c.Acquire(ctx, "adm-held", 10*time.Second)
 	if err != nil {
@@ -179,7 +179,7 @@ func TestMaxConcurrentAttemptsWaiterCancelled(t *testing.T) {
 
 func TestMaxConcurrentAttemptsCloseWakesWaiters(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithMaxConcurrentAttempts(1))
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxConcurrentAttempts(1))
 	ctx := testCtx(t)
 	free := redlock.HoldSlot(c)
 	defer free()

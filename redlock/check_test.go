@@ -52,7 +52,7 @@ func check(t *testing.T, c *redlock.Client, opts ...redlock.CheckOption) redlock
 
 func TestCheckWellConfigured(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
-	rep := check(t, newClient(t, cl.Addrs(), testTimeout), redlock.WithTTL(10*time.Second))
+	rep := check(t, newClient(t, cl.Addrs(), calmTimeout), redlock.WithTTL(time.Minute))
 	if rep.Critical() {
 		t.Errorf("got a critical finding on a well-configured cluster: %+v", rep.Findings)
 	}
@@ -74,7 +74,7 @@ func TestCheckFindsBadPractice(t *testing.T) {
 	good := redistest.Start(t, 1, redistest.Options{})
 	dead := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	addrs := []string{bad.Nodes[0].Addr, noAOF.Nodes[0].Addr, good.Nodes[0].Addr, good.Nodes[0].Addr, dead}
-	rep := check(t, newClient(t, addrs, testTimeout))
+	rep := check(t, newClient(t, addrs, calmTimeout))
 
 	if !rep.Critical() {
 		t.Errorf("got no critical finding, want some")
@@ -120,7 +120,7 @@ func TestCheckReplication(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	rep := check(t, newClient(t, []string{master.Nodes[0].Addr, replica.Nodes[0].Addr}, testTimeout))
+	rep := check(t, newClient(t, []string{master.Nodes[0].Addr, replica.Nodes[0].Addr}, calmTimeout))
 	if !rep.Critical() {
 		t.Fatal("got no critical finding for a master and its replica")
 	}
@@ -187,7 +187,7 @@ func TestCheckConfigDenied(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
-	nodes := redlock.NewNodes(cl.Addrs(), redlock.WithNodeTimeout(testTimeout), redlock.WithAuth("monitor", "secret"))
+	nodes := redlock.NewNodes(cl.Addrs(), redlock.WithNodeTimeout(calmTimeout), redlock.WithAuth("monitor", "secret"))
 	t.Cleanup(func() { nodes[0].Close() })
 	c, err := redlock.New(nodes)
 	if err != nil {
@@ -222,7 +222,7 @@ func TestCheckFixTexts(t *testing.T) {
 	dead := deadAddrs(t, 2)
 	// Six addresses (an even count), one server listed twice, two dead.
 	addrs := []string{bad.Nodes[0].Addr, good.Nodes[0].Addr, good.Nodes[1].Addr, good.Nodes[1].Addr, dead[0], dead[1]}
-	rep := check(t, newClient(t, addrs, testTimeout), redlock.WithTTL(30*time.Second))
+	rep := check(t, newClient(t, addrs, calmTimeout), redlock.WithTTL(30*time.Second))
 
 	for _, f := range rep.Findings {
 		if f.Severity == redlock.Info {

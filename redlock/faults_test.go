@@ -226,7 +226,7 @@ func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
 	// The default threshold; a cooldown long against the calls below, so
 	// that the first of them come while the breaker is open.
 	const cooldown = 2 * time.Second
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec), redlock.WithBreakerPolicy(0, cooldown))
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithBreakerPolicy(0, cooldown))
 	for _, n := range cl.Nodes[2:] {
 		n.Kill()
 	}
@@ -322,7 +322,7 @@ func TestCircuitBreakerOff(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
 	rec := &recorder{}
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec), redlock.WithCircuitBreaker(false),
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithCircuitBreaker(false),
 		redlock.WithMaxAttempts(2*redlock.DefaultBreakerThreshold), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
 	cl.Nodes[1].Kill()
 	cl.Nodes[2].Kill()
@@ -352,7 +352,7 @@ func TestExtendRestoresLostKey(t *testing.T) {
 	addrs := []string{volatile.Addr, cl.Nodes[0].Addr, cl.Nodes[1].Addr}
 	ctx := testCtx(t)
 	rec := &recorder{}
-	c := newClient(t, addrs, testTimeout, redlock.WithObserver(rec))
+	c := newClient(t, addrs, calmTimeout, redlock.WithObserver(rec))
 	plain := plainClients(t, nodes)
 
 	l, err := c.Acquire(ctx, "restore", 30*time.Second)

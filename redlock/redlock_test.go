@@ -15,9 +15,9 @@ import (
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
-// testTimeout is the node timeout of most tests: generous, because the race
-// detector and other builds share two cores; tests that are about timeouts
-// set their own.
+// testTimeout is a short node timeout, for the tests where a node's timeout
+// is what they look at or cannot change their verdict; tests that are about
+// something else use calmTimeout.
 const testTimeout = 250 * time.Millisecond
 
 // calmTimeout is the node timeout of tests that are not about timeouts: far
@@ -133,8 +133,8 @@ func TestInvalidArguments(t *testing.T) {
 func TestSecondClientWaitsForRelease(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	a := newClient(t, cl.Addrs(), testTimeout)
-	b := newClient(t, cl.Addrs(), testTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
+	a := newClient(t, cl.Addrs(), calmTimeout)
+	b := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
 
 	la, err := a.Acquire(ctx, "classic", 10*time.Second)
 	if err != nil {
@@ -176,7 +176,7 @@ func TestSecondClientWaitsForRelease(t *testing.T) {
 func TestKilledNodes(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
 
 	cl.Nodes[2].Kill()
 	l, err := c.Acquire(ctx, "killed", 5*time.Second)
@@ -210,8 +210,8 @@ func TestKilledNodes(t *testing.T) {
 func TestStaleReleaseKeepsNewHolder(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	a := newClient(t, cl.Addrs(), testTimeout)
-	b := newClient(t, cl.Addrs(), testTimeout)
+	a := newClient(t, cl.Addrs(), calmTimeout)
+	b := newClient(t, cl.Addrs(), calmTimeout)
 
 	la, err := a.Acquire(ctx, "stale", 100*time.Millisecond)
 	if err != nil {
@@ -238,7 +238,7 @@ func TestStaleReleaseKeepsNewHolder(t *testing.T) {
 func TestExtend(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), testTimeout)
+	c := newClient(t, cl.Addrs(), calmTimeout)
 
 	t.Run("within validity moves the TTL on a quorum", func(t *testing.T) {
 		l, err := c.Acquire(ctx, "extend", 2*time.Second)
@@ -610,8 +610,8 @@ func TestValidityExhausted(t *testing.T) {
 func TestContextErrorsStayVisible(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	holder := newClient(t, cl.Addrs(), testTimeout)
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithBackoff(redlock.RandomBackoff(5*time.Millisecond, 10*time.Millisecond)))
+	holder := newClient(t, cl.Addrs(), calmTimeout)
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithBackoff(redlock.RandomBackoff(5*time.Millisecond, 10*time.Millisecond)))
 	l, err := holder.Acquire(ctx, "ctx", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -650,7 +650,7 @@ func TestContextErrorsStayVisible(t *testing.T) {
 
 func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
-	c := newClient(t, cl.Addrs(), testTimeout)
+	c := newClient(t, cl.Addrs(), calmTimeout)
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -665,7 +665,7 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 func TestPing(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), testTimeout)
+	c := newClient(t, cl.Addrs(), calmTimeout)
 	for _, tc := range []struct {
 		kill    int
 		wantUp  int
@@ -816,7 +816,7 @@ func TestAcquireObserverSumsUpEveryCall(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
 	rec := &acquireRecorder{}
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec), redlock.WithMaxAttempts(3),
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithMaxAttempts(3),
 		redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
 	const ttl = 10 * time.Second
 
@@ -874,7 +874,7 @@ func TestExtendAfterExpiryIsObserved(t *testing.T) {
 	cl := redistest.Start(t, 3, redistest.Options{})
 	ctx := testCtx(t)
 	rec := &acquireRecorder{}
-	c := newClient(t, cl.Addrs(), testTimeout, redlock.WithObserver(rec))
+	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec))
 	l, err := c.Acquire(ctx, "short", 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
