@@ -42,12 +42,14 @@ func TestMachineSpecValidation(t *testing.T) {
 		t.Fatalf("good spec: %v", err)
 	}
 	for name, mutate := range map[string]func(s *NodeSpec){
-		"host loopback":    func(s *NodeSpec) { s.Machine.Address = "127.0.0.1" },
-		"not loopback":     func(s *NodeSpec) { s.Machine.Address = "10.0.0.1" },
-		"not an address":   func(s *NodeSpec) { s.Machine.NTPAddress = "ntp.example" },
-		"one address":      func(s *NodeSpec) { s.Machine.NTPAddress = s.Machine.Address },
-		"no user data":     func(s *NodeSpec) { s.Machine.UserData = nil },
-		"with a replica":   func(s *NodeSpec) { s.ReplicaPort, s.ReplicaLinkPort, s.ReplicaConf = 9401, 9501, []byte("port 9401\ndir /r\n") },
+		"host loopback":  func(s *NodeSpec) { s.Machine.Address = "127.0.0.1" },
+		"not loopback":   func(s *NodeSpec) { s.Machine.Address = "10.0.0.1" },
+		"not an address": func(s *NodeSpec) { s.Machine.NTPAddress = "ntp.example" },
+		"one address":    func(s *NodeSpec) { s.Machine.NTPAddress = s.Machine.Address },
+		"no user data":   func(s *NodeSpec) { s.Machine.UserData = nil },
+		"with a replica": func(s *NodeSpec) {
+			s.ReplicaPort, s.ReplicaLinkPort, s.ReplicaConf = 9401, 9501, []byte("port 9401\ndir /r\n")
+		},
 		"IPv6 is not ours": func(s *NodeSpec) { s.Machine.Address = "::1" },
 	} {
 		s := good
