@@ -268,6 +268,28 @@ func TestPhaseSpans(t *testing.T) {
 }
 
 // TestShippedSpecsParse: every runbook under runbooks/drills is a valid spec.
+// TestShippedMachineSpecsParse reads the drills written for a lab of
+// machines (runbooks/machines): every one asks for machines.
+func TestShippedMachineSpecsParse(t *testing.T) {
+	files, err := filepath.Glob("../runbooks/machines/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no drill runbooks in runbooks/machines")
+	}
+	for _, f := range files {
+		s, err := ReadFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if !s.Lab.Machines {
+			t.Errorf("%s: lab.machines is not true", f)
+		}
+	}
+}
+
 func TestShippedSpecsParse(t *testing.T) {
 	files, err := filepath.Glob("../runbooks/drills/*.md")
 	if err != nil {
