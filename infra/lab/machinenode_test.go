@@ -250,3 +250,33 @@ func machineJournal(t *testing.T, l *Lab, id int) string {
 	}
 	return string(out)
 }
+
+// TestUpRefusesMachinesWithoutTheirPrograms: with none of the programs a
+// machine needs on PATH, Up with Machines fails with ErrMachineHost, naming
+// them, before it creates anything.
+func TestUpRefusesMachinesWithoutTheirPrograms(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := CheckMachineHost()
+	if !errors.Is(err, ErrMachineHost) {
+		t.Fatalf("CheckMachineHost with an empty PATH: got %v, want %v", err, ErrMachineHost)
+	}
+	for _, prog := range []string{"systemd-nspawn", "nsenter", "chronyd", "debootstrap"} {
+		if !strings.Contains(err.Error(), prog) {
+			t.Errorf("CheckMachineHost: %q does not name %s", err, prog)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "lab")
+	_, err = Up(context.Background(), Config{
+		StateDir: dir, Machines: true, Redlab: "/bin/true", RedisServer: "/bin/true",
+		Terraform: "/bin/true", InfraDir: filepath.Join(repoRoot(t), "infra"),
+	})
+	if !errors.Is(err, ErrMachineHost) {
+		t.Fatalf("Up with machines: got %v, want %v", err, ErrMachineHost)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir after a refused up: %v, want not created", err)
+	}
+	if _, err := Up(context.Background(), Config{StateDir: dir, Machines: true, Replicas: 1}); err == nil || !strings.Contains(err.Error(), "replicas") {
+		t.Errorf("Up with machines and replicas: got %v, want refused", err)
+	}
+}
