@@ -62,13 +62,13 @@ const machineBootTimeout = 5 * time.Minute
 // machineNode is the machine-mode part of a supervisor.
 type machineNode struct {
 	m   *machine.Machine
-	dir string // the machine's directory: disk, work, root, console.log
 	ntp *ntpServer
 
-	// power is held by a power loss from its cut to its AOF cut, and by a
-	// boot: the machine boots again only once its disk is what the power
-	// loss left.
-	power chan struct{} // a one-slot semaphore, so that a boot can give up with ctx
+	// power is held by a power loss from its cut until the loop has seen
+	// it, and by a boot: the machine boots again only once its disk is
+	// what the power loss left. A one-slot semaphore, so that a wait for
+	// it can end with ctx.
+	power chan struct{}
 
 	// Guarded by the supervisor's mu.
 	leader int // the machine's systemd as this host sees it; 0 when off
@@ -107,7 +107,7 @@ func newMachineNode(ctx context.Context, spec NodeSpec, logger *log.Logger) (*ma
 	if err != nil {
 		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
 	}
-	return &machineNode{m: m, dir: dir, ntp: ntp, power: make(chan struct{}, 1)}, nil
+	return &machineNode{m: m, ntp: ntp, power: make(chan struct{}, 1)}, nil
 }
 
 // ntpDir holds a machine node's NTP server's configuration and pid file.
