@@ -42,6 +42,8 @@ type LabInfo struct {
 	RestartDelayMs float64  `json:"restart_delay_ms"`
 	// Replicas is 1 when every node had an asynchronous replica.
 	Replicas int `json:"replicas,omitempty"`
+	// Machines: every node was a systemd-nspawn machine.
+	Machines bool `json:"machines,omitempty"`
 }
 
 // Span is a phase's bounds: [StartNs, EndNs).

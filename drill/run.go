@@ -80,12 +80,21 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
 	cfg.RestartDelay = spec.Lab.RestartDelay
 	cfg.Replicas = spec.Lab.Replicas
+	cfg.Machines = cfg.Machines || spec.Lab.Machines
+	if cfg.Machines {
+		if err := CheckMachines(spec); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas); err != nil {
 		return nil, err
 	}
 	replicas := ""
 	if spec.Lab.Replicas > 0 {
 		replicas = ", an asynchronous replica per node"
+	}
+	if cfg.Machines {
+		replicas = ", systemd-nspawn machines"
 	}
 	logf("lab up: %d nodes, persistence %s, restart delay %v%s", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas)
 	l, err := lab.Up(ctx, cfg)
@@ -111,6 +120,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 		scrape = max(opts.Monitoring.ScrapeInterval, time.Millisecond)
 	}
 	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
+	if res != nil {
+		res.Lab.Machines = l.Machines()
+	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
 		err = ferr
 	}

@@ -5,8 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // ciDrills are the shipped drills CI runs on every change, each with its
@@ -25,34 +29,57 @@ var ciDrills = []string{
 	"replicas-as-nodes",
 }
 
+// ciMachineDrills run on a lab of machines (redlab drill --machines), about
+// two and a half minutes each on two cores: the power cut of a real machine,
+// its boot and the unit under systemd, judged like the process lab's.
+var ciMachineDrills = []string{
+	"power-loss-always-no-delay",
+}
+
 func TestShippedDrills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drills take about a minute each")
 	}
 	cfg := requireLab(t)
 	out := t.TempDir()
-	for _, name := range ciDrills {
-		t.Run(name, func(t *testing.T) {
+	run := func(t *testing.T, name string, args ...string) {
+		t.Run(strings.Join(append([]string{name}, args...), " "), func(t *testing.T) {
 			// The built binary, as users run it: the load generator is not
 			// slowed by the race detector, which would distort the drill.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, cfg.Redlab, "drill", filepath.Join("..", "runbooks", "drills", name+".md"), "--out", out)
+			dir := filepath.Join(out, strings.Join(append([]string{name}, args...), ""))
+			argv := append([]string{"drill", filepath.Join("..", "runbooks", "drills", name+".md"), "--out", dir}, args...)
+			cmd := exec.CommandContext(ctx, cfg.Redlab, argv...)
 			cmd.Env = append(os.Environ(), "REDLAB_TF="+cfg.Terraform)
 			outb, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("redlab drill %s: %v\n%s", name, err, outb)
 			}
-			res, err := ReadResult(filepath.Join(out, name))
+			res, err := ReadResult(filepath.Join(dir, name))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !res.Passed {
 				t.Errorf("exit 0 but result.json says failed:\n%s", outb)
 			}
-			checkAgainstHistory(t, filepath.Join(out, name))
+			if machines := len(args) > 0; res.Lab.Machines != machines {
+				t.Errorf("result.json: lab.machines %v, want %v", res.Lab.Machines, machines)
+			}
+			checkAgainstHistory(t, filepath.Join(dir, name))
 		})
 	}
+	for _, name := range ciDrills {
+		run(t, name)
+	}
+	t.Run("machines", func(t *testing.T) {
+		if err := lab.CheckMachineHost(); err != nil {
+			testenv.Missing(t, err.Error())
+		}
+		for _, name := range ciMachineDrills {
+			run(t, name, "--machines")
+		}
+	})
 }
 
 // checkAgainstHistory recomputes every guard's double grants and lock

@@ -84,6 +84,9 @@ type LabSpec struct {
 	// Replicas is 0 (independent nodes) or 1 (an asynchronous replica per
 	// node, which the failover fault promotes).
 	Replicas int
+	// Machines runs the drill on a lab of systemd-nspawn machines
+	// (lab.Config.Machines) instead of processes.
+	Machines bool
 }
 
 // Window is a named phase of a drill: [From, To) from the start of the load.
@@ -518,6 +521,21 @@ func (p *specParser) duration(e entry, min time.Duration) time.Duration {
 	return d
 }
 
+func (p *specParser) boolean(e entry) bool {
+	s, ok := p.scalar(e)
+	if !ok {
+		return false
+	}
+	switch s {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	p.fail(e.node, e.field, "want true or false, got %q", s)
+	return false
+}
+
 func (p *specParser) integer(e entry, lo, hi int64) int64 {
 	s, ok := p.scalar(e)
 	if !ok {
@@ -571,7 +589,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		case "title":
 			s.Title, _ = p.scalar(e)
 		case "lab":
-			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas") {
+			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines") {
 				switch le.key {
 				case "nodes":
 					s.Lab.Nodes = int(p.integer(le, 1, lab.MaxNodes))
@@ -581,6 +599,8 @@ func (p *specParser) spec(n ast.Node) *Spec {
 					s.Lab.RestartDelay = p.duration(le, 0)
 				case "replicas":
 					s.Lab.Replicas = int(p.integer(le, 0, 1))
+				case "machines":
+					s.Lab.Machines = p.boolean(le)
 				}
 			}
 		case "workload":
@@ -939,6 +959,16 @@ func (p *specParser) checkFaults(s *Spec) {
 			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: "failover promotes a node's replica: the lab needs replicas (lab: {replicas: 1})"}
 			return
 		}
+		if s.Lab.Machines {
+			if msg := machineFaultProblem(f); msg != "" {
+				p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: msg}
+				return
+			}
+		}
+	}
+	if s.Lab.Machines && s.Lab.Replicas > 0 {
+		p.err = &SpecError{File: p.file, Line: p.nameLine, Field: "lab.machines", Msg: "machines and replicas do not go together: a machine runs one redis-server under systemd"}
+		return
 	}
 	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 }
@@ -1081,4 +1111,32 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 	}
 	x.Threshold = t
 	return x, nil
+}
+
+// machineFaultProblem says why a lab of machines cannot apply f, or "".
+func machineFaultProblem(f Fault) string {
+	switch {
+	case f.Kind == FaultClockJump || f.Kind == FaultClockRate:
+		return fmt.Sprintf("%s models the clock through keys' TTLs; a machine's clock is the host's: run it on the process lab", f.Kind)
+	case f.Kind == FaultFailover:
+		return "failover needs replicas, which a lab of machines does not have"
+	case f.Kind == FaultRestart && f.Delay != 0:
+		return "on a machine restart is `systemctl restart`, which starts at once: only delay 0 (kill waits the restart delay)"
+	}
+	return ""
+}
+
+// CheckMachines reports why spec cannot run on a lab of machines (the
+// --machines of `redlab drill`), or nil. A spec that asks for machines
+// itself was checked when it was read.
+func CheckMachines(spec *Spec) error {
+	if spec.Lab.Replicas > 0 {
+		return fmt.Errorf("drill %s: machines and replicas do not go together: a machine runs one redis-server under systemd", spec.Name)
+	}
+	for i, f := range spec.Faults {
+		if msg := machineFaultProblem(f); msg != "" {
+			return fmt.Errorf("drill %s: faults[%d] (line %d): %s", spec.Name, i, f.Line, msg)
+		}
+	}
+	return nil
 }

@@ -100,6 +100,8 @@ func TestParseErrors(t *testing.T) {
 		{"failover without replicas", "fault: power-loss, nodes", "fault: failover, nodes", 8, "faults[0].fault: failover promotes a node's replica: the lab needs replicas"},
 		{"lag on another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], lag: 2s}", 8, "power-loss takes no lag (it applies to failover)"},
 		{"two replicas", "restart_delay: 0s}", "restart_delay: 0s, replicas: 2}", 4, "lab.replicas: want a whole number from 0 to 1, got \"2\""},
+		{"machines not a bool", "restart_delay: 0s}", "restart_delay: 0s, machines: yes}", 4, "lab.machines: want true or false, got \"yes\""},
+		{"machines with replicas", "restart_delay: 0s}", "restart_delay: 0s, machines: true, replicas: 1}", 2, "lab.machines: machines and replicas do not go together"},
 		{"bad node timeout", "lock_ttl: 10s,", "lock_ttl: 10s, node_timeout: fast,", 6, "workload.node_timeout: want a duration of at least 1ms, like 50ms, or default, got \"fast\""},
 		{"guard option for an unknown guard", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {zookeeper: {node_timeout: default}},", 6, "workload.guard_options.zookeeper: unknown guard"},
 		{"guard option for a guard not in the workload", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {redsync: {node_timeout: default}},", 6, "workload.guard_options.redsync: guard redsync is not in workload.guards"},
@@ -266,6 +268,28 @@ func TestPhaseSpans(t *testing.T) {
 }
 
 // TestShippedSpecsParse: every runbook under runbooks/drills is a valid spec.
+// TestShippedMachineSpecsParse reads the drills written for a lab of
+// machines (runbooks/machines): every one asks for machines.
+func TestShippedMachineSpecsParse(t *testing.T) {
+	files, err := filepath.Glob("../runbooks/machines/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no drill runbooks in runbooks/machines")
+	}
+	for _, f := range files {
+		s, err := ReadFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if !s.Lab.Machines {
+			t.Errorf("%s: lab.machines is not true", f)
+		}
+	}
+}
+
 func TestShippedSpecsParse(t *testing.T) {
 	files, err := filepath.Glob("../runbooks/drills/*.md")
 	if err != nil {
@@ -305,5 +329,46 @@ func TestFullEffect(t *testing.T) {
 	seq := []FaultRecord{{ID: "a", Event: "start", AtNs: 1}, {ID: "a", Event: "end", AtNs: 2}, {ID: "b", Event: "start", AtNs: 3}, {ID: "b", Event: "end", AtNs: 4}}
 	if sp := fullEffect(seq, 30*s); sp.EndNs >= sp.StartNs {
 		t.Errorf("sequential faults: got %+v, want an empty span", sp)
+	}
+}
+
+func TestParseMachines(t *testing.T) {
+	onMachines := strings.Replace(goodSpec, "restart_delay: 0s}", "restart_delay: 0s, machines: true}", 1)
+	s, err := Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(onMachines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Lab.Machines {
+		t.Errorf("lab: got %+v, want machines", s.Lab)
+	}
+	if err := CheckMachines(s); err != nil {
+		t.Errorf("CheckMachines of a power-loss drill: %v", err)
+	}
+	for name, fault := range map[string]string{
+		"clock-jump":         "{at: 10s, fault: clock-jump, nodes: [3], by: 5s}",
+		"clock-rate":         "{at: 10s, fault: clock-rate, nodes: [3], factor: 2, for: 5s}",
+		"restart with delay": "{at: 10s, fault: restart, nodes: [3], delay: 2s}",
+	} {
+		spec := strings.Replace(goodSpec, "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", fault, 1)
+		s, err := Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(spec))
+		if err != nil {
+			t.Fatalf("%s on processes: %v", name, err)
+		}
+		if err := CheckMachines(s); err == nil {
+			t.Errorf("%s: CheckMachines accepted it, want it refused before the lab is up", name)
+		}
+		_, err = Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(strings.Replace(spec, "restart_delay: 0s}", "restart_delay: 0s, machines: true}", 1)))
+		var se *SpecError
+		if !errors.As(err, &se) || se.Line != 8 || se.Field != "faults[0].fault" {
+			t.Errorf("%s with machines: true: got %v, want a spec error on faults[0].fault, line 8", name, err)
+		}
+	}
+	restartNow := strings.Replace(goodSpec, "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: restart, nodes: [3]}", 1)
+	s, err = Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(restartNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckMachines(s); err != nil {
+		t.Errorf("restart at once on machines: %v, want accepted (systemctl restart)", err)
 	}
 }

@@ -24,6 +24,7 @@ func newDrillCmd(e *env) *cobra.Command {
 		matrix     string
 		seed       uint64
 		monitoring bool
+		machines   bool
 		mcfg       = lab.MonitoringConfig{ScrapeInterval: time.Second, AlertForMax: 5 * time.Second}
 	)
 	c := &cobra.Command{
@@ -42,6 +43,11 @@ fault log) and one load run directory per guard (<guard>/run/report.html).
 
 With --matrix DIR every *.md in DIR runs, and OUT gets matrix.md,
 matrix.json and matrix.html: drills × guards.
+
+With --machines (or 'machines: true' in a drill's lab:) the nodes are
+systemd-nspawn machines booted from the module's user data (see 'redlab lab
+up --machines'); drills with faults a machine cannot apply (clock-jump,
+clock-rate, failover, restart with a delay) are refused before any runs.
 
 With --monitoring the lab also runs its exporters and Prometheus (as 'lab up
 --monitoring'), every guard's metrics are scraped, and Prometheus keeps its
@@ -89,6 +95,13 @@ not run, 2 usage or spec error.`,
 			if err := uniqueNames(specs); err != nil {
 				return usageErrorf("%v", err)
 			}
+			if machines {
+				for _, s := range specs {
+					if err := drill.CheckMachines(s); err != nil {
+						return usageErrorf("--machines: %v", err)
+					}
+				}
+			}
 			if !monitoring && (c.Flags().Changed("scrape-interval") || c.Flags().Changed("alert-for-max")) {
 				return usageErrorf("--scrape-interval and --alert-for-max configure --monitoring")
 			}
@@ -99,6 +112,7 @@ not run, 2 usage or spec error.`,
 				return usageErrorf("--alert-for-max %v: want 0 or a whole number of milliseconds", d)
 			}
 			opts := drill.Options{Out: out, Log: e.stderr}
+			opts.Lab.Machines = machines
 			if monitoring {
 				opts.Monitoring = &mcfg
 			}
@@ -113,6 +127,7 @@ not run, 2 usage or spec error.`,
 	c.Flags().StringVar(&out, "out", "runs/drills", "directory for the drills' results (OUT/<drill>/); an earlier run of a drill there is replaced")
 	c.Flags().StringVar(&matrix, "matrix", "", "run every drill in this directory and write matrix.md, matrix.json and matrix.html into --out")
 	c.Flags().Uint64Var(&seed, "seed", 0, "seed for every drill's key and quantity draws (default: each spec's workload.seed)")
+	c.Flags().BoolVar(&machines, "machines", false, "run every drill on a lab of systemd-nspawn machines (lab up --machines: real systemd, chrony and restart guard; needs root) instead of processes; a drill's own 'lab: {machines: true}' asks for it too")
 	c.Flags().BoolVar(&monitoring, "monitoring", false, "run the lab's exporters and Prometheus during each drill and keep Prometheus's data in OUT/<drill>/prometheus")
 	c.Flags().DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: scrape and rule evaluation interval")
 	c.Flags().DurationVar(&mcfg.AlertForMax, "alert-for-max", mcfg.AlertForMax, "with --monitoring: cap every alert's 'for:' (a drill's faults last seconds; 0 keeps the rules as written)")

@@ -26,7 +26,9 @@ and supervised by 'redlab node run', created with OpenTofu/Terraform
 Node N's proxy (what clients use) is 127.0.0.1:base+N, its redis-server
 127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N; with
 --replicas 1, its replica 127.0.0.1:base+300+N and the front of the
-replica's replication link 127.0.0.1:base+400+N.
+replica's replication link 127.0.0.1:base+400+N. With 'lab up --machines'
+every node is a systemd-nspawn machine whose redis-server listens on
+127.80.x.y:base+100+N (x.y: the proxy port's two bytes).
 The tofu/terraform binary: $REDLAB_TF, else tofu, else terraform on PATH,
 else ./bin/tofu (make tools).`,
 	}
@@ -98,6 +100,12 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("replicas") {
 					cfg.Replicas = was.Replicas
 				}
+				if !fs.Changed("machines") {
+					cfg.Machines = was.Machines
+				}
+			}
+			if cfg.Machines && cfg.Replicas > 0 {
+				return usageErrorf("--machines with --replicas 1: a machine runs one redis-server under systemd; replicas need the process lab")
 			}
 			if cfg.Replicas < 0 || cfg.Replicas > 1 {
 				return usageErrorf("--replicas %d: want 0 (independent nodes) or 1 (an asynchronous replica per node, the mistake 'fault failover' shows)", cfg.Replicas)
@@ -148,6 +156,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.Replicas() > 0 {
 				replicas = ", one asynchronous replica per node (not independent nodes: doctor flags them)"
 			}
+			if l.Machines() {
+				replicas = ", every node a systemd-nspawn machine"
+			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
 				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
@@ -170,6 +181,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "appendfsync of every node (always, everysec or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
+	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
 	fs.BoolVar(&monitoring, "monitoring", false, "also run one redis_exporter per node and a Prometheus with the lab's rules (kept by a later lab up unless --monitoring=false)")
@@ -249,7 +261,7 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			if asJSON {
 				return writeJSON(e.stdout, labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
-					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
+					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
 				})
 			}
 			printLabStatus(e.stdout, l, sts)
@@ -276,6 +288,7 @@ type labStatusJSON struct {
 	NodePersistence []lab.Persistence `json:"node_persistence"`
 	RestartDelay    lab.Duration      `json:"restart_delay"`
 	Replicas        int               `json:"replicas"`
+	Machines        bool              `json:"machines"`
 	Addrs           []string          `json:"addrs"`
 	Nodes           []lab.NodeStatus  `json:"nodes"`
 	// Monitoring is the lab's Prometheus and exporters, when on.
@@ -320,6 +333,9 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 		delay = "0s (a crashed node restarts at once)"
 	}
 	fmt.Fprintf(w, "\nrestart delay %s. Power-loss fidelity: %s\n", delay, l.Persistence().KillNote())
+	if l.Machines() {
+		fmt.Fprintln(w, "Nodes are systemd-nspawn machines: redlock-redis.service, chrony and the restart guard under real systemd; REDIS PID is the host's view.")
+	}
 }
 
 // replicaText sums a replicated node's pair up in a few words.

@@ -38,6 +38,8 @@ type nodeOptions struct {
 	confB64, guardB64            string
 	replicaPort, replicaLinkPort int
 	replicaConfB64               string
+	machineAddress, ntpAddress   string
+	cloudInitB64                 string
 }
 
 func (o *nodeOptions) flags(fs *pflag.FlagSet) {
@@ -53,6 +55,9 @@ func (o *nodeOptions) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.replicaPort, "replica-port", 0, "the node's replica's redis-server port (replicated labs only)")
 	fs.IntVar(&o.replicaLinkPort, "replica-link-port", 0, "the port of the front the replica's replication link goes through")
 	fs.StringVar(&o.replicaConfB64, "replica-conf-b64", "", "the replica's rendered redis.conf, base64")
+	fs.StringVar(&o.machineAddress, "machine-address", "", "machines only: the machine's loopback address (redis-server binds it)")
+	fs.StringVar(&o.ntpAddress, "ntp-address", "", "machines only: the loopback address the supervisor serves NTP on")
+	fs.StringVar(&o.cloudInitB64, "cloud-init-b64", "", "machines only: the node's cloud-init user data, base64 (boots the node as a machine)")
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
@@ -84,6 +89,17 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 			return spec, false, fmt.Errorf("--replica-conf-b64: %w", err)
 		}
 	}
+	var machine *lab.MachineSpec
+	if o.cloudInitB64 != "" || o.machineAddress != "" || o.ntpAddress != "" {
+		if o.cloudInitB64 == "" || o.machineAddress == "" || o.ntpAddress == "" {
+			return spec, false, errors.New("--cloud-init-b64, --machine-address and --ntp-address go together")
+		}
+		ud, err := base64.StdEncoding.DecodeString(o.cloudInitB64)
+		if err != nil {
+			return spec, false, fmt.Errorf("--cloud-init-b64: %w", err)
+		}
+		machine = &lab.MachineSpec{Address: o.machineAddress, NTPAddress: o.ntpAddress, UserData: ud}
+	}
 	if o.controlPort == 0 && o.port > 0 {
 		o.controlPort = o.port + 200
 	}
@@ -91,6 +107,7 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 		ID: o.id, StateDir: dir, Port: o.port, RedisPort: o.redisPort, ControlPort: o.controlPort,
 		RestartDelay: lab.Duration(o.restartDelay), RedisServer: o.redisServer, Conf: conf, Guard: guard,
 		ReplicaPort: o.replicaPort, ReplicaLinkPort: o.replicaLinkPort, ReplicaConf: replicaConf,
+		Machine: machine,
 	}
 	return spec, true, spec.Validate()
 }
@@ -98,7 +115,7 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
 	var o nodeOptions
 	c := &cobra.Command{
-		Use: sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64]]",
+		Use: sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64]]",
 		RunE: func(c *cobra.Command, _ []string) error {
 			spec, full, err := o.spec()
 			if err != nil {

@@ -169,7 +169,7 @@ func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, req faultReques
 }
 
 // do calls a node's control endpoint. Errors the supervisor reports keep
-// their identity (ErrNotRunning, ErrInvalid).
+// their identity (ErrNotRunning, ErrInvalid, ErrUnsupported).
 func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any) error {
 	var r io.Reader
 	if body != nil {
@@ -203,6 +203,8 @@ func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any
 			return &remoteError{msg: eb.Error, is: ErrNotRunning}
 		case "invalid":
 			return &remoteError{msg: eb.Error, is: ErrInvalid}
+		case "unsupported":
+			return &remoteError{msg: eb.Error, is: ErrUnsupported}
 		}
 		return errors.New(eb.Error)
 	}

@@ -53,7 +53,7 @@ type FaultResult struct {
 
 type errorBody struct {
 	Error string `json:"error"`
-	Code  string `json:"code"` // not_running | invalid | internal
+	Code  string `json:"code"` // not_running | invalid | unsupported | internal
 }
 
 func (s *supervisor) handler() http.Handler {
@@ -93,12 +93,23 @@ func writeError(w http.ResponseWriter, err error) {
 		body.Code, code = "not_running", http.StatusConflict
 	case errors.Is(err, ErrInvalid):
 		body.Code, code = "invalid", http.StatusBadRequest
+	case errors.Is(err, ErrUnsupported):
+		body.Code, code = "unsupported", http.StatusBadRequest
 	}
 	writeJSON(w, code, body)
 }
 
 // apply runs one fault request.
 func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
+	if s.mach != nil {
+		return s.applyMachine(ctx, kind, req)
+	}
+	return s.applyProcess(ctx, kind, req)
+}
+
+// applyProcess runs one fault request on a process node; a machine node
+// shares the faults that act on the front or the process alone.
+func (s *supervisor) applyProcess(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
 	switch kind {
 	case string(FaultKill):
 		return s.kill(ctx, nil)

@@ -46,6 +46,31 @@
 // process, which is then the replica; the network faults act on the node's
 // address, so on the promoted master.
 //
+// Machines (Config.Machines, `redlab lab up --machines`) make every node a
+// Debian 12 systemd-nspawn machine (package infra/machine) booted from the
+// cloud-init user data infra/modules/redis-node renders (infra/envs/local
+// with machines = true): redlock-redis.service, chrony and the restart guard
+// run under real systemd, with the VM's paths. The lab's differences are
+// module inputs: the machine's own loopback address (127.80.x.y, x.y the
+// two bytes of the node's proxy port, so two labs never share one), the
+// redis port BasePort+100+N, the lab's admin user (lab_admin_password), the
+// exact restart delay, and an NTP source: the node's supervisor runs a
+// `chronyd -x` on 127.81.x.y, started before the machine boots and stopped
+// after it is gone. The supervisor owns the machine (it boots it; the
+// machine dies with it) and keeps the front, the control endpoint and the
+// fault records, with the same meaning as for processes. kill is a SIGKILL
+// of redis-server's host PID (systemd restarts it through the guard, which
+// waits the delay); restart is `systemctl restart` (delay 0 only: it starts
+// at once); power-loss cuts the machine's power, applies the everysec AOF
+// cut to the files on its disk, and boots it again (the guard waits: the
+// boot marker on tmpfs is gone); stop and start are systemctl's; pause is
+// SIGSTOP of the host PID; the network faults stay at the front.
+// clock-jump, clock-rate and failover are refused (ErrUnsupported) before
+// anything changes. Machines need root, systemd-nspawn, nsenter, chronyd
+// and debootstrap (CheckMachineHost); the first boot of a lab takes tens of
+// seconds (cloud-init, chrony's first update, the guard's wait). Down
+// removes every machine, mount, NTP server and file.
+//
 // Persistence is per node (Config.NodePersistence): always, everysec or
 // none. A kill -9 of redis-server keeps the writes it already handed to the
 // kernel (they sit in the page cache), so a kill cannot tell appendfsync

@@ -122,6 +122,14 @@ type Config struct {
 	// behind the node's address. This is the "replicas as nodes" mistake;
 	// see Failover.
 	Replicas int
+	// Machines boots every node as a Debian 12 systemd-nspawn machine
+	// (infra/machine) from the cloud-init user data infra/modules/redis-node
+	// renders, so that the production unit, chrony and the restart guard
+	// run under real systemd (see machinenode.go). It needs root,
+	// systemd-nspawn, nsenter, chronyd and, the first time on a host,
+	// debootstrap and Debian's archive; Up refuses without them. Not with
+	// Replicas.
+	Machines bool
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.
 	Redlab string
@@ -195,6 +203,9 @@ func (c Config) validate() error {
 	if c.Replicas < 0 || c.Replicas > 1 {
 		return fmt.Errorf("lab: replicas %d: want 0 (independent nodes) or 1 (one asynchronous replica per node)", c.Replicas)
 	}
+	if c.Machines && c.Replicas > 0 {
+		return fmt.Errorf("lab: machines with replicas: a machine runs one redis-server under systemd; use the process lab for replicas")
+	}
 	if top := c.topOffset(); c.BasePort < 1024 || c.BasePort+top+c.Count > 65535 {
 		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Count)
 	}
@@ -252,6 +263,7 @@ func (c Config) vars() map[string]string {
 		"redlab_bin":            c.Redlab,
 		"redis_server_path":     c.RedisServer,
 		"replicas":              strconv.Itoa(c.Replicas),
+		"machines":              strconv.FormatBool(c.Machines),
 	}
 }
 
@@ -278,6 +290,7 @@ type labFile struct {
 	RestartDelay    Duration      `json:"restart_delay"`
 	NoRestartDelay  bool          `json:"no_restart_delay,omitempty"`
 	Replicas        int           `json:"replicas,omitempty"`
+	Machines        bool          `json:"machines,omitempty"`
 	Redlab          string        `json:"redlab"`
 	RedisServer     string        `json:"redis_server"`
 	Terraform       string        `json:"terraform"`
@@ -370,6 +383,9 @@ func (l *Lab) NoRestartDelay() bool { return l.f.NoRestartDelay }
 // Replicas is how many asynchronous replicas each node has (0 or 1).
 func (l *Lab) Replicas() int { return l.f.Replicas }
 
+// Machines reports whether the nodes are machines (Config.Machines).
+func (l *Lab) Machines() bool { return l.f.Machines }
+
 // Config returns the configuration the lab was brought up with: a `lab up`
 // that changes one setting starts from it, so the others stay as they are.
 // Profiles every node shares come back as one item, so a new Count keeps
@@ -382,7 +398,7 @@ func (l *Lab) Config() Config {
 	return Config{
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
 		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
-		Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
+		Machines: l.f.Machines, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
 	}
 }
 
@@ -435,6 +451,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if cfg.Machines {
+		if err := checkMachineHost(ctx, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkPorts(cfg); err != nil {
 		return nil, err
 	}
@@ -468,7 +489,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	f := labFile{
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
-		Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+		Machines: cfg.Machines, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
 	}
 	if old != nil {
 		f.Nodes = old.f.Nodes
@@ -518,6 +539,16 @@ func checkPorts(cfg Config) error {
 		if readJSONFile(filepath.Join(nodeDir(cfg.StateDir, id), specFile), &have) == nil {
 			for _, p := range []int{have.Port, have.RedisPort, have.ControlPort, have.ReplicaPort, have.ReplicaLinkPort} {
 				own[p] = true
+			}
+		}
+		if cfg.Machines {
+			addr, _ := machineAddresses(cfg.BasePort + id)
+			if port := cfg.BasePort + redisPortOffset + id; !own[port] {
+				l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+				if err != nil {
+					return fmt.Errorf("lab: node %d's machine address %s:%d is in use (choose another --base-port): %w", id, addr, port, err)
+				}
+				l.Close()
 			}
 		}
 		for _, off := range cfg.portOffsets() {
@@ -638,7 +669,7 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	c := Config{
 		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
 		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay, Replicas: f.Replicas,
-		Redlab: f.Redlab, RedisServer: f.RedisServer,
+		Machines: f.Machines, Redlab: f.Redlab, RedisServer: f.RedisServer,
 	}
 	return tf.Destroy(ctx, c.vars())
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,10 @@ const (
 	redisPIDFile      = "redis.pid"
 	supervisorLogFile = "supervisor.log"
 	freshMarker       = "fresh"
+	// userDataFile is a machine node's cloud-init user data, machineDir its
+	// machine's directory (disk, mounted root, console.log).
+	userDataFile = "user-data"
+	machineDir   = "machine"
 	// replicaConfFile is the replica's rendered redis.conf; its data and
 	// log live where that file's dir and logfile say (nodeN/replica/).
 	replicaConfFile = "replica.conf"
@@ -97,6 +102,23 @@ type NodeSpec struct {
 	ReplicaPort     int    `json:"replica_port,omitempty"`
 	ReplicaLinkPort int    `json:"replica_link_port,omitempty"`
 	ReplicaConf     []byte `json:"-"`
+	// Machine, when set, makes the node a machine (see machinenode.go):
+	// Conf and Guard then describe what runs inside it, and the supervisor
+	// runs neither itself.
+	Machine *MachineSpec `json:"machine,omitempty"`
+}
+
+// MachineSpec is what a node booted as a machine needs besides the ports.
+type MachineSpec struct {
+	// Address is the machine's own loopback address: redis-server binds
+	// it, on RedisPort.
+	Address string `json:"address"`
+	// NTPAddress is where the node's supervisor serves the host's time to
+	// the machine's chrony.
+	NTPAddress string `json:"ntp_address"`
+	// UserData is infra/modules/redis-node's cloud_init for the node; it
+	// lives in its own file (mode 0600: it embeds the ACL's hashes).
+	UserData []byte `json:"-"`
 }
 
 // hasReplica reports whether the node runs a replica.
@@ -143,6 +165,22 @@ func (s NodeSpec) Validate() error {
 		return fmt.Errorf("lab: node %d: redis.conf and restart guard are required", s.ID)
 	}
 	rc := parseRedisConf(s.Conf)
+	if m := s.Machine; m != nil {
+		if s.hasReplica() {
+			return fmt.Errorf("lab: node %d: a machine runs no replica", s.ID)
+		}
+		for name, a := range map[string]string{"machine address": m.Address, "NTP address": m.NTPAddress} {
+			if ip := net.ParseIP(a); ip == nil || ip.To4() == nil || !ip.IsLoopback() || a == "127.0.0.1" {
+				return fmt.Errorf("lab: node %d: %s %q: want an IPv4 loopback address of its own (not 127.0.0.1)", s.ID, name, a)
+			}
+		}
+		if m.Address == m.NTPAddress {
+			return fmt.Errorf("lab: node %d: the machine and its NTP server both on %s", s.ID, m.Address)
+		}
+		if len(m.UserData) == 0 {
+			return fmt.Errorf("lab: node %d: a machine needs its user data", s.ID)
+		}
+	}
 	if rc.port != s.RedisPort {
 		return fmt.Errorf("lab: node %d: rendered redis.conf has port %d, want redis port %d", s.ID, rc.port, s.RedisPort)
 	}
@@ -159,6 +197,16 @@ func (s NodeSpec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// hostConf is the node's rendered redis.conf with its paths as this host
+// sees them: a machine's are below its mounted root.
+func (s NodeSpec) hostConf() redisConf {
+	c := parseRedisConf(s.Conf)
+	if s.Machine != nil {
+		c.dir = filepath.Join(machineRoot(s), c.dir)
+	}
+	return c
 }
 
 // redisConf is what the supervisor reads back from the rendered redis.conf.

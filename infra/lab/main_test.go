@@ -484,7 +484,8 @@ func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 		if res.Fault == nil || res.Fault.Kind != FaultPowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != prof {
 			t.Fatalf("power-loss result: got %+v, want a power-loss fault on a %s node", res, prof)
 		}
-		eventually(t, 30*time.Second, "node answers after the power loss", func() error { return ping(t, l, id, 300*time.Millisecond) })
+		// A machine boots again first.
+		eventually(t, 2*time.Minute, "node answers after the power loss", func() error { return ping(t, l, id, 300*time.Millisecond) })
 		if after := status(t, l, id); after.RedisPID == before.RedisPID || after.Restarts != before.Restarts+1 {
 			t.Errorf("after power loss: pid %d restarts %d, want a new process and restarts %d", after.RedisPID, after.Restarts, before.Restarts+1)
 		}
@@ -563,7 +564,7 @@ func aofIncrBytes(t *testing.T, l *Lab, id int) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := parseRedisConf(spec.Conf)
+	conf := spec.hostConf()
 	files, err := readAOFManifest(filepath.Join(conf.aofDir(), conf.aofManifest()))
 	if err != nil {
 		t.Fatal(err)

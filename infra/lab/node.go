@@ -24,6 +24,25 @@ func PrepareNode(spec NodeSpec) error {
 		return err
 	}
 	dir := spec.dir()
+	if spec.Machine != nil {
+		// The rendered dir is inside the machine: nothing to make here.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		for _, f := range []struct {
+			name string
+			b    []byte
+			mode os.FileMode
+		}{{confFile, spec.Conf, 0o600}, {guardFile, spec.Guard, 0o644}, {userDataFile, spec.Machine.UserData, 0o600}} {
+			if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
+				return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+			}
+		}
+		if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
+			return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+		}
+		return nil
+	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("lab: %w", err)
@@ -73,6 +92,11 @@ func LoadNodeSpec(stateDir string, id int) (NodeSpec, error) {
 	}
 	if spec.Guard, err = os.ReadFile(spec.path(guardFile)); err != nil {
 		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	if spec.Machine != nil {
+		if spec.Machine.UserData, err = os.ReadFile(spec.path(userDataFile)); err != nil {
+			return spec, fmt.Errorf("lab: node %d: %w", id, err)
+		}
 	}
 	if spec.ReplicaPort != 0 {
 		if spec.ReplicaConf, err = os.ReadFile(spec.path(replicaConfFile)); err != nil {
@@ -135,6 +159,10 @@ func StartNode(ctx context.Context, redlab, stateDir string, id int) error {
 // supervisor's log when the supervisor exits.
 func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
 	limit := time.Duration(spec.RestartDelay) + 30*time.Second
+	if spec.Machine != nil {
+		// A boot, cloud-init, chrony's first update, then the guard's wait.
+		limit += machineBootTimeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	auth, err := redisAuth(spec)
@@ -191,18 +219,40 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 		return nil
 	}
 	var errs []error
+	limit := stopTimeout + guardTimeout + 5*time.Second
+	if fileExists(filepath.Join(dir, userDataFile)) {
+		limit += 35 * time.Second // the machine's orderly shutdown (machine.Close)
+	}
 	sups := scanProc(func(pid int) bool { return isSupervisor(pid, stateDir, id) })
 	for _, pid := range sups {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 	for _, pid := range sups {
-		if !waitGoneCtx(ctx, pid, stopTimeout+guardTimeout+5*time.Second) {
+		if !waitGoneCtx(ctx, pid, limit) {
 			errs = append(errs, fmt.Errorf("lab: node %d: supervisor pid %d ignored SIGTERM; killed", id, pid))
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			waitGone(pid, 5*time.Second)
 		}
 	}
 
+	if fileExists(filepath.Join(dir, userDataFile)) {
+		// A machine node: its redis.conf's dir is the machine's, so no
+		// process sweep by working directory (it would find other
+		// machines' redis-servers); its leftovers are the machine, its
+		// mounts and the NTP server.
+		if err := sweepMachine(ctx, dir); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("lab: node %d: %w", id, err))...)
+		}
+		for _, f := range []string{supervisorPIDFile, redisPIDFile} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		if purge {
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
 	dataDir := filepath.Join(dir, "data")
 	if conf, err := os.ReadFile(filepath.Join(dir, confFile)); err == nil {
 		if d := parseRedisConf(conf).dir; d != "" {

@@ -68,6 +68,7 @@ type supervisor struct {
 	direct *redis.Client // the private redis port, bypassing the proxy
 	auth   User          // how the supervisor logs in to its redis-servers
 	rep    *replicaSet   // nil unless the node has a replica
+	mach   *machineNode  // nil unless the node is a machine
 
 	mu          sync.Mutex
 	st          NodeStatus
@@ -119,7 +120,7 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	}
 	s := &supervisor{
 		spec:    spec,
-		conf:    parseRedisConf(spec.Conf),
+		conf:    spec.hostConf(),
 		log:     log.New(logw, fmt.Sprintf("node%d ", id), log.LstdFlags|log.Lmicroseconds),
 		rec:     newRecorder(spec.StateDir, spec.ID),
 		wake:    make(chan struct{}, 1),
@@ -127,8 +128,12 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		wantUp:  true,
 		auth:    auth,
 	}
+	redisAddr := "127.0.0.1:" + strconv.Itoa(spec.RedisPort)
+	if spec.Machine != nil {
+		redisAddr = net.JoinHostPort(spec.Machine.Address, strconv.Itoa(spec.RedisPort))
+	}
 	s.direct = redis.NewClient(&redis.Options{
-		Addr: "127.0.0.1:" + strconv.Itoa(spec.RedisPort), MaxRetries: -1,
+		Addr: redisAddr, MaxRetries: -1,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		PoolSize: 2, Username: auth.Name, Password: auth.Password,
 	})
@@ -147,7 +152,7 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	if spec.hasReplica() {
 		s.proxy, err = startSwitchedProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), s.masterAddr())
 	} else {
-		s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), "127.0.0.1:"+strconv.Itoa(spec.RedisPort))
+		s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), redisAddr)
 	}
 	if err != nil {
 		return err
@@ -159,6 +164,17 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 			return err
 		}
 		defer s.stopReplica()
+	}
+
+	if spec.Machine != nil {
+		if s.mach, err = newMachineNode(ctx, spec, s.log); err != nil {
+			return err
+		}
+		defer func() {
+			if err := s.mach.close(); err != nil {
+				s.log.Printf("machine: %v", err)
+			}
+		}()
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
@@ -192,7 +208,9 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 			s.aof.run(ctx.Done(), aofSampleEvery)
 		}()
 	}
-	s.adoptOrphans()
+	if s.mach == nil {
+		s.adoptOrphans()
+	}
 	if s.rep != nil {
 		s.wg.Add(2)
 		go func() {
@@ -205,8 +223,12 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		}()
 		s.log.Printf("replica: 127.0.0.1:%d follows through 127.0.0.1:%d", spec.ReplicaPort, spec.ReplicaLinkPort)
 	}
-	s.log.Printf("supervising: proxy 127.0.0.1:%d -> redis 127.0.0.1:%d, control 127.0.0.1:%d", spec.Port, spec.RedisPort, spec.ControlPort)
-	s.loop(ctx)
+	s.log.Printf("supervising: proxy 127.0.0.1:%d -> redis %s, control 127.0.0.1:%d", spec.Port, redisAddr, spec.ControlPort)
+	if s.mach != nil {
+		s.machineLoop(ctx)
+	} else {
+		s.loop(ctx)
+	}
 
 	s.stopBackground()
 	s.wg.Wait()

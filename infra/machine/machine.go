@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -448,4 +449,53 @@ func Lock(ctx context.Context, path string) (unlock func(), err error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// Sweep ends what a Machine whose owner died without Close left in dir (its
+// Config.Dir): the systemd-nspawn booted on dir/root, which takes its
+// container with it, and every mount under dir. Nothing else on the host is
+// touched. A directory with nothing left is fine.
+func Sweep(ctx context.Context, dir string) error {
+	root := filepath.Join(dir, "root")
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(argv), "\x00"), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "systemd-nspawn" && slices.Contains(args, "--directory="+root) {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		// PID 1 of its own namespace (see command): its container goes too.
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, pid := range pids {
+		for alive(pid) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("machine: sweep %s: systemd-nspawn %d: %w", dir, pid, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return unmountUnder(dir)
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	i := strings.LastIndexByte(string(data), ')')
+	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
 }

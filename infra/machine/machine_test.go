@@ -219,14 +219,3 @@ func bootAndWait(t *testing.T, dir string) {
 	fmt.Printf("leader=%d\n", m.Leader())
 	<-ctx.Done() // killed long before
 }
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	i := strings.LastIndexByte(string(data), ')')
-	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
-}

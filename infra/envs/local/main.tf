@@ -18,6 +18,14 @@
 #   - each node may have its own persistence profile;
 #   - replicas = 1 gives every node an asynchronous replica, the "replicas as
 #     nodes" mistake the lab demonstrates (see the replica locals below).
+#
+# machines = true boots each node as a Debian 12 systemd-nspawn machine
+# (infra/machine) from the module's cloud_init instead: the production unit,
+# chrony and the restart guard under real systemd, with the VM's paths. Its
+# differences from a VM are module inputs: bind_address (the machine's own
+# loopback address), port, lab_admin_password, max_lock_ttl/restart_margin/
+# clock_drift_ratio (the lab's exact delay) and ntp_servers (the node's
+# supervisor serves the host's time on a loopback address of its own).
 
 locals {
   nodes = {
@@ -34,21 +42,18 @@ locals {
       # One profile per node, or one for every node. A list of another
       # length fails terraform_data.node's precondition.
       persistence = try(var.persistence[i - 1], var.persistence[0])
+      # Machines only: the machine's loopback address and its supervisor's
+      # NTP server, both derived from the node's proxy port, which no other
+      # lab on this host can hold, so that two labs never share an address.
+      # 127.80/16 and 127.81/16 stay clear of infra/verify's 127.0.79.x.
+      machine_address = "127.80.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}"
+      ntp_address     = "127.81.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}"
     }
   }
 }
 
 locals {
-  # Appended to each node's rendered redis.conf. A real VM has no such user.
-  # The name is infra/lab's UserAdmin.
-  admin_acl = join("\n", [
-    "",
-    "# Lab only: the supervisor's user (readiness PING, the clock-jump and",
-    "# clock-rate models) and the lab's own experiments. Never on a real VM.",
-    "user admin on #${sha256(var.admin_password)} resetkeys ~* resetchannels &* +@all",
-    "",
-  ])
-  redis_conf = { for k, m in module.node : k => "${m.redis_conf}${local.admin_acl}" }
+  redis_conf = { for k, m in module.node : k => m.redis_conf }
 
   # Lab only: the replica's redis.conf is the master's (same persistence, same
   # ACL users) with its own port and directory; later lines win in redis.conf.
@@ -72,22 +77,29 @@ module "node" {
   source   = "../../modules/redis-node"
   for_each = local.nodes
 
-  port              = each.value.redis_port
-  bind_address      = "127.0.0.1"
-  max_lock_ttl      = var.restart_delay_seconds
-  restart_margin    = var.restart_margin
-  clock_drift_ratio = 0
-  maxmemory         = var.maxmemory
-  fsync             = each.value.persistence == "everysec" ? "everysec" : "always"
-  persistence       = each.value.persistence != "none"
-  acl_enabled       = true
-  redlock_password  = var.redlock_password
-  monitor_password  = var.monitor_password
-  data_dir          = "${each.value.dir}/data"
-  log_file          = "${each.value.dir}/redis.log"
-  guard_state_dir   = "${each.value.dir}/guard"
-  guard_runtime_dir = "${each.value.dir}/run"
-  redis_server_path = var.redis_server_path
+  port               = each.value.redis_port
+  bind_address       = var.machines ? each.value.machine_address : "127.0.0.1"
+  max_lock_ttl       = var.restart_delay_seconds
+  restart_margin     = var.restart_margin
+  clock_drift_ratio  = 0
+  maxmemory          = var.maxmemory
+  fsync              = each.value.persistence == "everysec" ? "everysec" : "always"
+  persistence        = each.value.persistence != "none"
+  acl_enabled        = true
+  redlock_password   = var.redlock_password
+  monitor_password   = var.monitor_password
+  lab_admin_password = var.admin_password
+  # A machine keeps the VM's paths (the module's defaults) on its own disk;
+  # a process node keeps its files under its node directory.
+  data_dir          = var.machines ? "/var/lib/redis" : "${each.value.dir}/data"
+  log_file          = var.machines ? "" : "${each.value.dir}/redis.log"
+  guard_state_dir   = var.machines ? "/var/lib/redis-guard" : "${each.value.dir}/guard"
+  guard_runtime_dir = var.machines ? "/run/redis-guard" : "${each.value.dir}/run"
+  redis_server_path = var.machines ? "/usr/bin/redis-server" : var.redis_server_path
+  # Polled every second: a machine that boots after a power cut waits in
+  # chronyc waitsync for its first update. Process nodes run no chrony.
+  ntp_servers       = var.machines ? [each.value.ntp_address] : ["127.0.0.1"]
+  ntp_poll_exponent = var.machines ? 0 : null
 }
 
 resource "terraform_data" "node" {
@@ -100,6 +112,7 @@ resource "terraform_data" "node" {
     guard        = sha256(module.node[each.key].restart_guard)
     ports        = "${each.value.port}/${each.value.redis_port}/${each.value.control_port}"
     redis_server = var.redis_server_path
+    machine      = var.machines ? sha256(nonsensitive(module.node[each.key].cloud_init)) : "none"
     replica      = var.replicas > 0 ? "${each.value.replica_port}/${each.value.replica_link_port}/${sha256(nonsensitive(local.replica_conf[each.key]))}" : "none"
   }
 
@@ -132,6 +145,10 @@ resource "terraform_data" "node" {
       "--replica-port", tostring(each.value.replica_port),
       "--replica-link-port", tostring(each.value.replica_link_port),
       "--replica-conf-b64", base64encode(nonsensitive(local.replica_conf[each.key])),
+      ] : [], var.machines ? [
+      "--machine-address", each.value.machine_address,
+      "--ntp-address", each.value.ntp_address,
+      "--cloud-init-b64", base64encode(nonsensitive(module.node[each.key].cloud_init)),
     ] : [])
     command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
   }
@@ -140,6 +157,10 @@ resource "terraform_data" "node" {
     precondition {
       condition     = length(var.persistence) == 1 || length(var.persistence) == var.node_count
       error_message = "persistence must list one profile for every node, or exactly node_count profiles (one per node)."
+    }
+    precondition {
+      condition     = !(var.machines && var.replicas > 0)
+      error_message = "machines and replicas do not go together: a machine runs one redis-server under systemd."
     }
     precondition {
       condition     = var.replicas == 0 || var.base_port + 499 <= 65535

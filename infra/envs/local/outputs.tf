@@ -1,10 +1,10 @@
 output "nodes" {
-  description = "Every node, in order: id, addr (the proxy, what clients use), redis_addr (redis-server itself), control (the supervisor's control endpoint), and with replicas replica_addr (the replica's redis-server) and replica_link (its replication link's front); both empty without replicas."
+  description = "Every node, in order: id, addr (the proxy, what clients use), redis_addr (redis-server itself: on the machine's address with machines), control (the supervisor's control endpoint), and with replicas replica_addr (the replica's redis-server) and replica_link (its replication link's front); both empty without replicas."
   value = [
     for i in range(1, var.node_count + 1) : {
       id           = i
       addr         = "127.0.0.1:${local.nodes[tostring(i)].port}"
-      redis_addr   = "127.0.0.1:${local.nodes[tostring(i)].redis_port}"
+      redis_addr   = "${var.machines ? local.nodes[tostring(i)].machine_address : "127.0.0.1"}:${local.nodes[tostring(i)].redis_port}"
       control      = "127.0.0.1:${local.nodes[tostring(i)].control_port}"
       replica_addr = var.replicas > 0 ? "127.0.0.1:${local.nodes[tostring(i)].replica_port}" : ""
       replica_link = var.replicas > 0 ? "127.0.0.1:${local.nodes[tostring(i)].replica_link_port}" : ""

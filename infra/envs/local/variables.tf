@@ -124,3 +124,9 @@ variable "admin_password" {
     error_message = "admin_password must be at least 16 characters."
   }
 }
+
+variable "machines" {
+  description = "false: every node is a redis-server process run by its supervisor (the fast default). true: every node is a Debian 12 systemd-nspawn machine (infra/machine, needs root) booted from the module's cloud_init, so that the production unit, chrony and the restart guard run under real systemd; the machine binds 127.80.x.y (derived from the node's proxy port) and its supervisor serves NTP on 127.81.x.y."
+  type        = bool
+  default     = false
+}

@@ -41,11 +41,14 @@ locals {
     "+latency|latest", "+latency|history", "+latency|doctor", "+memory|stats",
   ])
 
-  acl_lines = var.acl_enabled ? [
+  acl_lines = var.acl_enabled ? concat([
     "user default off resetpass resetkeys resetchannels -@all",
     "user redlock on #${sha256(coalesce(var.redlock_password, "-"))} resetkeys ~${var.lock_key_prefix}* resetchannels -@all ${join(" ", local.redlock_commands)}",
     "user monitor on #${sha256(coalesce(var.monitor_password, "-"))} resetkeys resetchannels -@all ${join(" ", local.monitor_commands)}",
-  ] : []
+    ], var.lab_admin_password == null ? [] : [
+    # Lab only (see lab_admin_password): the local lab's supervisor.
+    "user admin on #${sha256(var.lab_admin_password)} resetkeys ~* resetchannels &* +@all",
+  ]) : []
 
   redis_conf = templatefile("${path.module}/templates/redis.conf.tftpl", {
     bind_address = var.bind_address

@@ -148,6 +148,17 @@ variable "monitor_password" {
   }
 }
 
+variable "lab_admin_password" {
+  description = "Lab only, never on a real node: when set, the ACL gets a user \"admin\" with every command on every key and this password (at least 16 characters; only its SHA-256 reaches redis.conf). The local lab's supervisor logs in as admin for its readiness PING and its fault models. null (the default) renders no such user."
+  type        = string
+  default     = null
+  sensitive   = true
+  validation {
+    condition     = var.lab_admin_password == null ? true : length(var.lab_admin_password) >= 16
+    error_message = "lab_admin_password must be null or at least 16 characters."
+  }
+}
+
 variable "lock_key_prefix" {
   description = "Prefix of the keys the redlock user may touch (the ACL pattern is this prefix followed by *)."
   type        = string

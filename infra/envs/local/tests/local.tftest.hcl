@@ -254,3 +254,47 @@ run "replicas_base_port_room" {
   }
   expect_failures = [terraform_data.node]
 }
+
+run "machines" {
+  command = plan
+
+  variables {
+    node_count            = 3
+    base_port             = 9100
+    restart_delay_seconds = 3
+    machines              = true
+  }
+
+  assert {
+    condition     = output.addrs == ["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9103"]
+    error_message = "with machines, clients still use the proxies on base_port+N"
+  }
+  assert {
+    # 9102 = 35 * 256 + 142
+    condition     = output.nodes[1].redis_addr == "127.80.35.142:9202"
+    error_message = "node N's machine must bind 127.80.x.y derived from its proxy port, on base_port+100+N"
+  }
+  assert {
+    condition = alltrue([
+      strcontains(module.node["2"].redis_conf, "bind 127.80.35.142\n"),
+      strcontains(module.node["2"].redis_conf, "port 9202\n"),
+      strcontains(module.node["2"].redis_conf, "dir /var/lib/redis\n"),
+      strcontains(module.node["2"].redis_conf, "user admin on #${sha256("test-admin-password")} resetkeys ~* resetchannels &* +@all\n"),
+      strcontains(module.node["2"].chrony_conf, "server 127.81.35.142 prefer iburst minpoll 0 maxpoll 0\n"),
+      module.node["2"].restart_delay_seconds == 3,
+      strcontains(module.node["2"].cloud_init, "- path: /etc/redis/redlock.conf"),
+    ])
+    error_message = "a machine's user data must be the module's, with the lab's address, port, admin user, NTP source and exact delay as inputs"
+  }
+}
+
+run "machines_without_replicas" {
+  command = plan
+
+  variables {
+    machines = true
+    replicas = 1
+  }
+
+  expect_failures = [terraform_data.node]
+}

@@ -1,0 +1,616 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/machine"
+)
+
+// A machine node (NodeSpec.Machine, Config.Machines) is a Debian 12
+// systemd-nspawn machine booted from the node's cloud-init user data, so
+// that redlock-redis.service, chrony and the restart guard run under real
+// systemd. Its supervisor keeps the fault front, the control endpoint and
+// the fault records, and owns the machine: it boots it, and the machine
+// dies with it (infra/machine). It also serves the machine's chrony its
+// only NTP source, a `chronyd -x` on the node's NTPAddress, started before
+// the first boot and stopped after the machine is gone: one server per
+// node, so that nothing outlives the supervisor and a lab has no process
+// of its own to track.
+//
+// What the faults do on a machine:
+//
+//   - kill: SIGKILL of redis-server's host PID; systemd restarts it
+//     through the guard, which waits the restart delay (unclean stop).
+//   - restart: `systemctl restart` (a clean stop, so it starts at once);
+//     only a delay of 0 is supported.
+//   - power-loss: Machine.PowerCut, then (everysec) the AOF cut of the
+//     process lab applied to the files on the machine's disk, then a boot:
+//     the guard waits, since the boot marker on tmpfs is gone.
+//   - stop / start: `systemctl stop` / `systemctl start`.
+//   - pause: SIGSTOP / SIGCONT of the host PID.
+//   - partition, heal, latency: at the front, as in the process lab.
+//   - clock-jump, clock-rate and failover are refused (ErrUnsupported).
+//
+// The supervisor sees redis-server as the child of the machine's systemd
+// named redis-server; the node is up once it answers PING through the
+// machine's address, and the crash faults end at the last instant it was
+// seen not answering, as in the process lab.
+
+// machineUnit is the unit infra/modules/redis-node installs (its unit_name
+// output).
+const machineUnit = "redlock-redis.service"
+
+// ErrUnsupported is returned for a fault a machine node cannot apply; it is
+// returned before anything changes.
+var ErrUnsupported = errors.New("lab: not supported on machine nodes")
+
+// machineBootTimeout bounds one boot, up to systemd answering.
+const machineBootTimeout = 5 * time.Minute
+
+// machineNode is the machine-mode part of a supervisor.
+type machineNode struct {
+	m   *machine.Machine
+	ntp *ntpServer
+
+	// power is held by a power loss from its cut until the loop has seen
+	// it, and by a boot: the machine boots again only once its disk is
+	// what the power loss left. A one-slot semaphore, so that a wait for
+	// it can end with ctx.
+	power chan struct{}
+
+	// Guarded by the supervisor's mu.
+	leader int // the machine's systemd as this host sees it; 0 when off
+	boots  int
+}
+
+// machineRoot is where the machine's root is mounted on the host: the
+// rendered paths (/var/lib/redis) are below it.
+func machineRoot(spec NodeSpec) string { return filepath.Join(spec.path(machineDir), "root") }
+
+// newMachineNode ends what a previous supervisor of the node left (its
+// machine and NTP server), starts the NTP server and prepares the machine;
+// nothing boots yet.
+func newMachineNode(ctx context.Context, spec NodeSpec, logger *log.Logger) (*machineNode, error) {
+	dir := spec.path(machineDir)
+	if err := sweepMachine(ctx, spec.dir()); err != nil {
+		return nil, err
+	}
+	img, err := machine.EnsureImage(ctx, machine.ImageConfig{Log: logger.Writer()})
+	if err != nil {
+		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	m, err := machine.New(machine.Config{
+		Name:     "redlab-" + strconv.Itoa(spec.Port),
+		Image:    img,
+		Dir:      dir,
+		UserData: spec.Machine.UserData,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
+	}
+	ntp, err := startNTPServer(ctx, spec.Machine.NTPAddress, spec.path(ntpDir), logger)
+	if err != nil {
+		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
+	}
+	return &machineNode{m: m, ntp: ntp, power: make(chan struct{}, 1)}, nil
+}
+
+// ntpDir holds a machine node's NTP server's configuration and pid file.
+const ntpDir = "ntp"
+
+// close stops the machine (an orderly shutdown, then a power cut), unmounts
+// its root and stops the NTP server. It is idempotent.
+func (mn *machineNode) close() error {
+	err := mn.m.Close()
+	mn.ntp.stop()
+	return err
+}
+
+// sweepMachine ends a machine node's leftovers in nodeDir: the machine
+// (infra/machine.Sweep) and the NTP server, found by its configuration's
+// path.
+func sweepMachine(ctx context.Context, nodeDir string) error {
+	conf := filepath.Join(nodeDir, ntpDir, "chrony.conf")
+	for _, pid := range findMentioning(conf) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		waitGone(pid, 5*time.Second)
+	}
+	return machine.Sweep(ctx, filepath.Join(nodeDir, machineDir))
+}
+
+// lockPower takes mn.power, or gives up when ctx ends.
+func (mn *machineNode) lockPower(ctx context.Context) error {
+	select {
+	case mn.power <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (mn *machineNode) unlockPower() { <-mn.power }
+
+// redisPID returns the host PID of the machine's redis-server: a child of
+// its systemd (the unit's main process) named redis-server; 0 when there
+// is none (the guard waiting, the unit stopped).
+func redisPID(leader int) int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", leader))
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			// A zombie that systemd has not reaped yet is a process gone.
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && alive(pid) {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// machineLoop boots the machine whenever it is off, follows its
+// redis-server (found, answering, gone) until ctx ends, then stops the
+// machine. It is the machine-mode loop.
+func (s *supervisor) machineLoop(ctx context.Context) {
+	mn := s.mach
+	quit := make(chan struct{}) // ends the PID watchers
+	defer func() {
+		if err := mn.m.Close(); err != nil {
+			s.log.Printf("machine: %v", err)
+		}
+		close(quit)
+	}()
+	// lastNone is the last instant redis-server was seen not running: a
+	// process found after it started after it.
+	lastNone := time.Now()
+	for {
+		s.mu.Lock()
+		p, want, leader := s.proc, s.wantUp, mn.leader
+		s.mu.Unlock()
+		switch {
+		case leader == 0:
+			if err := s.bootMachine(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Printf("machine boot: %v", err)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return
+				}
+			}
+		case p != nil:
+			s.awaitReady(ctx, p)
+			select {
+			case <-p.done:
+				s.onMachineExit(p)
+				lastNone = time.Now()
+			case <-ctx.Done():
+				return
+			}
+		default:
+			if mn.m.Leader() == 0 { // it powered off by itself
+				s.mu.Lock()
+				mn.leader = 0
+				s.mu.Unlock()
+				s.log.Printf("machine: off without a power loss; booting it again")
+				continue
+			}
+			before := time.Now()
+			if pid := redisPID(leader); pid != 0 {
+				np := s.watchPID(pid, lastNone, quit)
+				_ = writePID(s.spec.path(redisPIDFile), pid)
+				s.mu.Lock()
+				s.proc = np
+				s.st.RedisPID = pid
+				s.setStateLocked(NodeStarting)
+				s.mu.Unlock()
+				s.log.Printf("redis-server runs, host pid %d", pid)
+				continue
+			}
+			lastNone = before
+			s.mu.Lock()
+			switch {
+			case !want && s.st.State != NodeStopped:
+				s.setStateLocked(NodeStopped)
+			case want && s.st.State != NodeWaiting:
+				s.setStateLocked(NodeWaiting)
+			}
+			s.mu.Unlock()
+			select {
+			case <-s.wake:
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * pollInterval):
+			}
+		}
+	}
+}
+
+// bootMachine boots the machine, after any power loss has cut its disk.
+func (s *supervisor) bootMachine(ctx context.Context) error {
+	mn := s.mach
+	if err := mn.lockPower(ctx); err != nil {
+		return err
+	}
+	defer mn.unlockPower()
+	bctx, cancel := context.WithTimeout(ctx, machineBootTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := mn.m.Start(bctx); err != nil {
+		return err
+	}
+	leader := mn.m.Leader()
+	s.mu.Lock()
+	mn.leader = leader
+	mn.boots++
+	boots := mn.boots
+	s.mu.Unlock()
+	s.log.Printf("machine %s booted (boot %d) in %v, systemd host pid %d", mn.m.Name(), boots, time.Since(start).Round(time.Millisecond), leader)
+	return nil
+}
+
+// watchPID follows a redis-server of the machine: it is not this process's
+// child, so its end is found by polling. started is the last instant it was
+// known not to run.
+func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) *redisProc {
+	p := &redisProc{pid: pid, adopted: true, started: started, done: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(p.done)
+		for alive(pid) {
+			select {
+			case <-quit:
+				p.exit = "supervisor stopped"
+				return
+			case <-time.After(pollInterval):
+			}
+		}
+		p.exit = "exited (under systemd)"
+	}()
+	return p
+}
+
+// onMachineExit records that the machine's redis-server is gone: a crash
+// unless a stop or restart asked for it. systemd, not the supervisor,
+// restarts it.
+func (s *supervisor) onMachineExit(p *redisProc) {
+	s.mu.Lock()
+	clean := s.stopping
+	if !clean && s.wantUp {
+		s.st.Restarts++
+		s.crashedAt = time.Now()
+	}
+	s.stopping = false
+	s.proc = nil
+	s.st.RedisPID = 0
+	s.st.LastExit = p.exit
+	if s.pausedProc == p {
+		s.stopPauseLocked()
+	}
+	if s.wantUp {
+		s.setStateLocked(NodeWaiting)
+	} else {
+		s.setStateLocked(NodeStopped)
+	}
+	s.mu.Unlock()
+	os.Remove(s.spec.path(redisPIDFile))
+	how := "unclean"
+	if clean {
+		how = "clean"
+	}
+	s.log.Printf("redis-server host pid %d ended (%s): %s", p.pid, how, p.exit)
+}
+
+// applyMachine runs one fault request on a machine node.
+func (s *supervisor) applyMachine(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
+	switch kind {
+	case string(FaultKill):
+		return s.kill(ctx, nil)
+	case string(FaultPowerLoss):
+		return s.machinePowerLoss(ctx)
+	case string(FaultRestart):
+		if req.Delay == nil || *req.Delay != 0 {
+			return FaultResult{}, fmt.Errorf("%w: restart with a delay: on a machine a restart is `systemctl restart`, which starts at once (delay 0); kill crashes it and the guard waits the restart delay", ErrUnsupported)
+		}
+		return s.machineRestart(ctx)
+	case string(FaultStop):
+		return s.machineStop(ctx)
+	case "start":
+		return s.machineStart(ctx)
+	case string(FaultPause), string(FaultPartition), "heal", string(FaultLatency):
+		return s.applyProcess(ctx, kind, req)
+	case string(FaultClockJump), string(FaultClockRate):
+		return FaultResult{}, fmt.Errorf("%w: %s models the clock through keys' TTLs, and a machine's clock is the host's (chronyd -x); use the process lab", ErrUnsupported, kind)
+	case string(FaultFailover):
+		return FaultResult{}, fmt.Errorf("%w: failover needs replicas, which machine labs do not have", ErrUnsupported)
+	}
+	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
+}
+
+// systemctl runs systemctl in the machine.
+func (s *supervisor) systemctl(ctx context.Context, args ...string) error {
+	out, err := s.mach.m.Exec(ctx, append([]string{"systemctl"}, args...)...)
+	if err != nil {
+		return fmt.Errorf("lab: node %d: %w%s", s.spec.ID, err, out)
+	}
+	return nil
+}
+
+// machineRunningLocked fails when the machine is off (booting after a
+// power loss).
+func (s *supervisor) machineRunningLocked() error {
+	if s.mach.leader == 0 {
+		return fmt.Errorf("%w on node %d (its machine is off)", ErrNotRunning, s.spec.ID)
+	}
+	return nil
+}
+
+func (s *supervisor) machineRestart(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	if err := s.machineRunningLocked(); err != nil {
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	f := s.startFaultLocked(FaultRestart, map[string]string{"delay": "0s"})
+	if s.proc != nil {
+		s.stopping = true
+	}
+	s.wantUp = true
+	s.mu.Unlock()
+	// Returns once the unit is active again (Type=notify).
+	if err := s.systemctl(ctx, "restart", machineUnit); err != nil {
+		return FaultResult{}, err
+	}
+	s.poke()
+	return FaultResult{Fault: &f}, nil
+}
+
+func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	if !s.wantUp && s.proc == nil {
+		s.mu.Unlock()
+		return FaultResult{}, nil
+	}
+	if err := s.machineRunningLocked(); err != nil {
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	s.wantUp = false
+	f := s.startFaultLocked(FaultStop, nil)
+	if s.proc != nil {
+		s.stopping = true
+	}
+	s.mu.Unlock()
+	if err := s.systemctl(ctx, "stop", machineUnit); err != nil {
+		return FaultResult{}, err
+	}
+	s.poke()
+	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeStopped })
+	return FaultResult{Fault: &f}, err
+}
+
+func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	if err := s.machineRunningLocked(); err != nil {
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	s.wantUp = true
+	s.mu.Unlock()
+	if err := s.systemctl(ctx, "start", "--no-block", machineUnit); err != nil {
+		return FaultResult{}, err
+	}
+	s.poke()
+	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeUp || st.State == NodePaused })
+	return FaultResult{}, err
+}
+
+// machinePowerLoss cuts the machine's power, applies the power-loss model
+// of the node's profile to its disk (everysec: the AOF's last second), and
+// leaves the boot to the loop. It returns once the cut is done.
+func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) {
+	mn := s.mach
+	s.mu.Lock()
+	p := s.proc
+	if p == nil {
+		err := s.notRunningLocked()
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	prof := s.conf.persistence()
+	switch {
+	case prof == PersistEverysec && s.aof == nil:
+		s.mu.Unlock()
+		return FaultResult{}, fmt.Errorf("lab: node %d: power loss: the AOF sampler is not running", s.spec.ID)
+	case prof != PersistAlways && prof != PersistEverysec && prof != PersistNone:
+		s.mu.Unlock()
+		return FaultResult{}, fmt.Errorf("%w: power loss models the profiles always, everysec and none; node %d's redis.conf is %s", ErrInvalid, s.spec.ID, prof)
+	}
+	s.mu.Unlock()
+	// The loop boots only with power held: not before the disk is cut.
+	if err := mn.lockPower(ctx); err != nil {
+		return FaultResult{}, err
+	}
+	defer mn.unlockPower()
+	s.mu.Lock()
+	if s.proc != p || mn.leader == 0 {
+		err := s.notRunningLocked()
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
+	f := s.startFaultLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
+	mn.leader = 0
+	s.mu.Unlock()
+
+	if err := mn.m.PowerCut(ctx); err != nil {
+		return FaultResult{}, err
+	}
+	s.log.Printf("machine %s: power cut", mn.m.Name())
+	s.applyPowerLoss(cut)
+	if cut.err != nil {
+		return FaultResult{}, cut.err
+	}
+	// Return once the loop has seen the crash, as the process lab does.
+	if err := s.waitFor(ctx, func(st NodeStatus) bool { return st.RedisPID != p.pid }); err != nil {
+		return FaultResult{}, err
+	}
+	for k, v := range powerLossParams(cut.res) {
+		f.Params[k] = v
+	}
+	res := cut.res
+	return FaultResult{Fault: &f, PowerLoss: &res}, nil
+}
+
+// ntpServer is a chronyd serving this host's time on one loopback address,
+// never touching the host's clock (-x): a machine's only NTP source.
+type ntpServer struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startNTPServer runs chronyd -x as an NTP server on addr:123, with its
+// configuration and pid file in dir, and returns once its socket is bound.
+// It dies with the calling process (Pdeathsig).
+func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (*ntpServer, error) {
+	bin, err := exec.LookPath("chronyd")
+	if err != nil {
+		return nil, fmt.Errorf("lab: the machines' NTP server: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	conf := filepath.Join(dir, "chrony.conf")
+	text := strings.Join([]string{
+		"# The NTP source of one lab machine (infra/lab): this host's time, served",
+		"# on a loopback address of its own; no command sockets, no clock control.",
+		"bindaddress " + addr,
+		"port 123",
+		"cmdport 0",
+		"bindcmdaddress /",
+		"local stratum 8",
+		"allow 127.0.0.0/8",
+		"pidfile " + filepath.Join(dir, "chronyd.pid"),
+		"",
+	}, "\n")
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	cmd := exec.Command(bin, "-x", "-d", "-u", "root", "-f", conf)
+	cmd.Stdout, cmd.Stderr = logger.Writer(), logger.Writer()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("lab: start chronyd: %w", err)
+	}
+	n := &ntpServer{cmd: cmd, done: make(chan struct{})}
+	go func() { // owned by n: ends when chronyd exits, which stop makes sure of
+		_ = cmd.Wait()
+		close(n.done)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.ListenPacket("udp", net.JoinHostPort(addr, "123"))
+		if err != nil { // bound by chronyd
+			return n, nil
+		}
+		c.Close()
+		select {
+		case <-n.done:
+			return nil, fmt.Errorf("lab: chronyd on %s exited at start (see the supervisor's log)", addr)
+		case <-ctx.Done():
+			n.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			n.stop()
+			return nil, fmt.Errorf("lab: chronyd did not bind %s:123 within 10s", addr)
+		}
+	}
+}
+
+// stop ends chronyd (SIGTERM, then SIGKILL) and waits for it. Idempotent.
+func (n *ntpServer) stop() {
+	if n == nil {
+		return
+	}
+	select {
+	case <-n.done:
+		return
+	default:
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(5 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+// ErrMachineHost is returned by CheckMachineHost and by Up with
+// Config.Machines on a host that cannot run machine nodes.
+var ErrMachineHost = errors.New("lab: this host cannot run machine nodes")
+
+// CheckMachineHost reports what this host lacks to run machine nodes: root
+// (overlay mounts, systemd-nspawn), systemd-nspawn, nsenter, chronyd (the
+// machines' NTP source) and debootstrap (to build the image the first
+// time).
+func CheckMachineHost() error {
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (overlay mounts and systemd-nspawn)")
+	}
+	for _, prog := range []string{"systemd-nspawn", "nsenter", "chronyd", "debootstrap"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			missing = append(missing, prog)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing %s (Debian: apt-get install systemd-container util-linux chrony debootstrap)", ErrMachineHost, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// checkMachineHost is Up's check for machines: the host, then the image
+// (built once per host, which takes minutes and Debian's archive).
+func checkMachineHost(ctx context.Context, logw io.Writer) error {
+	if err := CheckMachineHost(); err != nil {
+		return err
+	}
+	if _, err := machine.EnsureImage(ctx, machine.ImageConfig{Log: logw}); err != nil {
+		return fmt.Errorf("%w: %w", ErrMachineHost, err)
+	}
+	return nil
+}
+
+// machineAddresses are the loopback addresses of the machine behind proxy
+// port port and of its NTP server: 127.80.x.y and 127.81.x.y with x.y the
+// port's two bytes, as infra/envs/local renders them.
+func machineAddresses(port int) (addr, ntp string) {
+	return fmt.Sprintf("127.80.%d.%d", port>>8, port&0xff), fmt.Sprintf("127.81.%d.%d", port>>8, port&0xff)
+}
