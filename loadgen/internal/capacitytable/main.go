@@ -113,6 +113,14 @@ type row struct {
 	spikeRate, calmRate float64
 	spikeFor, recovery  time.Duration
 	recovered           bool
+	// steps are the sweep's steps that met the SLO, by rate, for
+	// comparing two setups at a rate both met.
+	steps map[float64]stepFigures
+}
+
+// stepFigures are one sweep step's figures that the comparison reads.
+type stepFigures struct {
+	acquireP50, cpuPerReserved float64
 }
 
 func load(arg string) (row, error) {
@@ -131,8 +139,9 @@ func load(arg string) (row, error) {
 	if r.knee == 0 {
 		return r, nil
 	}
+	r.steps = map[float64]stepFigures{}
 	for _, st := range sw.Steps {
-		if st.Rate != sw.Knee {
+		if st.Rate > sw.Knee {
 			continue
 		}
 		rep, err := loadgen.LoadReport(filepath.Join(sweepDir, st.Dir))
@@ -140,6 +149,10 @@ func load(arg string) (row, error) {
 			return row{}, fmt.Errorf("setup %s: %w", spec, err)
 		}
 		s := rep.Summary
+		r.steps[st.Rate] = stepFigures{acquireP50: s.AcquireLatencyMs.P50, cpuPerReserved: s.CPUMsPerReserved}
+		if st.Rate != sw.Knee {
+			continue
+		}
 		r.acquireP50, r.acquireP99 = s.AcquireLatencyMs.P50, s.AcquireLatencyMs.P99
 		r.cpuPerReserved, r.goodput = s.CPUMsPerReserved, goodput(s)
 		if n := s.Outcomes[loadgen.Reserved.String()]; n > 0 {
@@ -247,12 +260,22 @@ func render(w io.Writer, rows []row, note string) {
 			if d.path != "direct" || d.fsync != f.fsync || d.knee == 0 {
 				continue
 			}
-			cpu := "CPU per reservation not measured"
-			if f.cpuPerReserved > 0 && d.cpuPerReserved > 0 {
-				cpu = fmt.Sprintf("CPU per reservation %.2f×", f.cpuPerReserved/d.cpuPerReserved)
+			// Side by side at the highest rate both met: CPU per
+			// reservation falls as the rate grows (the processes' fixed
+			// costs are shared by more reservations), so each setup's
+			// own knee would not compare like with like.
+			at := min(f.knee, d.knee)
+			fs, okf := f.steps[at]
+			ds, okd := d.steps[at]
+			if !okf || !okd {
+				continue
 			}
-			lines = append(lines, fmt.Sprintf("- appendfsync %s, lab fronts against direct: %s, acquire p50 %+.2f ms, knee %.2f×.",
-				f.fsync, cpu, f.acquireP50-d.acquireP50, f.knee/d.knee))
+			cpu := "CPU per reservation not measured"
+			if fs.cpuPerReserved > 0 && ds.cpuPerReserved > 0 {
+				cpu = fmt.Sprintf("CPU per reservation %.2f× (%.2f vs %.2f ms)", fs.cpuPerReserved/ds.cpuPerReserved, fs.cpuPerReserved, ds.cpuPerReserved)
+			}
+			lines = append(lines, fmt.Sprintf("- appendfsync %s, lab fronts against direct at %.0f/s: %s, acquire p50 %+.2f ms; knee %.2f×.",
+				f.fsync, at, cpu, fs.acquireP50-ds.acquireP50, f.knee/d.knee))
 		}
 	}
 	if len(lines) > 0 {
