@@ -300,29 +300,10 @@ func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) 
 func (s *supervisor) onMachineExit(p *redisProc) {
 	s.mu.Lock()
 	clean := s.stopping
-	if !clean && s.wantUp {
-		s.st.Restarts++
-		s.crashedAt = time.Now()
-	}
-	s.stopping = false
-	s.proc = nil
-	s.st.RedisPID = 0
-	s.st.LastExit = p.exit
-	if s.pausedProc == p {
-		s.stopPauseLocked()
-	}
-	if s.wantUp {
-		s.setStateLocked(NodeWaiting)
-	} else {
-		s.setStateLocked(NodeStopped)
-	}
+	s.exitedLocked(p, clean)
 	s.mu.Unlock()
 	os.Remove(s.spec.path(redisPIDFile))
-	how := "unclean"
-	if clean {
-		how = "clean"
-	}
-	s.log.Printf("redis-server host pid %d ended (%s): %s", p.pid, how, p.exit)
+	s.log.Printf("redis-server host pid %d ended (%s): %s", p.pid, cleanness(clean), p.exit)
 }
 
 // applyMachine runs one fault request on a machine node.
@@ -435,22 +416,11 @@ func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
 func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) {
 	mn := s.mach
 	s.mu.Lock()
-	p := s.proc
-	if p == nil {
-		err := s.notRunningLocked()
-		s.mu.Unlock()
+	p, prof, err := s.powerLossTargetLocked()
+	s.mu.Unlock()
+	if err != nil {
 		return FaultResult{}, err
 	}
-	prof := s.conf.persistence()
-	switch {
-	case prof == PersistEverysec && s.aof == nil:
-		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("lab: node %d: power loss: the AOF sampler is not running", s.spec.ID)
-	case prof != PersistAlways && prof != PersistEverysec && prof != PersistNone:
-		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("%w: power loss models the profiles always, everysec and none; node %d's redis.conf is %s", ErrInvalid, s.spec.ID, prof)
-	}
-	s.mu.Unlock()
 	// The loop boots only with power held: not before the disk is cut.
 	if err := mn.lockPower(ctx); err != nil {
 		return FaultResult{}, err

@@ -42,20 +42,10 @@ type powerCut struct {
 // restart delay holds). It returns once the cut is done.
 func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
 	s.mu.Lock()
-	p := s.proc
-	if p == nil {
-		err := s.notRunningLocked()
+	p, prof, err := s.powerLossTargetLocked()
+	if err != nil {
 		s.mu.Unlock()
 		return FaultResult{}, err
-	}
-	prof := s.conf.persistence()
-	switch {
-	case prof == PersistEverysec && s.aof == nil:
-		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("lab: node %d: power loss: the AOF sampler is not running", s.spec.ID)
-	case prof != PersistAlways && prof != PersistEverysec && prof != PersistNone:
-		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("%w: power loss models the profiles always, everysec and none; node %d's redis.conf is %s", ErrInvalid, s.spec.ID, prof)
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
 	f := s.startFaultLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
@@ -76,6 +66,23 @@ func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
 	}
 	res := cut.res
 	return FaultResult{Fault: &f, PowerLoss: &res}, nil
+}
+
+// powerLossTargetLocked returns the redis-server a power loss would crash
+// and the node's persistence profile, or why there is none to crash.
+func (s *supervisor) powerLossTargetLocked() (*redisProc, Persistence, error) {
+	p := s.proc
+	if p == nil {
+		return nil, "", s.notRunningLocked()
+	}
+	prof := s.conf.persistence()
+	switch {
+	case prof == PersistEverysec && s.aof == nil:
+		return nil, "", fmt.Errorf("lab: node %d: power loss: the AOF sampler is not running", s.spec.ID)
+	case prof != PersistAlways && prof != PersistEverysec && prof != PersistNone:
+		return nil, "", fmt.Errorf("%w: power loss models the profiles always, everysec and none; node %d's redis.conf is %s", ErrInvalid, s.spec.ID, prof)
+	}
+	return p, prof, nil
 }
 
 // applyPowerLoss cuts the AOF after a power loss killed its process and

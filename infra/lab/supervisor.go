@@ -511,17 +511,10 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 	}
 }
 
-// onExit records how p ended, applies a power loss that killed it (before
-// anything can start redis-server again), and tells the restart guard.
-func (s *supervisor) onExit(p *redisProc) {
-	s.mu.Lock()
-	cut := s.pendingCut
-	if cut != nil && cut.proc == p {
-		s.pendingCut = nil
-	} else {
-		cut = nil
-	}
-	clean := s.stopping && !p.killed
+// exitedLocked records that redis-server p ended, cleanly (a stop or
+// restart asked for it) or not (a crash, counted as a restart when the node
+// should be up), and moves the node to waiting or stopped.
+func (s *supervisor) exitedLocked(p *redisProc, clean bool) {
 	if !clean && s.wantUp {
 		s.st.Restarts++
 		s.crashedAt = time.Now()
@@ -538,20 +531,38 @@ func (s *supervisor) onExit(p *redisProc) {
 	} else {
 		s.setStateLocked(NodeStopped)
 	}
+}
+
+// cleanness names an exit for the log.
+func cleanness(clean bool) string {
+	if clean {
+		return "clean"
+	}
+	return "unclean"
+}
+
+// onExit records how p ended, applies a power loss that killed it (before
+// anything can start redis-server again), and tells the restart guard.
+func (s *supervisor) onExit(p *redisProc) {
+	s.mu.Lock()
+	cut := s.pendingCut
+	if cut != nil && cut.proc == p {
+		s.pendingCut = nil
+	} else {
+		cut = nil
+	}
+	clean := s.stopping && !p.killed
+	s.exitedLocked(p, clean)
 	s.mu.Unlock()
 	os.Remove(s.spec.path(redisPIDFile))
 
-	how := "unclean"
-	if clean {
-		how = "clean"
-	}
-	s.log.Printf("redis-server pid %d ended (%s): %s", p.pid, how, p.exit)
+	s.log.Printf("redis-server pid %d ended (%s): %s", p.pid, cleanness(clean), p.exit)
 	if cut != nil {
 		s.applyPowerLoss(cut)
 	}
 	gctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
 	defer cancel()
-	if err := s.guard(gctx, nil, "post-stop", how); err != nil {
+	if err := s.guard(gctx, nil, "post-stop", cleanness(clean)); err != nil {
 		s.log.Printf("post-stop: %v", err)
 	}
 }
