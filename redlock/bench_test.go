@@ -105,13 +105,15 @@ func (l *latencies) report(b *testing.B) {
 	if len(l.acquire) == 0 {
 		return
 	}
-	at := func(d []time.Duration, q float64) float64 {
-		slices.Sort(d)
-		return float64(d[int(q*float64(len(d)-1))].Nanoseconds())
-	}
-	b.ReportMetric(at(l.acquire, 0.50), "p50-ns")
-	b.ReportMetric(at(l.acquire, 0.99), "p99-ns")
-	b.ReportMetric(at(l.cycle, 0.99), "cycle-p99-ns")
+	b.ReportMetric(quantile(l.acquire, 0.50), "p50-ns")
+	b.ReportMetric(quantile(l.acquire, 0.99), "p99-ns")
+	b.ReportMetric(quantile(l.cycle, 0.99), "cycle-p99-ns")
+}
+
+// quantile sorts d and returns its q quantile in nanoseconds.
+func quantile(d []time.Duration, q float64) float64 {
+	slices.Sort(d)
+	return float64(d[int(q*float64(len(d)-1))].Nanoseconds())
 }
 
 const warmup = 50
@@ -326,11 +328,7 @@ func BenchmarkSlowNodeTail(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	p99 := func(d []time.Duration) float64 {
-		slices.Sort(d)
-		return float64(d[int(0.99*float64(len(d)-1))].Nanoseconds())
-	}
-	o, f := p99(ours.cycle), p99(theirs.cycle)
+	o, f := quantile(ours.cycle, 0.99), quantile(theirs.cycle, 0.99)
 	b.ReportMetric(o, "ours-p99-ns")
 	b.ReportMetric(f, "failfast-p99-ns")
 	b.ReportMetric(o/f, "p99-ratio")
