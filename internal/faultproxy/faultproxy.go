@@ -18,6 +18,11 @@
 // with a raw epoll_wait, saved about 15 µs more per round trip but cost an
 // idle front about 1% of a core; it was not worth it at the lab's rates.)
 //
+// An upstream that refuses connections (a server that is down) makes the
+// front refuse them too, until a probe finds the upstream answering again:
+// clients see what they would see without the front, a refused connection,
+// and not a connection accepted only to be closed.
+//
 // The lab's node supervisors put one in front of every redis-server and
 // internal/redistest gives tests one, so the faults a test exercises are the
 // faults the lab injects. It needs Linux.

@@ -32,11 +32,18 @@ func newEcho(t *testing.T) *echoServer {
 		t.Fatal(err)
 	}
 	s := &echoServer{ln: ln}
+	s.serve()
+	t.Cleanup(s.close)
+	return s
+}
+
+// serve accepts and echoes until close.
+func (s *echoServer) serve() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		for {
-			c, err := ln.Accept()
+			c, err := s.ln.Accept()
 			if err != nil {
 				return
 			}
@@ -51,8 +58,6 @@ func newEcho(t *testing.T) *echoServer {
 			}()
 		}
 	}()
-	t.Cleanup(s.close)
-	return s
 }
 
 func (s *echoServer) addr() string { return s.ln.Addr().String() }
@@ -333,8 +338,54 @@ func TestServiceTimeQueuesEveryConnection(t *testing.T) {
 	}
 }
 
-func TestUpstreamDownClosesTheClient(t *testing.T) {
+func TestUpstreamDownIsRefused(t *testing.T) {
 	// A port nobody listens on: the upstream refuses.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	p := start(t, dead)
+
+	// The client accepted before the front knew is closed...
+	c := dial(t, p)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("upstream down: got %v, want the connection closed", err)
+	}
+	// ...and the next ones are refused, as the upstream refuses them.
+	if _, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial after the upstream refused: got %v, want refused", err)
+	}
+
+	// The upstream comes back on its address: the front listens again.
+	ln, err = net.Listen("tcp", dead)
+	if err != nil {
+		t.Skipf("the upstream's port was taken meanwhile: %v", err)
+	}
+	up := &echoServer{ln: ln}
+	up.serve()
+	t.Cleanup(up.close)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+		if err == nil {
+			defer c.Close()
+			mustEcho(t, c, "back")
+			return
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial while the upstream comes back: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream answers again, but the front still refuses after 10 s (probe every %v)", ProbeInterval)
+		}
+		time.Sleep(ProbeInterval)
+	}
+}
+
+func TestPartitionInFrontOfADownUpstreamIsSilence(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -344,9 +395,39 @@ func TestUpstreamDownClosesTheClient(t *testing.T) {
 	p := start(t, dead)
 	c := dial(t, p)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
-		t.Fatalf("upstream down: got %v, want the connection closed", err)
+	c.Read(make([]byte, 1)) // closed: the front now refuses
+	p.Set(Fault{Partition: true})
+	silent(t, dial(t, p), "anyone?")
+}
+
+func TestRefusingFrontClosesCleanly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	dead := ln.Addr().String()
+	ln.Close()
+	p, err := Listen("127.0.0.1:0", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.Read(make([]byte, 1))
+	// The probe runs now; Close must end it and release the port.
+	addr := p.Addr()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the front's port after Close: %v", err)
+	}
+	ln.Close()
 }
 
 func TestCloseEndsEverything(t *testing.T) {

@@ -3,6 +3,7 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -18,8 +19,18 @@ import (
 type Proxy struct {
 	addr     string
 	upstream unix.Sockaddr
+	upAddr   string // upstream, for the probe's dial
+	listenSA unix.Sockaddr
 	family   int
 	base     time.Time // the loop's clock: time since base
+
+	// While the upstream refuses, the listener is shut down and a probe
+	// dials the upstream until it answers; then it sets reopen and wakes
+	// the loop, which listens again. probeCtx ends the probe on Close.
+	reopen    atomic.Bool
+	probes    sync.WaitGroup
+	probeCtx  context.Context
+	probeStop context.CancelFunc
 
 	fault   atomic.Pointer[Fault]
 	closing atomic.Bool
@@ -41,6 +52,8 @@ type Proxy struct {
 	applied     Fault              // the fault the links are set up for
 	busyUntil   time.Duration      // the ServiceTime queue's next free moment
 	acceptAfter time.Duration      // accepting paused after an error (EMFILE), until then
+	refusing    bool               // the upstream refused: the front does not listen
+	probing     bool               // a probe runs
 	buf         []byte
 	events      []unix.EpollEvent
 }
@@ -64,6 +77,9 @@ const (
 	// a vanished client (out of file descriptors): level-triggered epoll
 	// would otherwise report the listener again at once.
 	acceptPause = 10 * time.Millisecond
+	// ProbeInterval is how often a front whose upstream refused dials the
+	// upstream, to listen again once it answers.
+	ProbeInterval = 20 * time.Millisecond
 )
 
 // end is one socket of a link.
@@ -130,6 +146,8 @@ func Listen(addr, upstream string) (*Proxy, error) {
 	}
 	p.fault.Store(&Fault{})
 	p.upstream, p.family = sockaddr(up)
+	p.upAddr = up.String()
+	p.probeCtx, p.probeStop = context.WithCancel(context.Background())
 	if err := p.open(at); err != nil {
 		p.closeFDs()
 		unix.Close(p.wakeFD)
@@ -179,6 +197,7 @@ func (p *Proxy) open(at *net.TCPAddr) error {
 	if err != nil {
 		return fmt.Errorf("faultproxy: listen on %s: %w", at, err)
 	}
+	p.listenSA = bound
 	switch b := bound.(type) {
 	case *unix.SockaddrInet4:
 		p.addr = net.JoinHostPort(net.IP(b.Addr[:]).String(), fmt.Sprint(b.Port))
@@ -259,6 +278,8 @@ func (p *Proxy) Close() error {
 		p.closing.Store(true)
 		p.wake()
 		<-p.done
+		p.probeStop()
+		p.probes.Wait()
 		p.wakeMu.Lock()
 		unix.Close(p.wakeFD)
 		p.wakeFD = -1
@@ -300,6 +321,10 @@ func (p *Proxy) loop() {
 				return
 			}
 			p.apply(*p.fault.Load())
+			if p.reopen.Swap(false) {
+				p.probing = false
+				p.listenAgain()
+			}
 			select {
 			case p.acks <- struct{}{}:
 			default:
@@ -415,7 +440,98 @@ func (p *Proxy) accept() {
 		if _, ok := p.links[l]; ok {
 			p.watch(l)
 		}
+		if p.refusing {
+			return
+		}
 	}
+}
+
+// refuse passes an upstream's refusal on to the clients: the front stops
+// listening, so that new clients are refused at once, as they would be by
+// the upstream itself, until a probe finds the upstream answering again.
+// Accepting and then closing every client instead would let each one in
+// only to fail its first request, and a client library that backs off from
+// a refused address (go-redis stops dialling after a pool's worth of
+// refusals) would redial at every request. Connections already forwarded
+// stay.
+//
+// The listener is closed and its port at once bound again by a socket that
+// does not listen: the kernel refuses connections to it, and the port stays
+// the front's.
+func (p *Proxy) refuse() {
+	if p.refusing || p.closing.Load() {
+		return
+	}
+	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, p.lfd, nil)
+	unix.Close(p.lfd)
+	p.lfd = p.bound() // -1 if the port could not be held: listenAgain binds it
+	p.refusing, p.acceptAfter = true, 0
+	p.startProbe()
+}
+
+func (p *Proxy) startProbe() {
+	if p.probing {
+		return
+	}
+	p.probing = true
+	p.probes.Add(1)
+	go p.probe()
+}
+
+// bound returns a socket bound to the front's address that does not listen
+// yet, or -1.
+func (p *Proxy) bound() int {
+	fd, err := unix.Socket(p.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) != nil || unix.Bind(fd, p.listenSA) != nil {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// probe dials the upstream every ProbeInterval until it answers, then has
+// the loop listen again. It ends at the answer or at Close.
+func (p *Proxy) probe() {
+	defer p.probes.Done()
+	d := net.Dialer{Timeout: DialTimeout}
+	t := time.NewTicker(ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.probeCtx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := d.DialContext(p.probeCtx, "tcp", p.upAddr)
+		if err != nil {
+			continue
+		}
+		c.Close()
+		p.reopen.Store(true)
+		p.wake()
+		return
+	}
+}
+
+// listenAgain resumes listening after a refusal, once the probe found the
+// upstream answering. Should that fail (the port was taken meanwhile), the
+// front goes on refusing and probes again.
+func (p *Proxy) listenAgain() {
+	if !p.refusing {
+		return
+	}
+	if p.lfd < 0 {
+		p.lfd = p.bound()
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(idListener)}
+	if p.lfd < 0 || unix.Listen(p.lfd, unix.SOMAXCONN) != nil || unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, p.lfd, &ev) != nil {
+		p.startProbe()
+		return
+	}
+	p.refusing = false
 }
 
 // register adds fd to the epoll set (with no events yet) as an end of l.
@@ -443,9 +559,11 @@ func (p *Proxy) dial(l *link) {
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	err = unix.Connect(fd, p.upstream)
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		// Refused: the client is closed, as a refused upstream would
-		// close it.
+		// Refused: the next clients are refused, and this one is closed.
 		unix.Close(fd)
+		if errors.Is(err, unix.ECONNREFUSED) {
+			p.refuse()
+		}
 		p.closeLink(l)
 		return
 	}
@@ -542,6 +660,9 @@ func (p *Proxy) ready(e *end, events uint32) {
 	if events&unix.EPOLLOUT != 0 {
 		if e == l.server && l.dialing {
 			if soErr, err := unix.GetsockoptInt(e.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || soErr != 0 {
+				if err == nil && unix.Errno(soErr) == unix.ECONNREFUSED {
+					p.refuse()
+				}
 				p.closeLink(l)
 				return
 			}
@@ -766,6 +887,11 @@ func (p *Proxy) apply(f Fault) {
 		return
 	}
 	p.applied = f
+	if f.Partition && p.refusing {
+		// A partition is silence, even in front of an upstream that is
+		// down: clients are accepted again, and wait.
+		p.listenAgain()
+	}
 	for l := range p.links {
 		if !f.Partition {
 			if l.serverGone {
