@@ -338,35 +338,80 @@ func TestServiceTimeQueuesEveryConnection(t *testing.T) {
 	}
 }
 
-func TestUpstreamDownIsRefused(t *testing.T) {
-	// A port nobody listens on: the upstream refuses.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// downUpstream is an upstream address that refuses connections: a socket
+// bound to it that does not listen, so that no other test can take the
+// port. up makes it listen and echo, on the same address.
+type downUpstream struct {
+	t    *testing.T
+	fd   int
+	addr string
+}
+
+func newDownUpstream(t *testing.T) *downUpstream {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := ln.Addr().String()
-	ln.Close()
-	p := start(t, dead)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	d := &downUpstream{t: t, fd: fd, addr: fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)}
+	t.Cleanup(func() {
+		if d.fd >= 0 {
+			syscall.Close(d.fd)
+		}
+	})
+	return d
+}
 
-	// The client accepted before the front knew is closed...
+func (d *downUpstream) up() {
+	d.t.Helper()
+	if err := syscall.Listen(d.fd, syscall.SOMAXCONN); err != nil {
+		d.t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(d.fd), d.addr)
+	d.fd = -1
+	ln, err := net.FileListener(f) // dups the descriptor
+	f.Close()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	s := &echoServer{ln: ln}
+	s.serve()
+	d.t.Cleanup(s.close)
+}
+
+// refusedOnce dials p and waits for the front to close the connection:
+// its dial of the down upstream was refused, and it now refuses too.
+func refusedOnce(t *testing.T, p *Proxy) {
+	t.Helper()
 	c := dial(t, p)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Fatalf("upstream down: got %v, want the connection closed", err)
 	}
+}
+
+func TestUpstreamDownIsRefused(t *testing.T) {
+	up := newDownUpstream(t)
+	p := start(t, up.addr)
+
+	// The client accepted before the front knew is closed...
+	refusedOnce(t, p)
 	// ...and the next ones are refused, as the upstream refuses them.
 	if _, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial after the upstream refused: got %v, want refused", err)
 	}
 
 	// The upstream comes back on its address: the front listens again.
-	ln, err = net.Listen("tcp", dead)
-	if err != nil {
-		t.Skipf("the upstream's port was taken meanwhile: %v", err)
-	}
-	up := &echoServer{ln: ln}
-	up.serve()
-	t.Cleanup(up.close)
+	up.up()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
@@ -386,44 +431,21 @@ func TestUpstreamDownIsRefused(t *testing.T) {
 }
 
 func TestPartitionInFrontOfADownUpstreamIsSilence(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	p := start(t, dead)
-	c := dial(t, p)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	c.Read(make([]byte, 1)) // closed: the front now refuses
+	p := start(t, newDownUpstream(t).addr)
+	refusedOnce(t, p)
 	p.Set(Fault{Partition: true})
 	silent(t, dial(t, p), "anyone?")
 }
 
 func TestRefusingFrontClosesCleanly(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	p, err := Listen("127.0.0.1:0", dead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	c.Read(make([]byte, 1))
+	p := start(t, newDownUpstream(t).addr)
+	refusedOnce(t, p)
 	// The probe runs now; Close must end it and release the port.
 	addr := p.Addr()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("the front's port after Close: %v", err)
 	}

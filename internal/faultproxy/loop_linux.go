@@ -24,7 +24,7 @@ type Proxy struct {
 	family   int
 	base     time.Time // the loop's clock: time since base
 
-	// While the upstream refuses, the listener is shut down and a probe
+	// While the upstream refuses, the front does not listen and a probe
 	// dials the upstream until it answers; then it sets reopen and wakes
 	// the loop, which listens again. probeCtx ends the probe on Close.
 	reopen    atomic.Bool
@@ -180,14 +180,7 @@ func sockaddr(a *net.TCPAddr) (unix.Sockaddr, int) {
 func (p *Proxy) open(at *net.TCPAddr) error {
 	sa, family := sockaddr(at)
 	var err error
-	if p.lfd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
-		return fmt.Errorf("faultproxy: listen on %s: %w", at, err)
-	}
-	// As net.Listen does: a restarted front rebinds its port at once.
-	if err := unix.SetsockoptInt(p.lfd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-		return fmt.Errorf("faultproxy: listen on %s: %w", at, err)
-	}
-	if err := unix.Bind(p.lfd, sa); err != nil {
+	if p.lfd, err = bindSocket(family, sa); err != nil {
 		return fmt.Errorf("faultproxy: listen on %s: %w", at, err)
 	}
 	if err := unix.Listen(p.lfd, unix.SOMAXCONN); err != nil {
@@ -481,15 +474,30 @@ func (p *Proxy) startProbe() {
 // bound returns a socket bound to the front's address that does not listen
 // yet, or -1.
 func (p *Proxy) bound() int {
-	fd, err := unix.Socket(p.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := bindSocket(p.family, p.listenSA)
 	if err != nil {
 		return -1
 	}
-	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) != nil || unix.Bind(fd, p.listenSA) != nil {
-		unix.Close(fd)
-		return -1
-	}
 	return fd
+}
+
+// bindSocket returns a non-blocking TCP socket bound to sa, not listening.
+// SO_REUSEADDR as net.Listen sets it: a restarted front rebinds its port at
+// once.
+func bindSocket(family int, sa unix.Sockaddr) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // probe dials the upstream every ProbeInterval until it answers, then has
