@@ -233,7 +233,7 @@ func describeFault(f Fault) string {
 		}
 	case FaultClientPause:
 		if len(f.Guards) > 0 {
-			b.WriteString(" " + joinGuards(f.Guards))
+			b.WriteString(" " + inventory.JoinGuards(f.Guards))
 		}
 		if f.Count > 1 {
 			fmt.Fprintf(&b, " %d holders", f.Count)

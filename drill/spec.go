@@ -700,7 +700,7 @@ func (p *specParser) window(e entry, s *Spec) {
 func (p *specParser) checkGuardOptions(s *Spec) {
 	for _, o := range p.guardOptions {
 		if p.err == nil && !contains(s.Workload.Guards, o.guard) {
-			p.fail(o.keyNode, o.field, "guard %s is not in workload.guards (%s)", o.guard, joinGuards(s.Workload.Guards))
+			p.fail(o.keyNode, o.field, "guard %s is not in workload.guards (%s)", o.guard, inventory.JoinGuards(s.Workload.Guards))
 		}
 	}
 }
@@ -720,7 +720,7 @@ func (p *specParser) workload(e entry, s *Spec) {
 				}
 				g, err := inventory.ParseAnyGuard(v)
 				if err != nil {
-					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, guardNames())
+					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)))
 					break
 				}
 				if contains(w.Guards, g) {
@@ -769,7 +769,7 @@ func (p *specParser) workload(e entry, s *Spec) {
 			for _, ge := range p.mapping(we.node, we.field) {
 				g, err := inventory.ParseAnyGuard(ge.key)
 				if err != nil {
-					p.fail(ge.keyNode, ge.field, "unknown guard %q (want one of %s)", ge.key, guardNames())
+					p.fail(ge.keyNode, ge.field, "unknown guard %q (want one of %s)", ge.key, inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)))
 					break
 				}
 				p.guardOptions = append(p.guardOptions, guardOption{guard: g, field: ge.field, keyNode: ge.keyNode})
@@ -807,14 +807,6 @@ func (p *specParser) nodeTimeout(e entry) time.Duration {
 		return 0
 	}
 	return d
-}
-
-func guardNames() string {
-	var names []string
-	for _, g := range append(inventory.Guards(), inventory.Comparisons()...) {
-		names = append(names, string(g))
-	}
-	return strings.Join(names, ", ")
 }
 
 func trimPkg(err error) string {
@@ -868,7 +860,7 @@ func (p *specParser) fault(e entry) Fault {
 				}
 				g, err := inventory.ParseAnyGuard(v)
 				if err != nil {
-					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, guardNames())
+					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)))
 					break
 				}
 				f.Guards = append(f.Guards, g)
@@ -976,7 +968,7 @@ func (p *specParser) checkFaults(s *Spec) {
 func (p *specParser) expectations(e entry, s *Spec) {
 	g, err := inventory.ParseAnyGuard(e.key)
 	if err != nil || !contains(s.Workload.Guards, g) {
-		p.fail(e.keyNode, e.field, "not a guard of this drill's workload (%s)", joinGuards(s.Workload.Guards))
+		p.fail(e.keyNode, e.field, "not a guard of this drill's workload (%s)", inventory.JoinGuards(s.Workload.Guards))
 		return
 	}
 	items := p.list(e)
@@ -996,14 +988,6 @@ func (p *specParser) expectations(e entry, s *Spec) {
 		x.Line = p.line(it.node)
 		s.Expect[g] = append(s.Expect[g], x)
 	}
-}
-
-func joinGuards(gs []inventory.Guard) string {
-	s := make([]string, len(gs))
-	for i, g := range gs {
-		s[i] = string(g)
-	}
-	return strings.Join(s, ", ")
 }
 
 var (

@@ -194,6 +194,7 @@ func WithRedsyncNodes(nodes []*redis.Client) ServiceOption {
 type Service struct {
 	store  *Store
 	guard  Guard
+	g      guard
 	locker *redlock.Client
 	cfg    serviceConfig
 	m      *metrics // nil without WithMetrics
@@ -219,21 +220,17 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 	if cfg.acquireTimeout <= 0 {
 		return nil, fmt.Errorf("inventory: acquire timeout must be positive, got %v", cfg.acquireTimeout)
 	}
-	switch {
-	case guard.redlock() && locker == nil:
-		return nil, fmt.Errorf("inventory: guard %s needs a Redlock client", guard)
-	case guard == GuardRedisSingle && cfg.single == nil:
-		return nil, fmt.Errorf("inventory: guard %s needs WithSingleNode", guard)
-	case guard == GuardRedlockDel && len(cfg.delNodes) == 0:
-		return nil, fmt.Errorf("inventory: guard %s needs WithDeleteNodes", guard)
-	case guard == GuardRedsync && (cfg.redsync == nil || cfg.redsync.n == 0):
-		return nil, fmt.Errorf("inventory: guard %s needs WithRedsyncNodes", guard)
-	}
 	if cfg.holder == "" {
 		host, _ := os.Hostname()
 		cfg.holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
 	}
 	s := &Service{store: store, guard: guard, locker: locker, cfg: cfg}
+	e, _ := guard.entry()
+	g, err := e.build(s)
+	if err != nil {
+		return nil, err
+	}
+	s.g = g
 	if cfg.reg != nil {
 		s.m = newMetrics(cfg.reg)
 		// Every outcome from the start at 0, so that a ratio of one of
@@ -295,57 +292,7 @@ func (s *Service) reserve(ctx context.Context, req Request) (Reservation, error)
 		return replay(orig, req, Timing{})
 	}
 
-	var (
-		r   Reservation
-		t   Timing
-		err error
-	)
-	switch s.guard {
-	case GuardNone:
-		r, t, err = s.unlocked(ctx, req, func(ctx context.Context) (Reservation, error) {
-			return s.readModifyWrite(ctx, req, writeBlind, 0)
-		})
-	case GuardDBAtomic:
-		r, t, err = s.unlocked(ctx, req, func(ctx context.Context) (Reservation, error) {
-			s.pause(ctx, req)
-			return s.apply(ctx, write{mode: writeAtomic, req: req, guard: s.guard, holder: s.cfg.holder})
-		})
-	case GuardRedisSingle:
-		r, t, err = s.withSingleLock(ctx, req, func(ctx context.Context) (Reservation, error) {
-			return s.readModifyWrite(ctx, req, writeBlind, 0)
-		})
-	case GuardRedlock, GuardRedlockDel:
-		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
-			return s.readModifyWrite(ctx, req, writeBlind, 0)
-		})
-	case GuardRedsync:
-		r, t, err = s.withRedsync(ctx, req, func(ctx context.Context) (Reservation, error) {
-			return s.readModifyWrite(ctx, req, writeBlind, 0)
-		})
-	case GuardRedlockFenced:
-		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
-			token, err := s.nextFence(ctx)
-			if err != nil {
-				return Reservation{}, err
-			}
-			// Fence before the read: from here on, any older holder's
-			// write is rejected, so the value read below stays ours.
-			if err := s.fence(ctx, req.SKU, token); err != nil {
-				return Reservation{}, err
-			}
-			return s.readModifyWrite(ctx, req, writeFenced, token)
-		})
-	case guardRedlockFencedNaive:
-		r, t, err = s.withRedlock(ctx, req, func(ctx context.Context) (Reservation, error) {
-			token, err := s.nextFence(ctx)
-			if err != nil {
-				return Reservation{}, err
-			}
-			return s.readModifyWrite(ctx, req, writeNaive, token)
-		})
-	default:
-		err = fmt.Errorf("inventory: unknown guard %q", s.guard)
-	}
+	r, t, err := s.g.reserve(ctx, req)
 	if errors.Is(err, errReplay) {
 		orig, ok, lerr := s.lookup(ctx, req.RequestID)
 		if lerr != nil {
@@ -415,27 +362,7 @@ func (r Readiness) Ready() bool { return r.Store == nil && r.Lock == nil }
 // Readiness pings the store and the lock nodes.
 func (s *Service) Readiness(ctx context.Context) Readiness {
 	r := Readiness{Store: s.store.Ping(ctx)}
-	switch {
-	case s.guard.redlock():
-		r.Quorum = s.locker.Quorum()
-		up, err := s.locker.Ping(ctx)
-		r.NodesUp = up
-		if err != nil {
-			r.Lock = fmt.Errorf("inventory: redlock nodes: %w", err)
-		}
-	case s.guard == GuardRedsync:
-		r.NodesUp, r.Quorum = s.cfg.redsync.ping(ctx)
-		if r.NodesUp < r.Quorum {
-			r.Lock = fmt.Errorf("inventory: redsync nodes: %d of %d answer, quorum %d", r.NodesUp, s.cfg.redsync.n, r.Quorum)
-		}
-	case s.guard == GuardRedisSingle:
-		r.Quorum = 1
-		if err := s.cfg.single.Ping(ctx).Err(); err != nil {
-			r.Lock = fmt.Errorf("inventory: redis node: %w", err)
-		} else {
-			r.NodesUp = 1
-		}
-	}
+	r.NodesUp, r.Quorum, r.Lock = s.g.ready(ctx)
 	return r
 }
 
@@ -443,4 +370,10 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b)
+}
+
+func (s *Service) observe(h Hold) {
+	if s.cfg.onHold != nil {
+		s.cfg.onHold(h)
+	}
 }

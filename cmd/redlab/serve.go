@@ -63,7 +63,7 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	fs := c.Flags()
 	fs.Var(&o.nodesFlag, "nodes", "Redis nodes of the lock (default $"+envNodes+")")
 	fs.StringVar(&o.store, "store", "sqlite:.redlab/inventory.db", "inventory database: sqlite:PATH or postgres://...")
-	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: none, redis-single, redlock, redlock-fenced, db-atomic, redsync")
+	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards()))
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address, host:port (port 0 picks a free one)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock time to live")
 	fs.DurationVar(&o.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before answering 503 contended")

@@ -36,6 +36,32 @@ func newRedsyncLocker(nodes []*redis.Client) *redsyncLocker {
 
 func (l *redsyncLocker) quorum() int { return l.n/2 + 1 }
 
+// redsyncGuard is GuardRedsync: the critical section of GuardRedlock
+// through go-redsync/redsync v4.
+type redsyncGuard struct{ s *Service }
+
+func newRedsyncGuard(s *Service) (guard, error) {
+	if s.cfg.redsync == nil || s.cfg.redsync.n == 0 {
+		return nil, fmt.Errorf("inventory: guard %s needs WithRedsyncNodes", s.guard)
+	}
+	return redsyncGuard{s}, nil
+}
+
+func (g redsyncGuard) reserve(ctx context.Context, req Request) (Reservation, Timing, error) {
+	return g.s.withRedsync(ctx, req, func(ctx context.Context) (Reservation, error) {
+		return g.s.readModifyWrite(ctx, req, writeBlind, 0)
+	})
+}
+
+func (g redsyncGuard) ready(ctx context.Context) (int, int, error) {
+	l := g.s.cfg.redsync
+	up, quorum := l.ping(ctx)
+	if up < quorum {
+		return up, quorum, fmt.Errorf("inventory: redsync nodes: %d of %d answer, quorum %d", up, l.n, quorum)
+	}
+	return up, quorum, nil
+}
+
 // ping reports how many nodes answer PING, and the quorum.
 func (l *redsyncLocker) ping(ctx context.Context) (up, quorum int) {
 	var wg sync.WaitGroup
