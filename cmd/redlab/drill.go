@@ -25,6 +25,7 @@ func newDrillCmd(e *env) *cobra.Command {
 		seed       uint64
 		monitoring bool
 		machines   bool
+		check      bool
 		mcfg       = lab.MonitoringConfig{ScrapeInterval: time.Second, AlertForMax: 5 * time.Second}
 	)
 	c := &cobra.Command{
@@ -56,12 +57,15 @@ with OUT/<drill>/prometheus/view.yml (the command is in that file) and the
 dashboards of dashboards/grafana show the drill.
 
 Every spec is read before anything starts: a spec error is a usage error
-naming the file, the line and the field.
+naming the file, the line and the field. With --check the specs are only read
+and validated, with the same messages, and nothing runs: a lint for runbooks
+in a CI of your own.
 
 Exit 0 every expectation held, 1 one did not (each is named) or a drill could
 not run, 2 usage or spec error.`,
 		Example: `  redlab drill runbooks/drills/power-loss-everysec-no-delay.md
-  redlab drill --matrix runbooks/drills/ --out runs/drills`,
+  redlab drill --matrix runbooks/drills/ --out runs/drills
+  redlab drill --check runbooks/drills/*.md`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case matrix == "" && len(args) == 0:
@@ -102,6 +106,10 @@ not run, 2 usage or spec error.`,
 					}
 				}
 			}
+			if check {
+				fmt.Fprintf(e.stdout, "%d drill spec(s) valid\n", len(specs))
+				return nil
+			}
 			if !monitoring && (c.Flags().Changed("scrape-interval") || c.Flags().Changed("alert-for-max")) {
 				return usageErrorf("--scrape-interval and --alert-for-max configure --monitoring")
 			}
@@ -128,6 +136,7 @@ not run, 2 usage or spec error.`,
 	c.Flags().StringVar(&matrix, "matrix", "", "run every drill in this directory and write matrix.md, matrix.json and matrix.html into --out")
 	c.Flags().Uint64Var(&seed, "seed", 0, "seed for every drill's key and quantity draws (default: each spec's workload.seed)")
 	c.Flags().BoolVar(&machines, "machines", false, "run every drill on a lab of systemd-nspawn machines (lab up --machines: real systemd, chrony and restart guard; needs root) instead of processes; a drill's own 'lab: {machines: true}' asks for it too")
+	c.Flags().BoolVar(&check, "check", false, "only read and validate the specs (exit 0 valid, 2 with each error's file, line and field); no lab, no load")
 	c.Flags().BoolVar(&monitoring, "monitoring", false, "run the lab's exporters and Prometheus during each drill and keep Prometheus's data in OUT/<drill>/prometheus")
 	c.Flags().DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: scrape and rule evaluation interval")
 	c.Flags().DurationVar(&mcfg.AlertForMax, "alert-for-max", mcfg.AlertForMax, "with --monitoring: cap every alert's 'for:' (a drill's faults last seconds; 0 keeps the rules as written)")
