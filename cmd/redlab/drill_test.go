@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,8 @@ func TestDrillCheck(t *testing.T) {
 	if code != exitUsage {
 		t.Fatalf("drill --check on a bad spec: got exit %d, want %d", code, exitUsage)
 	}
-	for _, want := range []string{path + ":5:", "workload.rate"} {
+	line := strings.Count(string(good)[:strings.Index(string(good), "rate: ")], "\n") + 1
+	for _, want := range []string{fmt.Sprintf("%s:%d:", path, line), "workload.rate"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr %q does not name %q", stderr, want)
 		}
