@@ -14,9 +14,9 @@
 #         chromium and fonts-liberation (report screenshots);
 #         systemd (systemd-analyze); debootstrap and systemd-container
 #         (systemd-nspawn: infra/verify boots the node's user data in
-#         Debian 12 machines); nodejs and npm; `npm ci` in
-#         loadgen/testdata/hdrjs when it has a package.json and its
-#         node_modules is missing or stale; tofu or terraform, else OpenTofu
+#         Debian 12 machines); nodejs and npm; `npm ci` in each folder of
+#         npm_dirs (the tests' npm fixtures) that has a package.json and
+#         whose node_modules is missing or stale; tofu or terraform, else OpenTofu
 #         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores).
 #         It writes the test database's URL, with the cluster's real port, to
 #         bin/postgres-dsn; the Makefile exports it as REDLAB_TEST_POSTGRES.
@@ -271,12 +271,18 @@ setup: create the role and database with: $(as_root_cmd "bash scripts/setup.sh t
 	fi
 }
 
-# --- npm packages of the HdrHistogram.js cross-check -------------------------
+# --- npm packages of the test fixtures ----------------------------------------
 
-# node_modules counts as fresh when the stamp written after the last npm ci
-# holds the hash of package.json and package-lock.json as they are now.
-setup_hdrjs() {
-	local dir=loadgen/testdata/hdrjs want have
+# The folders whose package-lock.json the tests need installed:
+# hdr-histogram-js, an independent reader of loadgen's latency.hlog, and
+# @cdktf/provider-aws, the aws provider's schema for infra/verify.
+npm_dirs=(loadgen/testdata/hdrjs infra/verify/testdata/provider-aws)
+
+# setup_npm DIR: npm ci in DIR. Its node_modules counts as fresh when the stamp
+# written after the last npm ci holds the hash of package.json and
+# package-lock.json as they are now.
+setup_npm() {
+	local dir=$1 want have
 	[ -f "$dir/package.json" ] || return 0
 	[ -f "$dir/package-lock.json" ] ||
 		die "$dir has a package.json but no package-lock.json, which npm ci needs"
@@ -310,7 +316,9 @@ setup_tofu() {
 
 if [ "$group" = test ]; then
 	setup_postgres
-	setup_hdrjs
+	for dir in "${npm_dirs[@]}"; do
+		setup_npm "$dir"
+	done
 	setup_tofu
 fi
 

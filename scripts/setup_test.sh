@@ -15,7 +15,7 @@
 #  4. non-root, everything present: exit 0, and the bin/postgres-dsn it writes
 #     names the cluster's real port.
 #  5. a failing step is named on stderr (npm ci on a package-lock.json it
-#     cannot use).
+#     cannot use), in the first and in the second npm folder.
 #  6. an unknown group is a usage error (exit 2).
 #  7. PostgreSQL from scratch, on a throwaway cluster (REDLAB_PG_CLUSTER), so
 #     that the cluster the other tests use is never touched: a stopped cluster
@@ -198,6 +198,20 @@ if ((rc == 0)) || ! grep -q "^setup: failed while npm ci --prefix loadgen/testda
 else
 	pass "$(tail -n 1 "$tmp/npm-broken.err")"
 fi
+# Every folder of the list is installed, not only the first.
+rm -rf "${hdr:?}"
+aws=$repo/infra/verify/testdata/provider-aws
+mkdir -p "$aws"
+echo '{"name": "setup-test", "version": "1.0.0", "private": true}' >"$aws/package.json"
+echo '{ not json' >"$aws/package-lock.json"
+run npm-broken-aws bash "$repo/scripts/setup.sh" test
+if ((rc == 0)) || ! grep -q "^setup: failed while npm ci --prefix infra/verify/testdata/provider-aws (exit status $rc)\$" "$tmp/npm-broken-aws.err"; then
+	fail "exit $rc, want non-zero and 'setup: failed while npm ci --prefix infra/verify/testdata/provider-aws' on stderr"
+	show npm-broken-aws
+else
+	pass "$(tail -n 1 "$tmp/npm-broken-aws.err")"
+fi
+rm -rf "${repo:?}/infra"
 
 # --- 6. usage ---------------------------------------------------------------
 echo "== 6. an unknown group is a usage error"

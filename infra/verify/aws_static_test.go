@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -44,14 +45,31 @@ func parseModule(t *testing.T, dir string) *tfModule {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no .tf files in %s: %v", dir, err)
 	}
-	p := hclparse.NewParser()
-	m := &tfModule{dir: dir, src: map[string][]byte{}}
+	src := map[string][]byte{}
 	for _, f := range files {
-		file, diags := p.ParseHCLFile(f)
+		if src[f], err = os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parseSources(t, dir, src)
+}
+
+// parseSources parses a module from its files' contents (path to source),
+// so that a test can parse a changed copy without writing it.
+func parseSources(t *testing.T, dir string, src map[string][]byte) *tfModule {
+	t.Helper()
+	p := hclparse.NewParser()
+	m := &tfModule{dir: dir, src: src}
+	files := make([]string, 0, len(src))
+	for f := range src {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		file, diags := p.ParseHCL(src[f], f)
 		if diags.HasErrors() {
 			t.Fatalf("parse %s: %v", f, diags)
 		}
-		m.src[f] = file.Bytes
 		m.blocks = append(m.blocks, file.Body.(*hclsyntax.Body).Blocks...)
 	}
 	return m
@@ -765,17 +783,11 @@ func TestAWSModuleInterface(t *testing.T) {
 		t.Errorf("redlab_nodes = %q, want %q", got.AsString(), want)
 	}
 
-	for _, dir := range []string{moduleDir(t, "aws"), filepath.Join(moduleDir(t, "aws"), "..", "..", "envs", "aws")} {
-		mm := parseModule(t, dir)
-		for _, tf := range mm.find("terraform") {
-			for _, rp := range childBlocks(tf, "required_providers") {
-				for name, a := range rp.Body.Attributes {
-					v := literal(t, mm, a.Expr)
-					ver := v.GetAttr("version").AsString()
-					if !regexp.MustCompile(`^>=\s*[0-9][0-9.]*$`).MatchString(ver) {
-						t.Errorf("%s: provider %s version %q, want a lower bound (>=) only", dir, name, ver)
-					}
-				}
+	for _, dir := range awsRoots(t) {
+		for name, v := range requiredProviders(t, parseModule(t, dir)) {
+			ver := v.GetAttr("version").AsString()
+			if !regexp.MustCompile(`^>=\s*[0-9][0-9.]*$`).MatchString(ver) {
+				t.Errorf("%s: provider %s version %q, want a lower bound (>=) only", dir, name, ver)
 			}
 		}
 	}
@@ -790,6 +802,29 @@ func TestAWSModuleInterface(t *testing.T) {
 	if len(env.find("output", "redlab_nodes")) != 1 {
 		t.Error("envs/aws must output redlab_nodes")
 	}
+}
+
+// awsRoots are modules/aws and envs/aws, the modules that use the aws
+// provider.
+func awsRoots(t *testing.T) []string {
+	t.Helper()
+	aws := moduleDir(t, "aws")
+	return []string{aws, filepath.Join(aws, "..", "..", "envs", "aws")}
+}
+
+// requiredProviders returns the entries of m's required_providers blocks by
+// local name ({source = ..., version = ...}).
+func requiredProviders(t *testing.T, m *tfModule) map[string]cty.Value {
+	t.Helper()
+	out := map[string]cty.Value{}
+	for _, tf := range m.find("terraform") {
+		for _, rp := range childBlocks(tf, "required_providers") {
+			for name, a := range rp.Body.Attributes {
+				out[name] = literal(t, m, a.Expr)
+			}
+		}
+	}
+	return out
 }
 
 // checkModuleCall compares the arguments of module <call> in m with the

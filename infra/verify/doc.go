@@ -6,7 +6,9 @@
 // systemd (infra/machine) and drive the units, run the restart guard, prove
 // that removing a rule from a template fails the module's tests, and parse
 // infra/modules/aws, which cannot be initialised without a provider
-// registry, evaluating its checks and breaking them in copies.
+// registry, evaluating its checks and breaking them in copies, and checking
+// it and infra/envs/aws against the aws provider's schema as the npm package
+// @cdktf/provider-aws carries it.
 //
 // The package has no non-test code; it exists for its tests. The Terraform
 // binary is $REDLAB_TF, else tofu, else terraform on PATH; without one, or
