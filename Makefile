@@ -61,6 +61,7 @@ test-infra:
 	$(TF) fmt -check -recursive -diff infra
 	cd infra/modules/redis-node && $(TF) test
 	cd infra/modules/node-generations && $(TF) test
+	cd infra/modules/etcd-member && $(TF) test
 	cd infra/envs/local && d=$$(mktemp -d) && TF_DATA_DIR=$$d $(TF) init -input=false -no-color >/dev/null && TF_DATA_DIR=$$d $(TF) test -no-color; rc=$$?; rm -rf $$d; exit $$rc
 
 ## tools: build OpenTofu from the Go module proxy into ./bin (only needed when
