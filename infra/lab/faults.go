@@ -53,10 +53,10 @@ func newRecorder(stateDir string, node int) *recorder {
 }
 
 // newEtcdRecorder records the faults of etcd member id: node 0 (no Redis
-// node) and the member in every fault's params ("etcd_member").
+// node) and the member in every fault's params (faultlog.EtcdMemberParam).
 func newEtcdRecorder(stateDir string, id int) *recorder {
 	return &recorder{path: filepath.Join(stateDir, FaultsFile), prefix: fmt.Sprintf("e%d", id),
-		params: map[string]string{"etcd_member": strconv.Itoa(id)}}
+		params: map[string]string{faultlog.EtcdMemberParam: strconv.Itoa(id)}}
 }
 
 func (r *recorder) start(kind FaultKind, params map[string]string) (Fault, error) {
