@@ -41,8 +41,9 @@ func etcdPut(cli *clientv3.Client, key, val string, timeout time.Duration) error
 // node through the real tofu/terraform: the members elect a leader and take
 // writes through their client fronts; killing the leader through the
 // control endpoint (target "leader") elects another, and the killed member
-// rejoins after the restart delay; a partition at a member's client front
-// silences it for clients; down leaves no process, port or file.
+// rejoins after the restart delay; partitioning the leader at its fronts
+// silences it for clients and peers (another member leads, the partitioned
+// one commits nothing) until heal; down leaves no process, port or file.
 func TestLabEtcd(t *testing.T) {
 	redlab, tf := requireLab(t)
 	infra := filepath.Join(repoRoot(t), "infra")
@@ -140,30 +141,136 @@ func TestLabEtcd(t *testing.T) {
 		})
 	})
 
-	t.Run("partition a member's client front", func(t *testing.T) {
-		id := 1 + leader%members // any member, the killed one included
-		res, err := l.EtcdPartition(ctx, id)
+	t.Run("partition the leader", func(t *testing.T) {
+		var old int
+		eventually(t, 20*time.Second, "a leader", func() error {
+			var err error
+			old, err = l.EtcdLeader(ctx)
+			return err
+		})
+		res, err := l.EtcdPartition(ctx, TargetLeader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Status.Partitioned || res.Fault == nil || res.Fault.Params["etcd_member"] != strconv.Itoa(id) {
-			t.Fatalf("partition of member %d: got %+v, want partitioned and recorded", id, res)
+		t.Cleanup(func() { _ = l.EtcdHeal(ctx) }) // also when a check below fails
+		if !res.Status.Partitioned || res.Fault == nil || res.Fault.Params["etcd_member"] != strconv.Itoa(old) || res.Fault.Params["target"] != "leader" {
+			t.Fatalf("partition of the leader %d: got %+v, want partitioned and recorded as the leader", old, res)
 		}
-		one := etcdClient(t, []string{l.EtcdEndpoints()[id-1]})
-		err = etcdPut(one, "partitioned", "x", time.Second)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("put through member %d's partitioned front: got %v, want a time-out", id, err)
+		// Clients of its front see silence.
+		one := etcdClient(t, []string{l.EtcdEndpoints()[old-1]})
+		if err := etcdPut(one, "partitioned", "x", time.Second); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("put through the partitioned member %d's front: got %v, want a time-out", old, err)
 		}
-		if err := l.EtcdHeal(ctx, id); err != nil {
+		// Its peers stop hearing it: another member leads, at a higher
+		// term, and takes writes.
+		var next int
+		eventually(t, 20*time.Second, "a new leader", func() error {
+			id, err := l.EtcdLeader(ctx)
+			if err != nil {
+				return err
+			}
+			if id == old {
+				return fmt.Errorf("member %d, partitioned, still leads", id)
+			}
+			next = id
+			return nil
+		})
+		// Through the others: a client of all three may send it into the
+		// partitioned member's open, silent connection (as a real one
+		// would, without keep-alives), and wait there.
+		var others []string
+		for i, ep := range l.EtcdEndpoints() {
+			if i+1 != old {
+				others = append(others, ep)
+			}
+		}
+		if err := etcdPut(etcdClient(t, others), "during", "3", 10*time.Second); err != nil {
+			t.Fatalf("put through the other members with the leader partitioned: %v", err)
+		}
+		sts, err := l.EtcdStatus(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		// Nothing it sends arrives, so it applies nothing of the new term.
+		if cut, lead := sts[old-1], sts[next-1]; cut.RaftTerm >= lead.RaftTerm {
+			t.Errorf("partitioned member %d at applied term %d, new leader %d at %d: want it behind", old, cut.RaftTerm, next, lead.RaftTerm)
+		}
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = etcdstatus.Healthy(hctx, "http://"+ms[old-1].EtcdClient)
+		cancel()
+		if err == nil {
+			t.Errorf("partitioned member %d reports itself healthy (a linearizable read went through)", old)
+		}
+
+		if err := l.EtcdHeal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkFaultEnded(t, l, res.Fault.ID, nil)
+		eventually(t, 20*time.Second, "the healed member healthy", func() error {
+			hctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return etcdstatus.Healthy(hctx, "http://"+ms[old-1].EtcdClient)
+		})
 		// A new client: the partition swallowed the old one's handshake,
 		// which gRPC retries only after its connect timeout.
-		healed := etcdClient(t, []string{l.EtcdEndpoints()[id-1]})
+		healed := etcdClient(t, []string{l.EtcdEndpoints()[old-1]})
 		eventually(t, 10*time.Second, "a put through the healed front", func() error {
 			return etcdPut(healed, "healed", "y", 2*time.Second)
 		})
-		checkFaultEnded(t, l, res.Fault.ID, nil)
+	})
+
+	t.Run("pause, stop and start, restart at once, latency on a follower", func(t *testing.T) {
+		var lead int
+		eventually(t, 20*time.Second, "a leader", func() error {
+			var err error
+			lead, err = l.EtcdLeader(ctx)
+			return err
+		})
+		f := 1 + lead%members
+		healthy := func(what string) {
+			t.Helper()
+			eventually(t, 20*time.Second, what, func() error {
+				hctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				return etcdstatus.Healthy(hctx, "http://"+ms[f-1].EtcdClient)
+			})
+		}
+		res, err := l.EtcdPause(ctx, f, time.Second)
+		if err != nil || res.Status.State != NodePaused {
+			t.Fatalf("pause of member %d: got %+v, %v; want paused", f, res.Status, err)
+		}
+		checkFaultEnded(t, l, res.Fault.ID, map[string]string{"for": "1s"})
+		healthy("member healthy after the pause")
+
+		res, err = l.EtcdStop(ctx, f)
+		if err != nil || res.Status.State != NodeStopped || res.Status.EtcdPID != 0 {
+			t.Fatalf("stop of member %d: got %+v, %v; want stopped without a pid", f, res.Status, err)
+		}
+		stopID := res.Fault.ID
+		if _, err := l.EtcdStart(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		checkFaultEnded(t, l, stopID, nil)
+		healthy("member healthy after start")
+
+		res, err = l.EtcdRestart(ctx, f, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFaultEnded(t, l, res.Fault.ID, map[string]string{"delay": "0s"})
+		healthy("member healthy after a restart at once")
+
+		res, err = l.EtcdLatency(ctx, f, 50*time.Millisecond, 0)
+		if err != nil || time.Duration(res.Status.Latency) != 50*time.Millisecond {
+			t.Fatalf("latency on member %d: got %+v, %v; want 50ms", f, res.Status, err)
+		}
+		if err := etcdPut(etcdClient(t, []string{l.EtcdEndpoints()[f-1]}), "slow", "z", 10*time.Second); err != nil {
+			t.Errorf("put through member %d's slow front: %v", f, err)
+		}
+		if err := l.EtcdHeal(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		checkFaultEnded(t, l, res.Fault.ID, map[string]string{"add": "50ms"})
 	})
 
 	if err := Down(ctx, cfg); err != nil {

@@ -36,14 +36,18 @@ import (
 //     adopt, and `lab up` starts a dead supervisor, which starts etcd again.
 //   - The fronts: clients reach the member through its client front, the
 //     other members through its peer front (the member advertises both).
-//     partition and latency act on both. They act on the connections made
-//     to this member: etcd's peers also dial out (each member opens streams
-//     to the others' peer fronts and reads its peers' messages from them,
-//     and falls back to posting its own when its streams are cut), so a
-//     member partitioned at its own fronts is cut off from its clients and
-//     from the connections its peers open, not from the ones it opens. To
-//     cut raft traffic to a member both ways, pause it, or partition the
-//     other members too.
+//     partition and latency act on both, that is on the connections made
+//     to this member, not on the ones it makes. etcd's raft streams run
+//     both ways: each member reads its peers' messages from the streams it
+//     opened to their peer fronts, and writes its own into the streams they
+//     opened to it. So a partitioned member still hears its peers, while
+//     what it sends goes into streams that stay open and pass nothing (etcd
+//     keeps using an open stream, and does not fall back to posting): an
+//     asymmetric partition. Its heartbeats stop, the others elect a new
+//     leader within an election timeout, and the member, which learns who
+//     leads but whose acknowledgements never arrive, commits and applies
+//     nothing and serves no linearizable read until heal (TestLabEtcd
+//     checks this). A paused member is silent both ways.
 //   - The member is up once it answers a status request on its own client
 //     port: etcd serves clients only after it has joined its cluster, so a
 //     member without a majority stays starting.
