@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
 // faultOptions are the flags of `redlab fault`: the shared ones, and each
@@ -167,6 +168,7 @@ fault is recorded with its start and end time in STATE_DIR/faults.jsonl
 	for _, k := range faultKinds {
 		c.AddCommand(newFaultKindCmd(e, k, o))
 	}
+	c.AddCommand(newFaultEtcdCmd(e, o))
 	c.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "the faults recorded so far (faults.jsonl)",
@@ -311,7 +313,11 @@ func listFaults(w io.Writer, l *lab.Lab) error {
 		if !f.End.IsZero() {
 			end = f.End.Format("15:04:05.000")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\n", f.Node, f.Kind, f.Start.Format("15:04:05.000"), end, f.Params)
+		node := strconv.Itoa(f.Node)
+		if m := f.Params[faultlog.EtcdMemberParam]; m != "" && f.Node == 0 {
+			node = "etcd" + m
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", node, f.Kind, f.Start.Format("15:04:05.000"), end, f.Params)
 	}
 	return tw.Flush()
 }

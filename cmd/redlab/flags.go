@@ -18,6 +18,9 @@ import (
 const (
 	envNodes    = "REDLAB_NODES"
 	envStateDir = "REDLAB_STATE_DIR"
+	// envEtcd is the lab's etcd endpoints (client fronts), comma-separated:
+	// lab up exports it for etcd clients (clientv3.Config.Endpoints).
+	envEtcd = "REDLAB_ETCD"
 	// envPassword is never a flag: ps would show it.
 	envPassword = "REDLAB_PASSWORD"
 )

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,12 +104,21 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("machines") {
 					cfg.Machines = was.Machines
 				}
+				if !fs.Changed("etcd") {
+					cfg.Etcd, cfg.EtcdServer = was.Etcd, was.EtcdServer
+				}
 			}
 			if cfg.Machines && cfg.Replicas > 0 {
 				return usageErrorf("--machines with --replicas 1: a machine runs one redis-server under systemd; replicas need the process lab")
 			}
 			if cfg.Replicas < 0 || cfg.Replicas > 1 {
 				return usageErrorf("--replicas %d: want 0 (independent nodes) or 1 (an asynchronous replica per node, the mistake 'fault failover' shows)", cfg.Replicas)
+			}
+			if cfg.Etcd != 0 && cfg.Etcd != 1 && cfg.Etcd != 3 && cfg.Etcd != 5 {
+				return usageErrorf("--etcd %d: want 0 (none), 1, 3 or 5 members (odd, so that a majority exists)", cfg.Etcd)
+			}
+			if cfg.Etcd > 0 && cfg.Machines {
+				return usageErrorf("--etcd with --machines: etcd members run next to process nodes only")
 			}
 			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
 				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
@@ -168,6 +178,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				}
 				fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control)
 			}
+			for _, m := range l.EtcdMembers() {
+				fmt.Fprintf(e.stdout, "  etcd %d  %s  (peer %s; etcd %s, peer %s; control %s)\n", m.ID, m.Client, m.Peer, m.EtcdClient, m.EtcdPeer, m.Control)
+			}
 			if mon != nil {
 				printMonitoring(e.stdout, mon)
 			}
@@ -182,6 +195,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
+	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5): member M on base+600+M (client front), base+700+M (peer front), base+800+M and base+900+M (etcd), base+1000+M (control); the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
 	fs.BoolVar(&monitoring, "monitoring", false, "also run one redis_exporter per node and a Prometheus with the lab's rules (kept by a later lab up unless --monitoring=false)")
@@ -214,11 +228,15 @@ type envVar struct{ name, value string }
 // labExports is the environment `lab up` hands to the shell: the other
 // commands read it in place of --nodes, --state-dir and a login.
 func labExports(l *lab.Lab) []envVar {
-	return []envVar{
+	vars := []envVar{
 		{envNodes, strings.Join(l.Addrs(), ",")},
 		{envStateDir, l.StateDir()},
 		{lab.CredentialsEnv, l.CredentialsPath()},
 	}
+	if eps := l.EtcdEndpoints(); len(eps) > 0 {
+		vars = append(vars, envVar{envEtcd, strings.Join(eps, ",")})
+	}
+	return vars
 }
 
 // exportLine renders vars as one line a POSIX shell can eval.
@@ -259,12 +277,26 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(e.stdout, labStatusJSON{
+				js := labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
 					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
-				})
+				}
+				if len(l.EtcdMembers()) > 0 {
+					if js.Etcd, err = l.EtcdStatus(c.Context()); err != nil {
+						return err
+					}
+					js.EtcdLeader = etcdLeaderOf(c.Context(), l)
+				}
+				return writeJSON(e.stdout, js)
 			}
 			printLabStatus(e.stdout, l, sts)
+			if len(l.EtcdMembers()) > 0 {
+				ests, err := l.EtcdStatus(c.Context())
+				if err != nil {
+					return err
+				}
+				printEtcdStatus(e.stdout, l, ests, etcdLeaderOf(c.Context(), l))
+			}
 			if mon != nil {
 				fmt.Fprintf(e.stdout, "monitoring: Prometheus %s (scrape every %v); exporters", mon.URL, time.Duration(mon.ScrapeInterval))
 				for _, x := range mon.Exporters {
@@ -293,6 +325,10 @@ type labStatusJSON struct {
 	Nodes           []lab.NodeStatus  `json:"nodes"`
 	// Monitoring is the lab's Prometheus and exporters, when on.
 	Monitoring *lab.Monitoring `json:"monitoring,omitempty"`
+	// Etcd is every etcd member's status, EtcdLeader the member that leads
+	// (0: none now); both absent without etcd members.
+	Etcd       []lab.EtcdMemberStatus `json:"etcd,omitempty"`
+	EtcdLeader int                    `json:"etcd_leader,omitempty"`
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -335,6 +371,55 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 	fmt.Fprintf(w, "\nrestart delay %s. Power-loss fidelity: %s\n", delay, l.Persistence().KillNote())
 	if l.Machines() {
 		fmt.Fprintln(w, "Nodes are systemd-nspawn machines: redlock-redis.service, chrony and the restart guard under real systemd; REDIS PID is the host's view.")
+	}
+}
+
+// etcdLeaderOf is the member that leads now, 0 when none does.
+func etcdLeaderOf(ctx context.Context, l *lab.Lab) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	id, err := l.EtcdLeader(ctx)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+// printEtcdStatus writes the etcd members' table of lab status.
+func printEtcdStatus(w io.Writer, l *lab.Lab, sts []lab.EtcdMemberStatus, leader int) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ETCD	STATE	CLIENT	ROLE	ETCD PID	SUPERVISOR PID	RESTARTS	NETWORK	TERM	SINCE")
+	ms := l.EtcdMembers()
+	for i, st := range sts {
+		role := "-"
+		switch {
+		case st.ID == leader:
+			role = "leader"
+		case st.MemberID != "":
+			role = "follower"
+		}
+		network := "ok"
+		switch {
+		case st.Partitioned:
+			network = "partitioned"
+		case st.Latency > 0:
+			network = fmt.Sprintf("+%v±%v", time.Duration(st.Latency), time.Duration(st.Jitter))
+		}
+		since := "-"
+		if !st.Since.IsZero() {
+			since = st.Since.Format("15:04:05")
+		}
+		term := "-"
+		if st.RaftTerm > 0 {
+			term = fmt.Sprint(st.RaftTerm)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.ID, st.State, ms[i].Client, role,
+			pidOrDash(st.EtcdPID), pidOrDash(st.SupervisorPID), st.Restarts, network, term, since)
+	}
+	tw.Flush()
+	if leader == 0 {
+		fmt.Fprintln(w, "no etcd leader now: a majority of the members names none (an election, or a quorum down)")
 	}
 }
 

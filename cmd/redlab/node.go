@@ -19,12 +19,13 @@ import (
 func newNodeCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "node",
-		Short: "one lab node's supervisor: start | run | stop (run by infra/envs/local)",
+		Short: "one lab node's or etcd member's supervisor: start | run | stop | etcd-start | etcd-run | etcd-stop (run by infra/envs/local)",
 		Long: `One lab node's supervisor. The lab's Terraform provisioners call these; a
 person needs them only to repair a lab by hand ('redlab lab up' is the usual
 way in).`,
 	}
-	c.AddCommand(newNodeStartOrRunCmd(e, "start"), newNodeStartOrRunCmd(e, "run"), newNodeStopCmd(e))
+	c.AddCommand(newNodeStartOrRunCmd(e, "start"), newNodeStartOrRunCmd(e, "run"), newNodeStopCmd(e),
+		newNodeEtcdStartOrRunCmd(e, "etcd-start"), newNodeEtcdStartOrRunCmd(e, "etcd-run"), newNodeEtcdStopCmd(e))
 	return c
 }
 

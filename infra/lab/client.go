@@ -171,6 +171,12 @@ func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, req faultReques
 // do calls a node's control endpoint. Errors the supervisor reports keep
 // their identity (ErrNotRunning, ErrInvalid, ErrUnsupported).
 func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any) error {
+	return call(ctx, fmt.Sprintf("node %d", n.ID), n.Control, method, path, body, out)
+}
+
+// call calls the control endpoint at control ("127.0.0.1:7301") of what
+// ("node 1", "etcd member 2").
+func call(ctx context.Context, what, control, method, path string, body, out any) error {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -179,14 +185,14 @@ func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.Control+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+control+path, r)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := controlClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("node %d control endpoint %s (is the supervisor running? see `redlab lab status`): %w", n.ID, n.Control, err)
+		return fmt.Errorf("%s control endpoint %s (is the supervisor running? see `redlab lab status`): %w", what, control, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -196,7 +202,7 @@ func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-			return fmt.Errorf("node %d: %s: %s", n.ID, resp.Status, bytes.TrimSpace(b))
+			return fmt.Errorf("%s: %s: %s", what, resp.Status, bytes.TrimSpace(b))
 		}
 		switch eb.Code {
 		case "not_running":

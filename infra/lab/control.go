@@ -35,6 +35,9 @@ type faultRequest struct {
 	By     Duration  `json:"by,omitempty"`     // clock-jump
 	Factor float64   `json:"factor,omitempty"` // clock-rate
 	Lag    Duration  `json:"lag,omitempty"`    // failover
+	// Target is recorded with the fault: "leader" when the lab chose the
+	// etcd member because it led when the fault fired.
+	Target string `json:"target,omitempty"`
 }
 
 // FaultResult is what the node reports after a fault request.

@@ -71,6 +71,12 @@
 // seconds (cloud-init, chrony's first update, the guard's wait). Down
 // removes every machine, mount, NTP server and file.
 //
+// etcd members (Config.Etcd, `redlab lab up --etcd 3`) run next to the
+// nodes: each one an etcd process behind a client front and a peer front,
+// supervised and faulted through its own control endpoint like a node; the
+// fault target TargetLeader is the member that leads when the fault fires.
+// See etcd.go (ports, files) and etcdsupervisor.go (semantics).
+//
 // Persistence is per node (Config.NodePersistence): always, everysec or
 // none. A kill -9 of redis-server keeps the writes it already handed to the
 // kernel (they sit in the page cache), so a kill cannot tell appendfsync

@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -40,19 +41,38 @@ type Fault = faultlog.Fault
 // recorder appends fault events to the lab's faults.jsonl. Every node's
 // supervisor appends to the same file (faultlog serialises the appends).
 type recorder struct {
-	path string
-	node int
-	seq  atomic.Int64
+	path   string
+	node   int
+	prefix string // of every fault ID: "n2" for node 2, "e1" for etcd member 1
+	params map[string]string
+	seq    atomic.Int64
 }
 
 func newRecorder(stateDir string, node int) *recorder {
-	return &recorder{path: filepath.Join(stateDir, FaultsFile), node: node}
+	return &recorder{path: filepath.Join(stateDir, FaultsFile), node: node, prefix: fmt.Sprintf("n%d", node)}
+}
+
+// newEtcdRecorder records the faults of etcd member id: node 0 (no Redis
+// node) and the member in every fault's params (faultlog.EtcdMemberParam).
+func newEtcdRecorder(stateDir string, id int) *recorder {
+	return &recorder{path: filepath.Join(stateDir, FaultsFile), prefix: fmt.Sprintf("e%d", id),
+		params: map[string]string{faultlog.EtcdMemberParam: strconv.Itoa(id)}}
 }
 
 func (r *recorder) start(kind FaultKind, params map[string]string) (Fault, error) {
 	now := time.Now().UTC()
+	if len(r.params) > 0 {
+		merged := make(map[string]string, len(r.params)+len(params))
+		for k, v := range r.params {
+			merged[k] = v
+		}
+		for k, v := range params {
+			merged[k] = v
+		}
+		params = merged
+	}
 	f := Fault{
-		ID:     fmt.Sprintf("n%d-%s-%d-%d", r.node, kind, now.UnixNano(), r.seq.Add(1)),
+		ID:     fmt.Sprintf("%s-%s-%d-%d", r.prefix, kind, now.UnixNano(), r.seq.Add(1)),
 		Node:   r.node,
 		Kind:   kind,
 		Params: params,

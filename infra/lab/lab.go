@@ -140,6 +140,11 @@ type Config struct {
 	InfraDir string
 	// RedisServer is the redis-server binary; default redis-server on PATH.
 	RedisServer string
+	// Etcd is the number of etcd members next to the Redis nodes: 0 (none,
+	// the default), 1, 3 or 5. See etcd.go.
+	Etcd int
+	// EtcdServer is the etcd binary; default FindEtcd.
+	EtcdServer string
 	// Log receives tofu/terraform's output; nil discards it (it is also
 	// kept in the state directory's terraform.log).
 	Log io.Writer
@@ -206,6 +211,12 @@ func (c Config) validate() error {
 	if c.Machines && c.Replicas > 0 {
 		return fmt.Errorf("lab: machines with replicas: a machine runs one redis-server under systemd; use the process lab for replicas")
 	}
+	if c.Etcd != 0 && c.Etcd != 1 && c.Etcd != 3 && c.Etcd != 5 {
+		return fmt.Errorf("lab: etcd %d: want 0 (none), 1, 3 or 5 members (odd: a majority must exist)", c.Etcd)
+	}
+	if c.Etcd > 0 && c.Machines {
+		return fmt.Errorf("lab: etcd members with machines: etcd members run next to process nodes only")
+	}
 	if top := c.topOffset(); c.BasePort < 1024 || c.BasePort+top+c.Count > 65535 {
 		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Count)
 	}
@@ -230,6 +241,9 @@ func (c Config) validate() error {
 
 // topOffset is the highest port offset the lab uses.
 func (c Config) topOffset() int {
+	if c.Etcd > 0 {
+		return etcdControlOffset
+	}
 	if c.Replicas > 0 {
 		return replicaLinkOffset
 	}
@@ -254,7 +268,7 @@ var labPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
 // vars are the root module's variables (c has its defaults).
 func (c Config) vars() map[string]string {
 	persistence, _ := json.Marshal(c.NodePersistence)
-	return map[string]string{
+	v := map[string]string{
 		"node_count":            strconv.Itoa(c.Count),
 		"base_port":             strconv.Itoa(c.BasePort),
 		"persistence":           string(persistence),
@@ -264,7 +278,12 @@ func (c Config) vars() map[string]string {
 		"redis_server_path":     c.RedisServer,
 		"replicas":              strconv.Itoa(c.Replicas),
 		"machines":              strconv.FormatBool(c.Machines),
+		"etcd_count":            strconv.Itoa(c.Etcd),
 	}
+	if c.EtcdServer != "" {
+		v["etcd_server_path"] = c.EtcdServer
+	}
+	return v
 }
 
 // Node is one lab node as clients and fault injectors see it.
@@ -296,6 +315,9 @@ type labFile struct {
 	Terraform       string        `json:"terraform"`
 	InfraDir        string        `json:"infra_dir"`
 	Nodes           []Node        `json:"nodes"`
+	Etcd            int           `json:"etcd,omitempty"`
+	EtcdServer      string        `json:"etcd_server,omitempty"`
+	EtcdMembers     []EtcdMember  `json:"etcd_members,omitempty"`
 }
 
 const (
@@ -308,6 +330,7 @@ const (
 	credsVarFile = ".credentials.tfvars.json"
 	rootModule   = "envs/local"
 	nodeModule   = "modules/redis-node"
+	etcdModule   = "modules/etcd-member"
 )
 
 // Lab is a running lab.
@@ -399,6 +422,7 @@ func (l *Lab) Config() Config {
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
 		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
 		Machines: l.f.Machines, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
+		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer,
 	}
 }
 
@@ -456,6 +480,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if cfg.Etcd > 0 && cfg.EtcdServer == "" {
+		if cfg.EtcdServer, err = FindEtcd(cfg.Redlab, cfg.InfraDir); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkPorts(cfg); err != nil {
 		return nil, err
 	}
@@ -490,9 +519,10 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
 		Machines: cfg.Machines, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer,
 	}
 	if old != nil {
-		f.Nodes = old.f.Nodes
+		f.Nodes, f.EtcdMembers = old.f.Nodes, old.f.EtcdMembers
 	}
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
@@ -514,6 +544,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, fmt.Errorf("lab: output nodes: %w", err)
 	}
 	sort.Slice(f.Nodes, func(i, j int) bool { return f.Nodes[i].ID < f.Nodes[j].ID })
+	f.EtcdMembers = nil
+	if raw, ok := out["etcd_members"]; ok {
+		if err := json.Unmarshal(raw, &f.EtcdMembers); err != nil {
+			return nil, fmt.Errorf("lab: output etcd_members: %w", err)
+		}
+	}
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
@@ -523,6 +559,16 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		if err := StartNode(ctx, cfg.Redlab, cfg.StateDir, n.ID); err != nil {
 			return nil, err
 		}
+	}
+	// The same for etcd members; then the cluster must be healthy, which
+	// it can be only once a majority runs.
+	for _, m := range f.EtcdMembers {
+		if err := StartEtcdMember(ctx, cfg.Redlab, cfg.StateDir, m.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitEtcdHealthy(ctx, f.EtcdMembers, cfg.RestartDelay+60*time.Second); err != nil {
+		return nil, err
 	}
 	return &Lab{stateDir: cfg.StateDir, f: f}, nil
 }
@@ -559,6 +605,26 @@ func checkPorts(cfg Config) error {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err != nil {
 				return fmt.Errorf("lab: node %d's %s port %d is in use (choose another --base-port): %w", id, names[off], port, err)
+			}
+			l.Close()
+		}
+	}
+	for id := 1; id <= cfg.Etcd; id++ {
+		own := map[int]bool{}
+		var have EtcdMemberSpec
+		if readJSONFile(filepath.Join(etcdDir(cfg.StateDir, id), specFile), &have) == nil {
+			for _, p := range []int{have.ClientPort, have.PeerPort, have.EtcdClientPort, have.EtcdPeerPort, have.ControlPort} {
+				own[p] = true
+			}
+		}
+		for _, off := range etcdPortOffsets {
+			port := cfg.BasePort + off + id
+			if own[port] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				return fmt.Errorf("lab: etcd member %d's port %d (base+%d+%d) is in use (choose another --base-port): %w", id, port, off, id, err)
 			}
 			l.Close()
 		}
@@ -605,6 +671,17 @@ func Down(ctx context.Context, cfg Config) error {
 	staged := fileExists(filepath.Join(root, "main.tf"))
 	nodes := 0
 	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		id, ok := strings.CutPrefix(e.Name(), etcdDirPrefix)
+		n, err := strconv.Atoi(id)
+		if !ok || err != nil || !e.IsDir() || !fileExists(filepath.Join(dir, e.Name(), specFile)) {
+			continue
+		}
+		nodes++
+		if err := StopEtcdMember(ctx, dir, n, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, e := range ents {
 		id, ok := strings.CutPrefix(e.Name(), "node")
 		n, err := strconv.Atoi(id)
@@ -669,7 +746,7 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	c := Config{
 		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
 		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay, Replicas: f.Replicas,
-		Machines: f.Machines, Redlab: f.Redlab, RedisServer: f.RedisServer,
+		Machines: f.Machines, Redlab: f.Redlab, RedisServer: f.RedisServer, Etcd: f.Etcd, EtcdServer: f.EtcdServer,
 	}
 	return tf.Destroy(ctx, c.vars())
 }
@@ -744,6 +821,12 @@ func stageWorkspace(infraDir, ws string) (root string, changed bool, err error) 
 		return "", false, err
 	}
 	if err := copyModule(filepath.Join(infraDir, nodeModule), filepath.Join(ws, nodeModule), true); err != nil {
+		return "", false, err
+	}
+	if err := os.RemoveAll(filepath.Join(ws, etcdModule)); err != nil {
+		return "", false, fmt.Errorf("lab: %w", err)
+	}
+	if err := copyModule(filepath.Join(infraDir, etcdModule), filepath.Join(ws, etcdModule), true); err != nil {
 		return "", false, err
 	}
 	old, _ := os.ReadFile(filepath.Join(root, ".staged-hash"))

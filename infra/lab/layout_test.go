@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/redistest"
 )
 
 func TestParseRedisConfPersistence(t *testing.T) {
@@ -111,6 +112,12 @@ func TestConfigValidate(t *testing.T) {
 		{"negative replicas", Config{StateDir: "/tmp/x", Replicas: -1}, false},
 		{"replicas need room for two more ranges", Config{StateDir: "/tmp/x", Replicas: 1, BasePort: 65200}, false},
 		{"no replicas fit below", Config{StateDir: "/tmp/x", BasePort: 65200}, true},
+		{"three etcd members", Config{StateDir: "/tmp/x", Etcd: 3}, true},
+		{"one etcd member", Config{StateDir: "/tmp/x", Etcd: 1}, true},
+		{"an even etcd cluster", Config{StateDir: "/tmp/x", Etcd: 2}, false},
+		{"seven etcd members", Config{StateDir: "/tmp/x", Etcd: 7}, false},
+		{"etcd needs room for its ranges", Config{StateDir: "/tmp/x", Etcd: 3, BasePort: 64600}, false},
+		{"etcd with machines", Config{StateDir: "/tmp/x", Etcd: 3, Machines: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,7 +138,7 @@ func TestConfigVars(t *testing.T) {
 	want := map[string]string{
 		"node_count": "5", "base_port": "7100", "persistence": `["none","none","none","none","none"]`, "restart_delay_seconds": "1.5",
 		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server", "replicas": "0",
-		"machines": "false",
+		"machines": "false", "etcd_count": "0",
 	}
 	got := cfg.vars()
 	for k, v := range want {
@@ -155,6 +162,15 @@ func TestConfigVars(t *testing.T) {
 	}
 	if cfg.Persistence != "mixed" {
 		t.Errorf("persistence of a mixed lab: got %q, want mixed", cfg.Persistence)
+	}
+
+	cfg, err = Config{StateDir: "/tmp/x", Etcd: 3, EtcdServer: "/opt/bin/etcd"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = cfg.vars()
+	if got["etcd_count"] != "3" || got["etcd_server_path"] != "/opt/bin/etcd" {
+		t.Errorf("etcd: etcd_count %q etcd_server_path %q, want 3 and /opt/bin/etcd", got["etcd_count"], got["etcd_server_path"])
 	}
 }
 
@@ -284,5 +300,63 @@ func TestCheckPorts(t *testing.T) {
 	defer l2.Close()
 	if err := checkPorts(cfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node 3's replica link front port %d is in use", linkTaken)) {
 		t.Errorf("replica link port taken: got %v, want node 3's replica link front port %d reported", err, linkTaken)
+	}
+	// etcd members add their five ranges.
+	cfg.Replicas = 0
+	cfg.Etcd = 3
+	if !redistest.PortsFree(base, 3, etcdPortOffsets...) {
+		t.Skip("the etcd ranges of this base are in use already; nothing to check")
+	}
+	peerTaken := base + etcdPeerFrontOffset + 2
+	l3, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", peerTaken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Close()
+	if err := checkPorts(cfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("etcd member 2's port %d", peerTaken)) {
+		t.Errorf("etcd peer front port taken: got %v, want etcd member 2's port %d reported", err, peerTaken)
+	}
+}
+
+func TestEtcdMemberSpecValidate(t *testing.T) {
+	conf := func(listenClient, advertiseClient, listenPeer, advertisePeer int, extra string) []byte {
+		return []byte(fmt.Sprintf(`"name": "etcd2"
+"data-dir": "/tmp/x/etcd2/data"
+"listen-client-urls": "http://127.0.0.1:%d"
+"advertise-client-urls": "http://127.0.0.1:%d"
+"listen-peer-urls": "http://127.0.0.1:%d"
+"initial-advertise-peer-urls": "http://127.0.0.1:%d"
+%s`, listenClient, advertiseClient, listenPeer, advertisePeer, extra))
+	}
+	good := EtcdMemberSpec{ID: 2, StateDir: "/tmp/x", ClientPort: 7702, PeerPort: 7802, EtcdClientPort: 7902, EtcdPeerPort: 8002,
+		ControlPort: 8102, EtcdServer: "/usr/local/bin/etcd", Conf: conf(7902, 7702, 8002, 7802, "")}
+	tests := []struct {
+		name string
+		edit func(*EtcdMemberSpec)
+		want string // "" for valid
+	}{
+		{"valid", func(*EtcdMemberSpec) {}, ""},
+		{"id 0", func(s *EtcdMemberSpec) { s.ID = 0 }, "etcd member id 0"},
+		{"shared port", func(s *EtcdMemberSpec) { s.ControlPort = s.ClientPort }, "are both 7702"},
+		{"relative etcd", func(s *EtcdMemberSpec) { s.EtcdServer = "etcd" }, "must be an absolute path"},
+		{"listens on the front", func(s *EtcdMemberSpec) { s.Conf = conf(7702, 7702, 8002, 7802, "") }, "listen-client-urls has port 7702, want 7902"},
+		{"advertises etcd itself", func(s *EtcdMemberSpec) { s.Conf = conf(7902, 7702, 8002, 8002, "") }, "initial-advertise-peer-urls has port 8002, want 7802"},
+		{"fsync off", func(s *EtcdMemberSpec) { s.Conf = conf(7902, 7702, 8002, 7802, `"unsafe-no-fsync": true`) }, "turns fsync off"},
+		{"not loopback", func(s *EtcdMemberSpec) {
+			s.Conf = []byte(strings.Replace(string(s.Conf), "http://127.0.0.1:7902", "http://10.0.0.1:7902", 1))
+		}, "want one http://127.0.0.1:PORT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good
+			tt.edit(&s)
+			err := s.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want valid", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("got %v, want an error with %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -174,3 +174,97 @@ resource "terraform_data" "node" {
     command     = "--purge"
   }
 }
+
+# etcd members (etcd_count > 0): each one an etcd process run by its own
+# `redlab node etcd-run` supervisor, like a Redis node, behind two fault
+# fronts: clients and the other members reach it only through them (the
+# member advertises the fronts), so the lab's network faults act on both
+# client and raft traffic that reaches the member. The configuration is what
+# infra/modules/etcd-member renders for any host.
+locals {
+  etcd_members = {
+    for i in range(1, var.etcd_count + 1) : tostring(i) => {
+      id               = i
+      name             = "etcd${i}"
+      client_port      = var.base_port + 600 + i
+      peer_port        = var.base_port + 700 + i
+      etcd_client_port = var.base_port + 800 + i
+      etcd_peer_port   = var.base_port + 900 + i
+      control_port     = var.base_port + 1000 + i
+      dir              = "${var.state_dir}/etcd${i}"
+    }
+  }
+  etcd_initial_cluster = { for k, m in local.etcd_members : m.name => "http://127.0.0.1:${m.peer_port}" }
+}
+
+module "etcd_member" {
+  source   = "../../modules/etcd-member"
+  for_each = local.etcd_members
+
+  name     = each.value.name
+  data_dir = "${each.value.dir}/data"
+  log_file = "${each.value.dir}/etcd.log"
+  urls = {
+    listen_client    = "http://127.0.0.1:${each.value.etcd_client_port}"
+    advertise_client = "http://127.0.0.1:${each.value.client_port}"
+    listen_peer      = "http://127.0.0.1:${each.value.etcd_peer_port}"
+    advertise_peer   = "http://127.0.0.1:${each.value.peer_port}"
+  }
+  initial_cluster = local.etcd_initial_cluster
+  # One per lab: the state directory is the lab's identity on this host.
+  cluster_token = "redlab-${substr(sha256(var.state_dir), 0, 16)}"
+}
+
+resource "terraform_data" "etcd_member" {
+  for_each = local.etcd_members
+
+  # A member whose configuration or ports change is a new member of a new
+  # cluster: stopped, its data removed, started again.
+  triggers_replace = {
+    conf        = sha256(module.etcd_member[each.key].etcd_conf)
+    ports       = "${each.value.client_port}/${each.value.peer_port}/${each.value.etcd_client_port}/${each.value.etcd_peer_port}/${each.value.control_port}"
+    etcd_server = var.etcd_server_path
+  }
+
+  input = {
+    id         = each.value.id
+    state_dir  = var.state_dir
+    redlab_bin = var.redlab_bin
+  }
+
+  # As for the Redis nodes: no shell, the file goes base64. `etcd-start`
+  # returns once etcd listens, not once it is healthy: a member cannot be
+  # healthy before a majority of its cluster runs (infra/lab waits for that).
+  provisioner "local-exec" {
+    interpreter = [
+      var.redlab_bin, "node", "etcd-start",
+      "--id", tostring(each.value.id),
+      "--state-dir", var.state_dir,
+      "--client-port", tostring(each.value.client_port),
+      "--peer-port", tostring(each.value.peer_port),
+      "--etcd-client-port", tostring(each.value.etcd_client_port),
+      "--etcd-peer-port", tostring(each.value.etcd_peer_port),
+      "--control-port", tostring(each.value.control_port),
+      "--etcd-server", var.etcd_server_path,
+      "--conf-b64", base64encode(module.etcd_member[each.key].etcd_conf),
+    ]
+    command = "--restart-delay=${var.restart_delay_seconds}s"
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.etcd_count == 0 || var.base_port + 1000 + var.etcd_count <= 65535
+      error_message = "with etcd members, base_port must leave room for their ranges (base_port + 1000 + etcd_count <= 65535)."
+    }
+    precondition {
+      condition     = !var.machines
+      error_message = "etcd members run as processes next to process nodes only (not with machines = true)."
+    }
+  }
+
+  provisioner "local-exec" {
+    when        = destroy
+    interpreter = [self.input.redlab_bin, "node", "etcd-stop", "--id", tostring(self.input.id), "--state-dir", self.input.state_dir]
+    command     = "--purge"
+  }
+}

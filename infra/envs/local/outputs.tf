@@ -30,3 +30,19 @@ output "restart_delay_seconds" {
   description = "The restart guard's delay after a crash, as the module rendered it."
   value       = var.restart_delay_seconds + var.restart_margin
 }
+
+output "etcd_members" {
+  description = "Every etcd member, in order: id, name, client and peer (the fronts: what clients and the other members use), etcd_client and etcd_peer (etcd itself), control (the supervisor's control endpoint). Empty with etcd_count 0."
+  value = [
+    for i in range(1, var.etcd_count + 1) : {
+      id          = i
+      name        = local.etcd_members[tostring(i)].name
+      client      = "127.0.0.1:${local.etcd_members[tostring(i)].client_port}"
+      peer        = "127.0.0.1:${local.etcd_members[tostring(i)].peer_port}"
+      etcd_client = "127.0.0.1:${local.etcd_members[tostring(i)].etcd_client_port}"
+      etcd_peer   = "127.0.0.1:${local.etcd_members[tostring(i)].etcd_peer_port}"
+      control     = "127.0.0.1:${local.etcd_members[tostring(i)].control_port}"
+    }
+  ]
+  depends_on = [terraform_data.etcd_member]
+}

@@ -130,3 +130,23 @@ variable "machines" {
   type        = bool
   default     = false
 }
+
+variable "etcd_count" {
+  description = "etcd members next to the Redis nodes (0: none): the consensus-based alternative to Redlock. Member M's client front is on base_port+600+M, its peer front on base_port+700+M, etcd itself on base_port+800+M (clients) and base_port+900+M (peers), its supervisor's control endpoint on base_port+1000+M."
+  type        = number
+  default     = 0
+  validation {
+    condition     = contains([0, 1, 3, 5], var.etcd_count)
+    error_message = "etcd_count must be 0, 1, 3 or 5 (an odd cluster, so that a majority exists)."
+  }
+}
+
+variable "etcd_server_path" {
+  description = "The etcd binary the member supervisors run (`make etcd` builds bin/etcd)."
+  type        = string
+  default     = "/usr/local/bin/etcd"
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9._/-]+$", var.etcd_server_path))
+    error_message = "etcd_server_path must be an absolute path without spaces."
+  }
+}

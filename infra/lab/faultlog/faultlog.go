@@ -17,7 +17,8 @@
 //     after it in the file; a fault without an end is still in effect.
 //   - time: RFC 3339 with any fraction of a second.
 //   - params: optional string values; an end's params are merged over its
-//     start's.
+//     start's. A fault on an etcd member has node 0 and the member's number
+//     in params.etcd_member (EtcdMemberParam).
 //
 // Nothing else is read: a line of another shape is an error naming the line,
 // so a record that drifted from this format cannot be half understood.
@@ -79,6 +80,10 @@ func (e Event) check() error {
 	return nil
 }
 
+// EtcdMemberParam is the param naming the etcd member (from 1) a fault acted
+// on; such a fault is tied to no Redis node (node 0).
+const EtcdMemberParam = "etcd_member"
+
 // Fault is one fault, its start and end events merged. End is zero while
 // the fault is in effect.
 type Fault struct {
@@ -93,11 +98,14 @@ type Fault struct {
 // Active reports whether the fault has not ended.
 func (f Fault) Active() bool { return f.End.IsZero() }
 
-// Name is how a report labels the fault: "kill node2", or the kind alone
-// for a fault not tied to one node.
+// Name is how a report labels the fault: "kill node2", "kill etcd1" for an
+// etcd member, or the kind alone for a fault not tied to one node.
 func (f Fault) Name() string {
 	if f.Node > 0 {
 		return string(f.Kind) + " node" + strconv.Itoa(f.Node)
+	}
+	if m := f.Params[EtcdMemberParam]; m != "" {
+		return string(f.Kind) + " etcd" + m
 	}
 	return string(f.Kind)
 }

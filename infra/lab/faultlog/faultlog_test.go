@@ -93,6 +93,20 @@ func sameFault(a, b Fault) bool {
 // Several writers (the node supervisors are separate processes; the lock is
 // per open file, so goroutines opening the file each time contend the same
 // way) never interleave within a line.
+func TestNameEtcdMember(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := Append(path, Event{ID: "e1", Kind: "kill", Phase: Start, Time: at(1), Params: map[string]string{EtcdMemberParam: "2", "target": "leader"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Node != 0 || got[0].Name() != "kill etcd2" {
+		t.Fatalf("an etcd member's fault: got %+v named %q, want node 0 named \"kill etcd2\"", got, got[0].Name())
+	}
+}
+
 func TestAppendConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	const writers, faults = 6, 40

@@ -298,3 +298,48 @@ run "machines_without_replicas" {
 
   expect_failures = [terraform_data.node]
 }
+
+run "etcd_members" {
+  command = plan
+  variables {
+    etcd_count       = 3
+    etcd_server_path = "/opt/redlab/bin/etcd"
+  }
+  assert {
+    condition     = length(module.etcd_member) == 3
+    error_message = "etcd_count 3 must render three members."
+  }
+  assert {
+    condition = (
+      yamldecode(module.etcd_member["2"].etcd_conf)["listen-client-urls"] == "http://127.0.0.1:7902" &&
+      yamldecode(module.etcd_member["2"].etcd_conf)["advertise-client-urls"] == "http://127.0.0.1:7702" &&
+      yamldecode(module.etcd_member["2"].etcd_conf)["listen-peer-urls"] == "http://127.0.0.1:8002" &&
+      yamldecode(module.etcd_member["2"].etcd_conf)["initial-advertise-peer-urls"] == "http://127.0.0.1:7802"
+    )
+    error_message = "member 2 must listen on base+800+2 and base+900+2 and advertise its fronts, base+600+2 and base+700+2."
+  }
+  assert {
+    condition     = yamldecode(module.etcd_member["3"].etcd_conf)["initial-cluster"] == "etcd1=http://127.0.0.1:7801,etcd2=http://127.0.0.1:7802,etcd3=http://127.0.0.1:7803"
+    error_message = "the initial cluster must name every member's peer front."
+  }
+  assert {
+    condition     = yamldecode(module.etcd_member["1"].etcd_conf)["data-dir"] == "/tmp/redlab-tftest/etcd1/data"
+    error_message = "member 1's data must live in its directory of the state dir."
+  }
+}
+
+run "no_etcd_by_default" {
+  command = plan
+  assert {
+    condition     = length(module.etcd_member) == 0
+    error_message = "without etcd_count there must be no etcd member."
+  }
+}
+
+run "even_etcd_count" {
+  command = plan
+  variables {
+    etcd_count = 2
+  }
+  expect_failures = [var.etcd_count]
+}

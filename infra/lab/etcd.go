@@ -1,0 +1,361 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
+)
+
+// etcd members (Config.Etcd, `redlab lab up --etcd 3`): the consensus-based
+// alternative to Redlock, next to the Redis nodes. Each member is one etcd
+// process with the configuration infra/modules/etcd-member renders (fsync
+// on), run by its own supervisor (`redlab node etcd-run`, etcdsupervisor.go)
+// like a Redis node, behind two fault fronts: one on its client port, one on
+// its peer port. The member advertises the fronts, so clients and the other
+// members reach it only through them.
+//
+// Ports: member M's client front is on BasePort+600+M, its peer front on
+// BasePort+700+M, etcd itself on BasePort+800+M (clients) and
+// BasePort+900+M (peers), the supervisor's control endpoint on
+// BasePort+1000+M, all on 127.0.0.1. Files: stateDir/etcdM (etcd.yml,
+// spec.json, member.json, data/, etcd.log, supervisor.log, pid files).
+const (
+	etcdClientFrontOffset = 600
+	etcdPeerFrontOffset   = 700
+	etcdClientOffset      = 800
+	etcdPeerOffset        = 900
+	etcdControlOffset     = 1000
+	// MaxEtcdMembers is the largest etcd cluster a lab runs.
+	MaxEtcdMembers = 5
+)
+
+// etcdPortOffsets are the offsets of the port ranges of etcd members.
+var etcdPortOffsets = []int{etcdClientFrontOffset, etcdPeerFrontOffset, etcdClientOffset, etcdPeerOffset, etcdControlOffset}
+
+// Files in an etcd member's directory.
+const (
+	etcdConfFile  = "etcd.yml"
+	etcdStatus    = "member.json"
+	etcdPIDFile   = "etcd.pid"
+	etcdLogFile   = "etcd.log"
+	etcdDirPrefix = "etcd"
+)
+
+func etcdDir(stateDir string, id int) string {
+	return filepath.Join(stateDir, etcdDirPrefix+strconv.Itoa(id))
+}
+
+// EtcdMember is one etcd member as clients and fault injectors see it.
+type EtcdMember struct {
+	ID   int    `json:"id"`
+	Name string `json:"name"`
+	// Client and Peer are the fronts: what clients and the other members
+	// use.
+	Client string `json:"client"`
+	Peer   string `json:"peer"`
+	// EtcdClient and EtcdPeer are etcd itself, bypassing the fronts.
+	EtcdClient string `json:"etcd_client"`
+	EtcdPeer   string `json:"etcd_peer"`
+	// Control is the supervisor's control endpoint.
+	Control string `json:"control"`
+}
+
+// EtcdMemberSpec is everything a member's supervisor needs; it is written to
+// the member's directory, so a supervisor can be restarted from disk alone.
+type EtcdMemberSpec struct {
+	ID             int      `json:"id"`
+	StateDir       string   `json:"state_dir"`
+	ClientPort     int      `json:"client_port"`      // the client front
+	PeerPort       int      `json:"peer_port"`        // the peer front
+	EtcdClientPort int      `json:"etcd_client_port"` // etcd's listen-client-urls
+	EtcdPeerPort   int      `json:"etcd_peer_port"`   // etcd's listen-peer-urls
+	ControlPort    int      `json:"control_port"`
+	RestartDelay   Duration `json:"restart_delay"`
+	EtcdServer     string   `json:"etcd_server"`
+	// Conf is the rendered etcd.yml; it lives in its own file.
+	Conf []byte `json:"-"`
+}
+
+func (s EtcdMemberSpec) dir() string { return etcdDir(s.StateDir, s.ID) }
+
+func (s EtcdMemberSpec) path(name string) string { return filepath.Join(s.dir(), name) }
+
+// etcdConf is what the lab reads back from a rendered etcd.yml.
+type etcdConf struct {
+	Name                string `yaml:"name"`
+	DataDir             string `yaml:"data-dir"`
+	ListenClientURLs    string `yaml:"listen-client-urls"`
+	AdvertiseClientURLs string `yaml:"advertise-client-urls"`
+	ListenPeerURLs      string `yaml:"listen-peer-urls"`
+	AdvertisePeerURLs   string `yaml:"initial-advertise-peer-urls"`
+	UnsafeNoFsync       bool   `yaml:"unsafe-no-fsync"`
+}
+
+func parseEtcdConf(b []byte) (etcdConf, error) {
+	var c etcdConf
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("lab: etcd.yml: %w", err)
+	}
+	return c, nil
+}
+
+// urlPort returns the port of a single http://127.0.0.1:PORT URL.
+func urlPort(s string) (int, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" {
+		return 0, fmt.Errorf("%q: want one http://127.0.0.1:PORT", s)
+	}
+	return strconv.Atoi(u.Port())
+}
+
+// Validate checks the spec's fields, and that the rendered etcd.yml listens
+// and advertises where the spec says, keeps fsync on and has its data dir.
+func (s EtcdMemberSpec) Validate() error {
+	if s.ID < 1 || s.ID > MaxEtcdMembers {
+		return fmt.Errorf("lab: etcd member id %d: want 1-%d", s.ID, MaxEtcdMembers)
+	}
+	if !filepath.IsAbs(s.StateDir) {
+		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
+	}
+	seen := map[int]string{}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"client port", s.ClientPort}, {"peer port", s.PeerPort}, {"etcd client port", s.EtcdClientPort}, {"etcd peer port", s.EtcdPeerPort}, {"control port", s.ControlPort}} {
+		if p.port < 1 || p.port > 65535 {
+			return fmt.Errorf("lab: etcd member %d: %s %d: want 1-65535", s.ID, p.name, p.port)
+		}
+		if other, dup := seen[p.port]; dup {
+			return fmt.Errorf("lab: etcd member %d: %s and %s are both %d", s.ID, other, p.name, p.port)
+		}
+		seen[p.port] = p.name
+	}
+	if s.RestartDelay < 0 {
+		return fmt.Errorf("lab: etcd member %d: negative restart delay", s.ID)
+	}
+	if s.EtcdServer == "" || !filepath.IsAbs(s.EtcdServer) {
+		return fmt.Errorf("lab: etcd member %d: etcd server %q must be an absolute path", s.ID, s.EtcdServer)
+	}
+	c, err := parseEtcdConf(s.Conf)
+	if err != nil {
+		return fmt.Errorf("lab: etcd member %d: %w", s.ID, err)
+	}
+	for _, want := range []struct {
+		key, val string
+		port     int
+	}{
+		{"listen-client-urls", c.ListenClientURLs, s.EtcdClientPort},
+		{"advertise-client-urls", c.AdvertiseClientURLs, s.ClientPort},
+		{"listen-peer-urls", c.ListenPeerURLs, s.EtcdPeerPort},
+		{"initial-advertise-peer-urls", c.AdvertisePeerURLs, s.PeerPort},
+	} {
+		got, err := urlPort(want.val)
+		if err != nil {
+			return fmt.Errorf("lab: etcd member %d: rendered %s %w", s.ID, want.key, err)
+		}
+		if got != want.port {
+			return fmt.Errorf("lab: etcd member %d: rendered %s has port %d, want %d", s.ID, want.key, got, want.port)
+		}
+	}
+	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("lab: etcd member %d: rendered etcd.yml needs an absolute data-dir, got %q", s.ID, c.DataDir)
+	}
+	if c.UnsafeNoFsync {
+		return fmt.Errorf("lab: etcd member %d: rendered etcd.yml turns fsync off (unsafe-no-fsync)", s.ID)
+	}
+	return nil
+}
+
+// PrepareEtcdMember writes the member's spec and rendered etcd.yml into
+// stateDir/etcdM and creates its data directory.
+func PrepareEtcdMember(spec EtcdMemberSpec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	c, _ := parseEtcdConf(spec.Conf)
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("lab: etcd member %d: %w", spec.ID, err)
+	}
+	if err := atomicfile.WriteFile(spec.path(etcdConfFile), spec.Conf, 0o644); err != nil {
+		return fmt.Errorf("lab: etcd member %d: %w", spec.ID, err)
+	}
+	if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
+		return fmt.Errorf("lab: etcd member %d: %w", spec.ID, err)
+	}
+	return nil
+}
+
+// LoadEtcdMemberSpec reads what PrepareEtcdMember wrote.
+func LoadEtcdMemberSpec(stateDir string, id int) (EtcdMemberSpec, error) {
+	var spec EtcdMemberSpec
+	if err := readJSONFile(filepath.Join(etcdDir(stateDir, id), specFile), &spec); err != nil {
+		return spec, fmt.Errorf("lab: etcd member %d: %w", id, err)
+	}
+	var err error
+	if spec.Conf, err = os.ReadFile(spec.path(etcdConfFile)); err != nil {
+		return spec, fmt.Errorf("lab: etcd member %d: %w", id, err)
+	}
+	return spec, spec.Validate()
+}
+
+// isEtcdSupervisor reports whether pid is `redlab node etcd-run` for
+// member id of stateDir.
+func isEtcdSupervisor(pid int, stateDir string, id int) bool {
+	if !alive(pid) {
+		return false
+	}
+	args := cmdline(pid)
+	var run, dirOK, idOK bool
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == "etcd-run" && i > 0 && args[i-1] == "node":
+			run = true
+		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
+			dirOK = true
+		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
+			idOK = true
+		}
+	}
+	return run && dirOK && idOK
+}
+
+// StartEtcdMember starts the supervisor of a prepared member detached from
+// the caller (its own session, output to stateDir/etcdM/supervisor.log) by
+// running `redlab node etcd-run`, and returns once etcd listens on its
+// client port through the front. It does not wait for the member to be
+// healthy: that takes a majority of the cluster, whose other members may
+// not have started yet (Up waits for the cluster). A supervisor already
+// running for the member is left alone.
+func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error {
+	spec, err := LoadEtcdMemberSpec(stateDir, id)
+	if err != nil {
+		return err
+	}
+	if pid := readPID(spec.path(supervisorPIDFile)); isEtcdSupervisor(pid, spec.StateDir, id) {
+		return nil
+	}
+	logf, err := os.OpenFile(spec.path(supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("lab: etcd member %d: %w", id, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(redlab, "node", "etcd-run", "--id", strconv.Itoa(id), "--state-dir", spec.StateDir)
+	cmd.Dir = spec.dir()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("lab: etcd member %d: start supervisor: %w", id, err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.RestartDelay)+30*time.Second)
+	defer cancel()
+	for {
+		var st EtcdMemberStatus
+		_ = readJSONFile(spec.path(etcdStatus), &st)
+		mine := st.SupervisorPID == pid
+		if mine && st.State == NodeStopped {
+			return nil
+		}
+		var err error
+		if mine && st.EtcdPID != 0 {
+			var conn net.Conn
+			if conn, err = net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(spec.ClientPort), 300*time.Millisecond); err == nil {
+				conn.Close()
+				return nil
+			}
+		} else {
+			err = fmt.Errorf("supervisor reports %q", st.State)
+		}
+		if !alive(pid) {
+			log, _ := os.ReadFile(spec.path(supervisorLogFile))
+			return fmt.Errorf("lab: etcd member %d: supervisor exited during start; end of %s:\n%s",
+				id, spec.path(supervisorLogFile), tail(string(log), 1500))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lab: etcd member %d does not listen on 127.0.0.1:%d: %w (last error: %v)", id, spec.ClientPort, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// StopEtcdMember stops member id: its supervisor (SIGTERM; it stops etcd
+// cleanly), then any etcd process of the member a dead supervisor left
+// (found by its configuration file on its command line). With purge it then
+// removes stateDir/etcdM. Stopping a member that is not running succeeds.
+func StopEtcdMember(ctx context.Context, stateDir string, id int, purge bool) error {
+	dir := etcdDir(stateDir, id)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	for _, pid := range scanProc(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		if !waitGoneCtx(ctx, pid, stopTimeout+5*time.Second) {
+			errs = append(errs, fmt.Errorf("lab: etcd member %d: supervisor pid %d ignored SIGTERM; killed", id, pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+		}
+	}
+	for _, pid := range findMentioning(filepath.Join(dir, etcdConfFile)) {
+		signalGroup(pid, syscall.SIGKILL)
+		waitGone(pid, 5*time.Second)
+	}
+	for _, f := range []string{supervisorPIDFile, etcdPIDFile} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	if purge {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("lab: etcd member %d: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FindEtcd returns the etcd binary a lab runs: $REDLAB_ETCD_BIN, else
+// bin/etcd next to the redlab binary or in the repository holding infraDir
+// (`make etcd` builds it there), else etcd on PATH.
+func FindEtcd(redlab, infraDir string) (string, error) {
+	if p := os.Getenv("REDLAB_ETCD_BIN"); p != "" {
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("lab: REDLAB_ETCD_BIN=%s: %w", p, err)
+		}
+		return filepath.Abs(p)
+	}
+	var cands []string
+	if redlab != "" {
+		cands = append(cands, filepath.Join(filepath.Dir(redlab), "etcd"))
+	}
+	if infraDir != "" {
+		cands = append(cands, filepath.Join(filepath.Dir(infraDir), "bin", "etcd"))
+	}
+	for _, c := range cands {
+		if executable(c) == nil {
+			return c, nil
+		}
+	}
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		return "", fmt.Errorf("lab: no etcd binary (tried $REDLAB_ETCD_BIN, %s, PATH): build it with 'make etcd': %w", strings.Join(cands, ", "), err)
+	}
+	return filepath.Abs(p)
+}

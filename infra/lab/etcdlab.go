@@ -1,0 +1,197 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/redlocklab/redlocklab/internal/etcdstatus"
+)
+
+// TargetLeader, as the member of an etcd fault, is the member that leads
+// when the fault fires: the lab asks the members which one leads (a
+// majority must name it, see etcdstatus.Leader), sends the fault to that
+// member, and the fault's record says which member it was ("etcd_member")
+// and that it was chosen as the leader ("target": "leader").
+const TargetLeader = 0
+
+// ErrNoEtcd is returned by the etcd methods of a lab without etcd members.
+var ErrNoEtcd = errors.New("lab: no etcd members in this lab (lab up --etcd 3)")
+
+// EtcdMembers returns the lab's etcd members, in order; none without
+// Config.Etcd.
+func (l *Lab) EtcdMembers() []EtcdMember { return append([]EtcdMember(nil), l.f.EtcdMembers...) }
+
+// EtcdEndpoints returns the members' client URLs through their fronts, in
+// order: the endpoints of a clientv3.Config, and the value of REDLAB_ETCD.
+func (l *Lab) EtcdEndpoints() []string {
+	out := make([]string, len(l.f.EtcdMembers))
+	for i, m := range l.f.EtcdMembers {
+		out[i] = "http://" + m.Client
+	}
+	return out
+}
+
+// etcdDirectURLs are the members' own client URLs, bypassing the fronts, so
+// that what the lab reports is not bent by its own network faults.
+func (l *Lab) etcdDirectURLs() []string {
+	out := make([]string, len(l.f.EtcdMembers))
+	for i, m := range l.f.EtcdMembers {
+		out[i] = "http://" + m.EtcdClient
+	}
+	return out
+}
+
+func (l *Lab) etcdMember(id int) (EtcdMember, error) {
+	for _, m := range l.f.EtcdMembers {
+		if m.ID == id {
+			return m, nil
+		}
+	}
+	if len(l.f.EtcdMembers) == 0 {
+		return EtcdMember{}, ErrNoEtcd
+	}
+	return EtcdMember{}, fmt.Errorf("%w: no etcd member %d (members are 1-%d)", ErrInvalid, id, len(l.f.EtcdMembers))
+}
+
+// EtcdLeader returns the number (from 1) of the member that leads now: the
+// one a majority of the cluster names, asked directly (not through the
+// fronts). The error wraps etcdstatus.ErrNoLeader when there is none.
+func (l *Lab) EtcdLeader(ctx context.Context) (int, error) {
+	if len(l.f.EtcdMembers) == 0 {
+		return 0, ErrNoEtcd
+	}
+	i, _, err := etcdstatus.Leader(ctx, l.etcdDirectURLs())
+	if err != nil {
+		return 0, fmt.Errorf("lab: %w", err)
+	}
+	return l.f.EtcdMembers[i].ID, nil
+}
+
+// EtcdStatus returns every member's status. A member whose supervisor does
+// not answer is reported NodeDown with what its last status file said.
+func (l *Lab) EtcdStatus(ctx context.Context) ([]EtcdMemberStatus, error) {
+	out := make([]EtcdMemberStatus, 0, len(l.f.EtcdMembers))
+	for _, m := range l.f.EtcdMembers {
+		var st EtcdMemberStatus
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := call(sctx, "etcd member "+strconv.Itoa(m.ID), m.Control, http.MethodGet, "/v1/status", nil, &st)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			_ = readJSONFile(filepath.Join(etcdDir(l.stateDir, m.ID), etcdStatus), &st)
+			st.ID, st.State, st.SupervisorPID, st.EtcdPID = m.ID, NodeDown, 0, 0
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// EtcdKill SIGKILLs member's etcd (TargetLeader: the leader's): a crash.
+// Its supervisor starts it again after the restart delay, and the fault
+// ends when it answers again. It returns once the process is gone.
+func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, FaultKill, faultRequest{})
+}
+
+// EtcdRestart crashes member like EtcdKill, but it comes back after delay
+// instead of the restart delay (0: at once).
+func (l *Lab) EtcdRestart(ctx context.Context, member int, delay time.Duration) (EtcdFaultResult, error) {
+	d := Duration(delay)
+	return l.etcdFault(ctx, member, FaultRestart, faultRequest{Delay: &d})
+}
+
+// EtcdStop shuts member's etcd down cleanly (SIGTERM) and keeps it down
+// until EtcdStart. It returns once it is down.
+func (l *Lab) EtcdStop(ctx context.Context, member int) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, FaultStop, faultRequest{})
+}
+
+// EtcdStart starts a stopped member and returns once etcd runs; the stop
+// fault ends once the member has rejoined its cluster (which needs a
+// majority running).
+func (l *Lab) EtcdStart(ctx context.Context, member int) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, "start", faultRequest{})
+}
+
+// EtcdPause SIGSTOPs member's etcd for d, after which its supervisor
+// continues it. It returns at once.
+func (l *Lab) EtcdPause(ctx context.Context, member int, d time.Duration) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, FaultPause, faultRequest{For: Duration(d)})
+}
+
+// EtcdPartition silences member's client and peer fronts (see
+// etcdsupervisor.go for what that cuts, and what it does not).
+func (l *Lab) EtcdPartition(ctx context.Context, member int) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, FaultPartition, faultRequest{})
+}
+
+// EtcdLatency delays what member's fronts pass back by add ± jitter; add 0
+// removes it.
+func (l *Lab) EtcdLatency(ctx context.Context, member int, add, jitter time.Duration) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, FaultLatency, faultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+}
+
+// EtcdHeal removes every network fault from the members, or from every
+// member when none is given.
+func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
+	if len(members) == 0 {
+		for _, m := range l.f.EtcdMembers {
+			members = append(members, m.ID)
+		}
+	}
+	for _, id := range members {
+		if _, err := l.etcdFault(ctx, id, "heal", faultRequest{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req faultRequest) (EtcdFaultResult, error) {
+	if member == TargetLeader {
+		id, err := l.EtcdLeader(ctx)
+		if err != nil {
+			return EtcdFaultResult{}, fmt.Errorf("lab: %s the etcd leader: %w", kind, err)
+		}
+		member, req.Target = id, "leader"
+	}
+	m, err := l.etcdMember(member)
+	if err != nil {
+		return EtcdFaultResult{}, err
+	}
+	var res EtcdFaultResult
+	if err := call(ctx, "etcd member "+strconv.Itoa(m.ID), m.Control, http.MethodPost, "/v1/faults/"+string(kind), req, &res); err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, m.ID, err)
+	}
+	return res, nil
+}
+
+// waitEtcdHealthy waits until every member reports itself healthy (a
+// leader, a linearizable read), asked directly.
+func waitEtcdHealthy(ctx context.Context, members []EtcdMember, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for _, m := range members {
+		for {
+			hctx, hcancel := context.WithTimeout(ctx, time.Second)
+			err := etcdstatus.Healthy(hctx, "http://"+m.EtcdClient)
+			hcancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("lab: etcd member %d not healthy: %w (last error: %v)", m.ID, ctx.Err(), err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

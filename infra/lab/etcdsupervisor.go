@@ -1,0 +1,769 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/etcdstatus"
+)
+
+// The etcd member supervisor, `redlab node etcd-run`: the Redis node
+// supervisor's semantics where they carry over, and simpler where etcd needs
+// less.
+//
+//   - A crash (any exit not asked for) keeps the member down for the lab's
+//     restart delay, as a Redis node's restart guard does, so that a killed
+//     leader is gone long enough for the others to elect a new one; the
+//     restart fault overrides the delay once. There is no restart guard:
+//     etcd fsyncs its raft log before it acknowledges, so a member may
+//     restart at once without losing what it acknowledged.
+//   - etcd dies with its supervisor (parent-death signal): a member that
+//     restarts from its data directory is safe, so there is nothing to
+//     adopt, and `lab up` starts a dead supervisor, which starts etcd again.
+//   - The fronts: clients reach the member through its client front, the
+//     other members through its peer front (the member advertises both).
+//     partition and latency act on both, that is on the connections made
+//     to this member, not on the ones it makes. etcd's raft streams run
+//     both ways: each member reads its peers' messages from the streams it
+//     opened to their peer fronts, and writes its own into the streams they
+//     opened to it. So a partitioned member still hears its peers, while
+//     what it sends goes into streams that stay open and pass nothing (etcd
+//     keeps using an open stream, and does not fall back to posting): an
+//     asymmetric partition. Its heartbeats stop, the others elect a new
+//     leader within an election timeout, and the member, which learns who
+//     leads but whose acknowledgements never arrive, commits and applies
+//     nothing and serves no linearizable read until heal (TestLabEtcd
+//     checks this). A paused member is silent both ways.
+//   - The member is up once it answers a status request on its own client
+//     port: etcd serves clients only after it has joined its cluster, so a
+//     member without a majority stays starting.
+type etcdSupervisor struct {
+	spec   EtcdMemberSpec
+	log    *log.Logger
+	rec    *recorder
+	client *proxy // the client front
+	peer   *proxy // the peer front
+	url    string // etcd's own client URL, bypassing the front
+
+	mu           sync.Mutex
+	st           EtcdMemberStatus
+	proc         *redisProc // the etcd process (the type fits any child)
+	wantUp       bool
+	stopping     bool           // the current process was asked to stop
+	pendingDelay time.Duration  // the wait before the next start
+	override     *time.Duration // the restart fault's delay for the next crash
+	cancelWait   context.CancelFunc
+	pauseStop    context.CancelFunc
+	pausedProc   *redisProc
+	faultStart   map[FaultKind]time.Time
+	wake         chan struct{}
+	changed      chan struct{}
+
+	wg sync.WaitGroup
+}
+
+// EtcdMemberStatus is one etcd member's state as its supervisor sees it.
+type EtcdMemberStatus struct {
+	ID            int       `json:"id"`
+	State         NodeState `json:"state"`
+	SupervisorPID int       `json:"supervisor_pid,omitempty"`
+	EtcdPID       int       `json:"etcd_pid,omitempty"`
+	Restarts      int       `json:"restarts"`
+	ClientPort    int       `json:"client_port"`
+	PeerPort      int       `json:"peer_port"`
+	ControlPort   int       `json:"control_port"`
+	Partitioned   bool      `json:"partitioned,omitempty"`
+	Latency       Duration  `json:"latency,omitempty"`
+	Jitter        Duration  `json:"jitter,omitempty"`
+	LastExit      string    `json:"last_exit,omitempty"`
+	Since         time.Time `json:"since"`
+	// Active maps each fault in effect on the member to its ID in
+	// faults.jsonl.
+	Active map[FaultKind]string `json:"active_faults,omitempty"`
+	// What etcd itself said when the status was taken (empty when it did
+	// not answer): its member ID, the ID of the leader it follows (its own
+	// when it believes it leads) and its raft term. IDs in hex, as etcdctl
+	// prints them.
+	MemberID string `json:"member_id,omitempty"`
+	Leader   string `json:"leader,omitempty"`
+	RaftTerm uint64 `json:"raft_term,omitempty"`
+}
+
+// RunEtcdMember runs the supervisor of etcd member id from the spec on disk
+// in stateDir/etcdM (written by PrepareEtcdMember) until ctx ends, then
+// stops etcd cleanly, stops the fronts and the control endpoint and removes
+// its pid files. Log lines go to logw.
+func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer) error {
+	spec, err := LoadEtcdMemberSpec(stateDir, id)
+	if err != nil {
+		return err
+	}
+	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isEtcdSupervisor(pid, spec.StateDir, spec.ID) {
+		return fmt.Errorf("lab: etcd member %d: a supervisor is already running (pid %d)", id, pid)
+	}
+	if logw == nil {
+		logw = io.Discard
+	}
+	s := &etcdSupervisor{
+		spec:    spec,
+		log:     log.New(logw, fmt.Sprintf("etcd%d ", id), log.LstdFlags|log.Lmicroseconds),
+		rec:     newEtcdRecorder(spec.StateDir, spec.ID),
+		url:     "http://127.0.0.1:" + strconv.Itoa(spec.EtcdClientPort),
+		wantUp:  true,
+		wake:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+	}
+	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
+		return fmt.Errorf("lab: etcd member %d: %w", id, err)
+	}
+	defer os.Remove(spec.path(supervisorPIDFile))
+	s.restoreStatus()
+
+	name := fmt.Sprintf("etcd%d", id)
+	if s.client, err = startProxy(name+" client", "127.0.0.1:"+strconv.Itoa(spec.ClientPort), "127.0.0.1:"+strconv.Itoa(spec.EtcdClientPort)); err != nil {
+		return err
+	}
+	defer s.client.Stop()
+	if s.peer, err = startProxy(name+" peer", "127.0.0.1:"+strconv.Itoa(spec.PeerPort), "127.0.0.1:"+strconv.Itoa(spec.EtcdPeerPort)); err != nil {
+		return err
+	}
+	defer s.peer.Stop()
+	s.reapplyNetworkFaults()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
+	if err != nil {
+		return fmt.Errorf("lab: etcd member %d control endpoint: %w", id, err)
+	}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Printf("control endpoint: %v", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+
+	// An etcd of this member still running (its supervisor was SIGKILLed
+	// and the parent-death signal did not reach it) would hold the ports.
+	for _, pid := range findMentioning(spec.path(etcdConfFile)) {
+		s.log.Printf("killing etcd pid %d left by a previous supervisor", pid)
+		signalGroup(pid, syscall.SIGKILL)
+		waitGone(pid, 5*time.Second)
+	}
+	s.log.Printf("supervising: client front 127.0.0.1:%d -> %s, peer front 127.0.0.1:%d -> 127.0.0.1:%d, control 127.0.0.1:%d",
+		spec.ClientPort, s.url, spec.PeerPort, spec.EtcdPeerPort, spec.ControlPort)
+	s.loop(ctx)
+
+	s.mu.Lock()
+	s.stopPauseLocked()
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.endAllFaults()
+	os.Remove(spec.path(etcdPIDFile))
+	s.mu.Lock()
+	s.st.State, s.st.SupervisorPID, s.st.EtcdPID = NodeDown, 0, 0
+	s.saveLocked()
+	s.mu.Unlock()
+	s.log.Printf("supervisor stopped")
+	return nil
+}
+
+// restoreStatus carries the counters, the stopped state and the network
+// faults over from a previous supervisor of this member.
+func (s *etcdSupervisor) restoreStatus() {
+	var old EtcdMemberStatus
+	_ = readJSONFile(s.spec.path(etcdStatus), &old)
+	s.st = EtcdMemberStatus{
+		ID: s.spec.ID, State: NodeStarting, SupervisorPID: os.Getpid(), Restarts: old.Restarts,
+		ClientPort: s.spec.ClientPort, PeerPort: s.spec.PeerPort, ControlPort: s.spec.ControlPort,
+		Partitioned: old.Partitioned, Latency: old.Latency, Jitter: old.Jitter,
+		LastExit: old.LastExit, Active: old.Active, Since: time.Now(),
+	}
+	if s.st.Active == nil {
+		s.st.Active = map[FaultKind]string{}
+	}
+	// The pause timer died with the previous supervisor, and its etcd with
+	// it.
+	if id := s.st.Active[FaultPause]; id != "" {
+		_ = s.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
+		delete(s.st.Active, FaultPause)
+	}
+	if old.State == NodeStopped {
+		s.wantUp = false
+	}
+}
+
+func (s *etcdSupervisor) reapplyNetworkFaults() {
+	for _, x := range []*proxy{s.client, s.peer} {
+		if s.st.Partitioned {
+			_ = x.partition()
+		}
+		if s.st.Latency > 0 {
+			_ = x.latency(time.Duration(s.st.Latency), time.Duration(s.st.Jitter))
+		}
+	}
+}
+
+// loop starts etcd whenever it should run and is not (after the pending
+// delay), and handles its exits, until ctx ends; then it stops it cleanly.
+func (s *etcdSupervisor) loop(ctx context.Context) {
+	// The parent-death signal is sent when the thread that started the
+	// child ends, not the process: every start happens on this thread,
+	// which lives until the loop returns.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for {
+		s.mu.Lock()
+		p, want, delay := s.proc, s.wantUp, s.pendingDelay
+		s.mu.Unlock()
+		switch {
+		case p != nil:
+			s.awaitReady(ctx, p)
+			select {
+			case <-p.done:
+				s.onExit(p)
+			case <-ctx.Done():
+				s.stopProc(p)
+				s.onExit(p)
+				return
+			}
+		case !want:
+			s.mu.Lock()
+			if s.st.State != NodeStopped {
+				s.setStateLocked(NodeStopped)
+			}
+			s.mu.Unlock()
+			select {
+			case <-s.wake:
+			case <-ctx.Done():
+				return
+			}
+		case delay > 0:
+			s.mu.Lock()
+			wctx, cancel := context.WithTimeout(ctx, delay)
+			s.cancelWait = cancel
+			s.setStateLocked(NodeWaiting)
+			s.mu.Unlock()
+			<-wctx.Done()
+			s.mu.Lock()
+			s.cancelWait = nil
+			if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+				s.pendingDelay = 0
+			}
+			s.mu.Unlock()
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+		default:
+			if err := s.start(); err != nil {
+				s.log.Printf("start: %v", err)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *etcdSupervisor) start() error {
+	cmd := exec.Command(s.spec.EtcdServer, "--config-file", s.spec.path(etcdConfFile))
+	cmd.Dir = s.spec.dir()
+	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	p := &redisProc{pid: cmd.Process.Pid, started: started, done: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := cmd.Wait()
+		p.exit = "exit status 0"
+		if err != nil {
+			p.exit = err.Error()
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+				p.killed = true
+			}
+		}
+		close(p.done)
+	}()
+	_ = writePID(s.spec.path(etcdPIDFile), p.pid)
+	s.mu.Lock()
+	s.proc = p
+	s.st.EtcdPID = p.pid
+	s.setStateLocked(NodeStarting)
+	s.mu.Unlock()
+	s.log.Printf("etcd started, pid %d", p.pid)
+	return nil
+}
+
+// awaitReady waits until p answers a status request on its own client port
+// (then the member is up and the crash faults end at the last instant it
+// was seen not answering), exits, or ctx ends.
+func (s *etcdSupervisor) awaitReady(ctx context.Context, p *redisProc) {
+	s.mu.Lock()
+	starting := s.st.State == NodeStarting && s.proc == p
+	s.mu.Unlock()
+	if !starting {
+		return
+	}
+	down := p.started
+	for {
+		sent := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := etcdstatus.Get(pctx, s.url)
+		cancel()
+		if err == nil {
+			break
+		}
+		down = sent
+		select {
+		case <-p.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(pollInterval):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != p || s.st.State != NodeStarting {
+		return
+	}
+	s.setStateLocked(NodeUp)
+	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
+		s.endFaultAtLocked(k, down, nil)
+	}
+}
+
+// onExit records how p ended: a crash (not asked for) waits out the restart
+// delay, or the restart fault's, before the next start.
+func (s *etcdSupervisor) onExit(p *redisProc) {
+	s.mu.Lock()
+	clean := s.stopping && !p.killed
+	if !clean && s.wantUp {
+		s.st.Restarts++
+		s.pendingDelay = time.Duration(s.spec.RestartDelay)
+		if s.override != nil {
+			s.pendingDelay = *s.override
+		}
+	}
+	s.override = nil
+	s.stopping = false
+	s.proc = nil
+	s.st.EtcdPID = 0
+	s.st.LastExit = p.exit
+	if s.pausedProc == p {
+		s.stopPauseLocked()
+	}
+	if s.wantUp {
+		s.setStateLocked(NodeWaiting)
+	} else {
+		s.setStateLocked(NodeStopped)
+	}
+	s.mu.Unlock()
+	os.Remove(s.spec.path(etcdPIDFile))
+	s.log.Printf("etcd pid %d ended (%s): %s", p.pid, cleanness(clean), p.exit)
+}
+
+// stopProc asks p to shut down cleanly (SIGTERM) and escalates to SIGKILL
+// after stopTimeout. It returns once p is gone.
+func (s *etcdSupervisor) stopProc(p *redisProc) {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	signalGroup(p.pid, syscall.SIGTERM)
+	signalGroup(p.pid, syscall.SIGCONT)
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		s.log.Printf("etcd pid %d ignored SIGTERM for %v; SIGKILL", p.pid, stopTimeout)
+		signalGroup(p.pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (s *etcdSupervisor) setStateLocked(st NodeState) {
+	if s.st.State != st {
+		s.st.State = st
+		s.st.Since = time.Now()
+	}
+	s.saveLocked()
+}
+
+func (s *etcdSupervisor) saveLocked() {
+	st := s.st
+	st.MemberID, st.Leader, st.RaftTerm = "", "", 0
+	if err := atomicfile.WriteJSON(s.spec.path(etcdStatus), st, 0o644); err != nil {
+		s.log.Printf("save status: %v", err)
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *etcdSupervisor) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *etcdSupervisor) waitFor(ctx context.Context, ok func(EtcdMemberStatus) bool) error {
+	for {
+		s.mu.Lock()
+		st, ch := s.st, s.changed
+		s.mu.Unlock()
+		if ok(st) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("lab: etcd member %d still %s: %w", s.spec.ID, st.State, ctx.Err())
+		}
+	}
+}
+
+// status is the supervisor's view, and etcd's own when it answers within a
+// moment (a paused or partitioned member's etcd is asked directly, not
+// through the fronts, so it answers unless it is paused).
+func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
+	s.mu.Lock()
+	st := s.st
+	st.Active = make(map[FaultKind]string, len(s.st.Active))
+	for k, v := range s.st.Active {
+		st.Active[k] = v
+	}
+	running := s.proc != nil && st.State != NodePaused
+	s.mu.Unlock()
+	if running {
+		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if es, err := etcdstatus.Get(sctx, s.url); err == nil {
+			st.MemberID, st.RaftTerm = strconv.FormatUint(es.MemberID, 16), es.RaftTerm
+			if es.Leader != 0 {
+				st.Leader = strconv.FormatUint(es.Leader, 16)
+			}
+		}
+	}
+	return st
+}
+
+// The control endpoint, as a Redis node's (control.go), with the faults
+// that apply to an etcd member:
+//
+//	GET  /v1/status          -> EtcdMemberStatus
+//	POST /v1/faults/{kind}   faultRequest -> EtcdFaultResult
+//
+// kind is kill, restart, stop, pause, partition or latency, or "start" or
+// "heal". A request's target ("leader" when the lab resolved the leader to
+// this member) is recorded with the fault.
+func (s *etcdSupervisor) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.status(r.Context()))
+	})
+	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
+		var req faultRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
+			return
+		}
+		res, err := s.apply(r.Context(), r.PathValue("kind"), req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		res.Status = s.status(r.Context())
+		writeJSON(w, http.StatusOK, res)
+	})
+	return mux
+}
+
+// EtcdFaultResult is what a member reports after a fault request.
+type EtcdFaultResult struct {
+	// Fault is the fault started, if the request started one.
+	Fault *Fault `json:"fault,omitempty"`
+	// Status is the member's status after the request.
+	Status EtcdMemberStatus `json:"status"`
+}
+
+func (s *etcdSupervisor) apply(ctx context.Context, kind string, req faultRequest) (EtcdFaultResult, error) {
+	params := map[string]string{}
+	if req.Target != "" {
+		params["target"] = req.Target
+	}
+	switch kind {
+	case string(FaultKill):
+		return s.kill(ctx, nil, params)
+	case string(FaultRestart):
+		if req.Delay == nil || *req.Delay < 0 {
+			return EtcdFaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
+		}
+		d := time.Duration(*req.Delay)
+		params["delay"] = d.String()
+		return s.kill(ctx, &d, params)
+	case string(FaultStop):
+		return s.stop(ctx, params)
+	case "start":
+		return s.startMember(ctx)
+	case string(FaultPause):
+		if req.For <= 0 {
+			return EtcdFaultResult{}, fmt.Errorf("%w: pause needs a duration > 0", ErrInvalid)
+		}
+		return s.pause(time.Duration(req.For), params)
+	case string(FaultPartition):
+		return s.partition(params), nil
+	case "heal":
+		return s.heal(), nil
+	case string(FaultLatency):
+		if req.Add < 0 || req.Jitter < 0 {
+			return EtcdFaultResult{}, fmt.Errorf("%w: latency and jitter must be >= 0", ErrInvalid)
+		}
+		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), params), nil
+	}
+	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members (kill, restart, stop, start, pause, partition, latency, heal)", ErrInvalid, kind)
+}
+
+// kill SIGKILLs etcd (a crash). With delay set (the restart fault) the
+// member comes back after delay instead of the restart delay. It returns
+// once the process is gone.
+func (s *etcdSupervisor) kill(ctx context.Context, delay *time.Duration, params map[string]string) (EtcdFaultResult, error) {
+	s.mu.Lock()
+	p, cancelWait := s.proc, s.cancelWait
+	if delay == nil && p == nil {
+		err := fmt.Errorf("%w on etcd member %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
+		s.mu.Unlock()
+		return EtcdFaultResult{}, err
+	}
+	kind := FaultKill
+	if delay != nil {
+		kind = FaultRestart
+		s.wantUp = true
+		if p != nil {
+			s.override = delay
+		} else {
+			s.pendingDelay = *delay
+		}
+	}
+	f := s.startFaultLocked(kind, params)
+	s.mu.Unlock()
+	switch {
+	case p != nil:
+		signalGroup(p.pid, syscall.SIGKILL)
+		if err := s.waitFor(ctx, func(st EtcdMemberStatus) bool { return st.EtcdPID != p.pid }); err != nil {
+			return EtcdFaultResult{}, err
+		}
+	case cancelWait != nil:
+		cancelWait() // waiting out a delay: wait the new one instead
+	default:
+		s.poke()
+	}
+	return EtcdFaultResult{Fault: &f}, nil
+}
+
+// stop shuts etcd down cleanly and keeps it down until start.
+func (s *etcdSupervisor) stop(ctx context.Context, params map[string]string) (EtcdFaultResult, error) {
+	s.mu.Lock()
+	if !s.wantUp && s.proc == nil {
+		s.mu.Unlock()
+		return EtcdFaultResult{}, nil
+	}
+	s.wantUp = false
+	s.pendingDelay = 0
+	f := s.startFaultLocked(FaultStop, params)
+	p, cancelWait := s.proc, s.cancelWait
+	s.mu.Unlock()
+	if p != nil {
+		s.stopProc(p)
+	}
+	if cancelWait != nil {
+		cancelWait()
+	}
+	s.poke()
+	err := s.waitFor(ctx, func(st EtcdMemberStatus) bool { return st.State == NodeStopped })
+	return EtcdFaultResult{Fault: &f}, err
+}
+
+// startMember starts a stopped member and returns once etcd runs; it is up
+// (and the stop fault ends) once it has rejoined, which needs a majority.
+func (s *etcdSupervisor) startMember(ctx context.Context) (EtcdFaultResult, error) {
+	s.mu.Lock()
+	s.wantUp = true
+	s.mu.Unlock()
+	s.poke()
+	err := s.waitFor(ctx, func(st EtcdMemberStatus) bool { return st.EtcdPID != 0 })
+	return EtcdFaultResult{}, err
+}
+
+// pause SIGSTOPs etcd for d: its connections stay open, nothing answers.
+func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdFaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil || (s.st.State != NodeUp && s.st.State != NodePaused) {
+		return EtcdFaultResult{}, fmt.Errorf("%w on etcd member %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
+	}
+	s.stopPauseLocked()
+	params["for"] = d.String()
+	f := s.startFaultLocked(FaultPause, params)
+	signalGroup(p.pid, syscall.SIGSTOP)
+	s.pausedProc = p
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	s.pauseStop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.pausedProc != p {
+				return
+			}
+			s.stopPauseLocked()
+			if s.proc == p && s.st.State == NodePaused {
+				s.setStateLocked(NodeUp)
+			}
+		}
+	}()
+	s.setStateLocked(NodePaused)
+	return EtcdFaultResult{Fault: &f}, nil
+}
+
+// stopPauseLocked continues a paused etcd (unless it is gone) and ends the
+// pause fault.
+func (s *etcdSupervisor) stopPauseLocked() {
+	if s.pauseStop != nil {
+		s.pauseStop()
+		s.pauseStop = nil
+	}
+	if p := s.pausedProc; p != nil {
+		select {
+		case <-p.done:
+		default:
+			signalGroup(p.pid, syscall.SIGCONT)
+		}
+		s.pausedProc = nil
+	}
+	s.endFaultLocked(FaultPause, nil)
+}
+
+func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.Partitioned {
+		return EtcdFaultResult{}
+	}
+	_ = s.client.partition()
+	_ = s.peer.partition()
+	s.st.Partitioned = true
+	f := s.startFaultLocked(FaultPartition, params)
+	return EtcdFaultResult{Fault: &f}
+}
+
+func (s *etcdSupervisor) heal() EtcdFaultResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.client.heal()
+	s.peer.heal()
+	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.endFaultLocked(FaultPartition, nil)
+	s.endFaultLocked(FaultLatency, nil)
+	s.saveLocked()
+	return EtcdFaultResult{}
+}
+
+func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]string) EtcdFaultResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.client.latency(add, jitter)
+	_ = s.peer.latency(add, jitter)
+	s.endFaultLocked(FaultLatency, nil)
+	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
+	if add <= 0 {
+		s.st.Latency, s.st.Jitter = 0, 0
+		s.saveLocked()
+		return EtcdFaultResult{}
+	}
+	params["add"], params["jitter"] = add.String(), jitter.String()
+	f := s.startFaultLocked(FaultLatency, params)
+	return EtcdFaultResult{Fault: &f}
+}
+
+func (s *etcdSupervisor) startFaultLocked(kind FaultKind, params map[string]string) Fault {
+	s.endFaultLocked(kind, nil)
+	f, err := s.rec.start(kind, params)
+	if err != nil {
+		s.log.Printf("record: %v", err)
+	}
+	s.st.Active[kind] = f.ID
+	if s.faultStart == nil {
+		s.faultStart = map[FaultKind]time.Time{}
+	}
+	s.faultStart[kind] = f.Start
+	s.saveLocked()
+	return f
+}
+
+func (s *etcdSupervisor) endFaultLocked(kind FaultKind, params map[string]string) {
+	s.endFaultAtLocked(kind, time.Now(), params)
+}
+
+// endFaultAtLocked ends the active fault of kind as of at (never before its
+// start).
+func (s *etcdSupervisor) endFaultAtLocked(kind FaultKind, at time.Time, params map[string]string) {
+	id := s.st.Active[kind]
+	if st, ok := s.faultStart[kind]; ok && at.Before(st) {
+		at = st
+	}
+	delete(s.faultStart, kind)
+	if id == "" {
+		return
+	}
+	if err := s.rec.endAt(id, kind, at, params); err != nil {
+		s.log.Printf("record: %v", err)
+	}
+	delete(s.st.Active, kind)
+	s.saveLocked()
+}
+
+func (s *etcdSupervisor) endAllFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for kind := range s.st.Active {
+		s.endFaultLocked(kind, map[string]string{"ended_by": "member stop"})
+	}
+	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.saveLocked()
+}
