@@ -22,6 +22,11 @@ var (
 	// slowly for the load (redlock.ErrOverloaded). Shedding it at once is
 	// what keeps the rest of the load served; retry later.
 	ErrOverloaded = errors.New("inventory: lock client overloaded")
+	// ErrConflict: an optimistic reservation (GuardDBVersion) found the row
+	// changed under it on every one of its tries: others kept writing the
+	// SKU between its read and its write. Nothing was applied; retrying
+	// later is safe. It is the optimistic guard's "contended".
+	ErrConflict = errors.New("inventory: version conflict: retries exhausted")
 	// ErrFenced: this holder's lock had been superseded by a newer fencing
 	// token, so the store rejected its write; nothing was applied.
 	ErrFenced = errors.New("inventory: stale fencing token, write rejected")

@@ -36,6 +36,11 @@ const (
 	// fast) over plain go-redis clients with go-redis's default timeouts. It
 	// is the "long timeout" client of the common mistakes.
 	GuardRedsync Guard = "redsync"
+	// GuardDBVersion is optimistic locking, JPA's @Version: read the stock
+	// and the row's version, write only WHERE version is still the one
+	// read (and bump it), retry a few times on a conflict, then
+	// ErrConflict. No lock; the database decides.
+	GuardDBVersion Guard = "db-version"
 
 	// GuardRedlockDel is GuardRedlock released with a plain DEL of the key,
 	// without checking that the key still holds this holder's token: the
@@ -100,6 +105,7 @@ var guardTable = []guardEntry{
 	{name: GuardRedlockFenced, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 	{name: GuardDBAtomic, build: newDBAtomicGuard},
 	{name: GuardRedsync, redisNodes: true, build: newRedsyncGuard},
+	{name: GuardDBVersion, build: newDBVersionGuard},
 	{name: GuardRedlockDel, use: useComparison, redisNodes: true, redlock: true, build: newRedlockGuard},
 	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 }

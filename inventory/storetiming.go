@@ -24,6 +24,11 @@ func (s *Service) read(ctx context.Context, sku string) (int64, error) {
 	return s.store.Stock(ctx, sku)
 }
 
+func (s *Service) readVersion(ctx context.Context, sku string) (stock, version int64, err error) {
+	defer s.timeStore(storeRead, time.Now())
+	return s.store.stockVersion(ctx, sku)
+}
+
 func (s *Service) apply(ctx context.Context, w write) (Reservation, error) {
 	defer s.timeStore(storeWrite, time.Now())
 	return s.store.apply(ctx, w)
