@@ -11,11 +11,14 @@ import (
 var (
 	// ErrOutOfStock: the SKU holds fewer units than the request asked for.
 	ErrOutOfStock = errors.New("inventory: out of stock")
-	// ErrContended: the lock was held by someone else for the whole acquire
-	// timeout. Retrying later is safe (request IDs make retries idempotent).
+	// ErrContended: the lock (for GuardDBForUpdate on PostgreSQL, the row
+	// lock) was held by someone else for the whole acquire timeout.
+	// Retrying later is safe (request IDs make retries idempotent).
 	ErrContended = errors.New("inventory: lock contended")
 	// ErrUnavailable: the lock service could not be reached (too few nodes
-	// answered, or answered too slowly for the lock to have any validity).
+	// answered, or answered too slowly for the lock to have any validity;
+	// for GuardDBForUpdate on SQLite, the database stayed locked past
+	// SQLite's busy timeout).
 	ErrUnavailable = errors.New("inventory: lock unavailable")
 	// ErrOverloaded: the replica's lock client turned the request away
 	// without trying the nodes, because they have been answering too

@@ -41,6 +41,12 @@ const (
 	// read (and bump it), retry a few times on a conflict, then
 	// ErrConflict. No lock; the database decides.
 	GuardDBVersion Guard = "db-version"
+	// GuardDBForUpdate locks the row in the database: SELECT … FOR UPDATE
+	// on PostgreSQL, then the write and the ledger row in that same
+	// transaction. SQLite has no row locks: there the transaction's BEGIN
+	// IMMEDIATE locks the whole database for writes, so one SKU's holder
+	// blocks every other SKU's writer too.
+	GuardDBForUpdate Guard = "db-for-update"
 
 	// GuardRedlockDel is GuardRedlock released with a plain DEL of the key,
 	// without checking that the key still holds this holder's token: the
@@ -106,6 +112,7 @@ var guardTable = []guardEntry{
 	{name: GuardDBAtomic, build: newDBAtomicGuard},
 	{name: GuardRedsync, redisNodes: true, build: newRedsyncGuard},
 	{name: GuardDBVersion, build: newDBVersionGuard},
+	{name: GuardDBForUpdate, build: newDBForUpdateGuard},
 	{name: GuardRedlockDel, use: useComparison, redisNodes: true, redlock: true, build: newRedlockGuard},
 	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 }

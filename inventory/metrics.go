@@ -43,6 +43,7 @@ const (
 	storeWrite     = "write"      // the write and its ledger entry, one transaction
 	storeFence     = "fence"      // redlock-fenced: fence the row before the read
 	storeNextFence = "next_fence" // redlock-fenced: draw the fencing token
+	storeLockRow   = "lock_row"   // db-for-update: begin, lock the row and read it
 )
 
 // metrics are the service's and the handler's Prometheus collectors. Labels
@@ -90,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"guard"}),
 		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metricsNamespace, Name: "store_duration_seconds",
-			Help:    "Wall time of the store operations a reservation makes (lookup, read, write, fence, next_fence), by operation.",
+			Help:    "Wall time of the store operations a reservation makes (lookup, read, write, fence, next_fence, lock_row), by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"op"}),
 		lockTTL: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -1,5 +1,5 @@
 // Package inventory is the lab's protected resource: a stock reservation
-// service whose read-modify-write of a SKU's stock is guarded one of seven
+// service whose read-modify-write of a SKU's stock is guarded one of eight
 // ways (see Guards; Comparisons adds one that exists only to show a
 // mistake), with every committed reservation written to a ledger in the
 // same transaction as the stock change. After any run, Store.Audit

@@ -66,7 +66,7 @@ func TestParseGuard(t *testing.T) {
 			t.Errorf("ParseAnyGuard(%q): got nil, want an error", s)
 		}
 	}
-	if got, want := len(Guards()), 7; got != want {
+	if got, want := len(Guards()), 8; got != want {
 		t.Errorf("len(Guards()): got %d, want %d", got, want)
 	}
 	// A comparison guard is named by the load generator and the drills,
@@ -209,7 +209,7 @@ func TestConservation(t *testing.T) {
 	const replicas, workers, perWorker = 3, 4, 5 // 60 requests
 	const initial = 45                           // fewer than requested: out-of-stock must be hit exactly
 	forEachStore(t, func(t *testing.T, dsn string) {
-		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync, GuardDBVersion} {
+		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync, GuardDBVersion, GuardDBForUpdate} {
 			t.Run(string(g), func(t *testing.T) {
 				sku := "conserve-" + string(g)
 				tl := &tally{}

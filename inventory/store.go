@@ -643,14 +643,20 @@ var errVersionConflict = errors.New("inventory: row version changed since the re
 
 // apply changes the stock and writes the ledger row in one transaction.
 func (s *Store) apply(ctx context.Context, w write) (Reservation, error) {
-	sku := w.req.SKU
-	ts := now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
+		return Reservation{}, fmt.Errorf("inventory: write %s: %w", w.req.SKU, err)
 	}
 	defer tx.Rollback()
+	return s.applyTx(ctx, tx, w)
+}
 
+// applyTx is apply inside tx, which it commits on success: the one write
+// path of every guard, whether the transaction was begun for the write
+// alone (apply) or holds the row lock since the read (lockRow).
+func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, w write) (Reservation, error) {
+	sku := w.req.SKU
+	ts := now()
 	var (
 		query string
 		args  []any
