@@ -99,6 +99,9 @@ type guardEntry struct {
 	// redlock: the guard locks with this repository's Redlock client, whose
 	// observer sees every node's reply (TimesNodes).
 	redlock bool
+	// dbLock: the guard's lock, or its retries, are the database's
+	// (Locks without NeedsNodes).
+	dbLock bool
 	// build returns the guard for s, or why s lacks what it needs.
 	build func(s *Service) (guard, error)
 }
@@ -111,8 +114,8 @@ var guardTable = []guardEntry{
 	{name: GuardRedlockFenced, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 	{name: GuardDBAtomic, build: newDBAtomicGuard},
 	{name: GuardRedsync, redisNodes: true, build: newRedsyncGuard},
-	{name: GuardDBVersion, build: newDBVersionGuard},
-	{name: GuardDBForUpdate, build: newDBForUpdateGuard},
+	{name: GuardDBVersion, dbLock: true, build: newDBVersionGuard},
+	{name: GuardDBForUpdate, dbLock: true, build: newDBForUpdateGuard},
 	{name: GuardRedlockDel, use: useComparison, redisNodes: true, redlock: true, build: newRedlockGuard},
 	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 }
@@ -199,6 +202,15 @@ func (g Guard) known() bool {
 func (g Guard) NeedsNodes() bool {
 	e, _ := g.entry()
 	return e.redisNodes
+}
+
+// Locks reports whether the guard reports a lock's cost in Timing
+// (Acquire, Hold, Attempts): the guards that lock on Redis nodes, the
+// database's row lock (GuardDBForUpdate), and the optimistic guard, whose
+// tries are its attempts (GuardDBVersion). The others report only Hold.
+func (g Guard) Locks() bool {
+	e, _ := g.entry()
+	return e.redisNodes || e.dbLock
 }
 
 // TimesNodes reports whether the guard reports each lock node's reply (the
