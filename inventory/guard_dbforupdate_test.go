@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -14,16 +13,7 @@ func TestDBForUpdateConservesUnderPause(t *testing.T) {
 	forEachStore(t, func(t *testing.T, dsn string) {
 		const initial = 1000
 		const replicas, workers, perWorker = 3, 4, 5
-		var reps []*Service
-		for i := 0; i < replicas; i++ {
-			reps = append(reps, replica(t, openStore(t, dsn), GuardDBForUpdate, nil, WithHolder(fmt.Sprintf("replica-%d", i)),
-				WithAcquireTimeout(20*time.Second),
-				WithPauseHook(func(context.Context, Request) { time.Sleep(2 * time.Millisecond) })))
-		}
-		const sku = "hot-for-update"
-		seed(t, reps[0].Store(), sku, initial)
-		res := hammer(t, reps, workers, perWorker, sku, sku)
-		a := audit(t, reps[0].Store(), sku, initial)
+		res, a := hammerHot(t, dsn, GuardDBForUpdate, initial, replicas, workers, perWorker, WithAcquireTimeout(20*time.Second))
 		n := int64(replicas * workers * perWorker)
 		if a.Drift != 0 || a.Final != initial-n || a.Reservations != n || res.reserved != n {
 			t.Errorf("got %d reserved, audit %+v; want all %d reserved, final %d, drift 0", res.reserved, a, n, initial-n)

@@ -43,7 +43,7 @@ func (g dbVersionGuard) reserve(ctx context.Context, req Request) (Reservation, 
 		t.Attempts++
 		try := time.Now()
 		t.Acquire = try.Sub(start)
-		r, err := g.try(ctx, req)
+		r, err := g.s.readModifyWrite(ctx, req, writeVersioned, 0)
 		t.Hold = time.Since(try)
 		if !errors.Is(err, errVersionConflict) {
 			return r, t, err
@@ -60,23 +60,6 @@ func (g dbVersionGuard) reserve(ctx context.Context, req Request) (Reservation, 
 			return Reservation{}, t, fmt.Errorf("inventory: retry after a version conflict: %w", ctx.Err())
 		}
 	}
-}
-
-// try is one optimistic read-modify-write.
-func (g dbVersionGuard) try(ctx context.Context, req Request) (Reservation, error) {
-	s := g.s
-	stock, version, err := s.readVersion(ctx, req.SKU)
-	if err != nil {
-		return Reservation{}, err
-	}
-	if stock < req.Quantity {
-		return Reservation{}, outOfStock(req, stock)
-	}
-	s.pause(ctx, req)
-	return s.apply(ctx, write{
-		mode: writeVersioned, req: req, newStock: stock - req.Quantity, version: version,
-		guard: s.guard, holder: s.cfg.holder,
-	})
 }
 
 func (dbVersionGuard) ready(context.Context) (int, int, error) { return 0, 0, nil }

@@ -3,7 +3,6 @@ package inventory
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -16,17 +15,8 @@ import (
 // the conflicts are retried.
 func TestDBVersionConservesUnderContention(t *testing.T) {
 	forEachStore(t, func(t *testing.T, dsn string) {
-		const initial = 1000
 		const replicas, workers, perWorker = 3, 4, 5
-		var reps []*Service
-		for i := 0; i < replicas; i++ {
-			reps = append(reps, replica(t, openStore(t, dsn), GuardDBVersion, nil, WithHolder(fmt.Sprintf("replica-%d", i)),
-				WithPauseHook(func(context.Context, Request) { time.Sleep(2 * time.Millisecond) })))
-		}
-		const sku = "hot-version"
-		seed(t, reps[0].Store(), sku, initial)
-		res := hammer(t, reps, workers, perWorker, sku, sku)
-		a := audit(t, reps[0].Store(), sku, initial)
+		res, a := hammerHot(t, dsn, GuardDBVersion, 1000, replicas, workers, perWorker)
 		if a.Drift != 0 || a.Final < 0 {
 			t.Errorf("audit: got %+v, want drift 0 and final >= 0", a)
 		}

@@ -328,10 +328,12 @@ func replay(orig Reservation, req Request, t Timing) (Reservation, error) {
 	return orig, nil
 }
 
-// readModifyWrite is the critical section the lock guards protect: read the
-// stock, decide, (pause), write the computed value.
+// readModifyWrite is the critical section the lock guards protect, and
+// one try of the optimistic guard: read the stock (and the row's version,
+// which only writeVersioned uses), decide, (pause), write the computed
+// value.
 func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMode, token int64) (Reservation, error) {
-	stock, err := s.read(ctx, req.SKU)
+	stock, version, err := s.read(ctx, req.SKU)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -340,7 +342,7 @@ func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMo
 	}
 	s.pause(ctx, req)
 	return s.apply(ctx, write{
-		mode: mode, req: req, newStock: stock - req.Quantity, fence: token,
+		mode: mode, req: req, newStock: stock - req.Quantity, fence: token, version: version,
 		guard: s.guard, holder: s.cfg.holder,
 	})
 }

@@ -201,6 +201,23 @@ func hammer(t *testing.T, reps []*Service, workers, perWorker int, sku, run stri
 	return tl
 }
 
+// hammerHot is TestNoneLosesUpdates's load through guard g, without Redis:
+// replicas×workers writers of one hot SKU seeded with initial, each
+// reservation pausing 2 ms between its read and its write. It returns the
+// callers' tally and the SKU's audit.
+func hammerHot(t *testing.T, dsn string, g Guard, initial int64, replicas, workers, perWorker int, opts ...ServiceOption) (*tally, SKUAudit) {
+	t.Helper()
+	var reps []*Service
+	for i := 0; i < replicas; i++ {
+		reps = append(reps, replica(t, openStore(t, dsn), g, nil, append([]ServiceOption{WithHolder(fmt.Sprintf("replica-%d", i)),
+			WithPauseHook(func(context.Context, Request) { time.Sleep(2 * time.Millisecond) })}, opts...)...))
+	}
+	sku := "hot-" + string(g)
+	seed(t, reps[0].Store(), sku, initial)
+	res := hammer(t, reps, workers, perWorker, sku, sku)
+	return res, audit(t, reps[0].Store(), sku, initial)
+}
+
 // TestConservation: with a real lock (or the database deciding), many
 // concurrent reservations across replicas conserve stock exactly and never
 // oversell.

@@ -19,12 +19,7 @@ func (s *Service) lookup(ctx context.Context, requestID string) (Reservation, bo
 	return s.store.Reservation(ctx, requestID)
 }
 
-func (s *Service) read(ctx context.Context, sku string) (int64, error) {
-	defer s.timeStore(storeRead, time.Now())
-	return s.store.Stock(ctx, sku)
-}
-
-func (s *Service) readVersion(ctx context.Context, sku string) (stock, version int64, err error) {
+func (s *Service) read(ctx context.Context, sku string) (stock, version int64, err error) {
 	defer s.timeStore(storeRead, time.Now())
 	return s.store.stockVersion(ctx, sku)
 }
