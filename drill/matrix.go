@@ -71,7 +71,8 @@ func NewMatrix(specs []*Spec) *Matrix {
 func guardOrder() []inventory.Guard {
 	return []inventory.Guard{
 		inventory.GuardNone, inventory.GuardRedisSingle, inventory.GuardRedlockDel, inventory.GuardRedlock,
-		inventory.GuardRedsync, inventory.GuardRedlockFenced, inventory.GuardDBAtomic,
+		inventory.GuardRedsync, inventory.GuardRedlockFenced, inventory.GuardDBVersion, inventory.GuardDBForUpdate,
+		inventory.GuardDBAtomic,
 	}
 }
 

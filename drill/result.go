@@ -86,25 +86,31 @@ type Counts struct {
 	// turned away unsent.
 	Overloaded int64 `json:"overloaded"`
 	Fenced     int64 `json:"fenced"`
-	Error      int64 `json:"error"`
-	Late       int64 `json:"late"`
-	Grants     int64 `json:"grants"`
+	// VersionConflict are the requests db-version gave up on, out of
+	// tries; VersionConflicts the tries it lost, retried or not.
+	VersionConflict  int64 `json:"version_conflict"`
+	VersionConflicts int64 `json:"version_conflicts"`
+	Error            int64 `json:"error"`
+	Late             int64 `json:"late"`
+	Grants           int64 `json:"grants"`
 }
 
 // PhaseResult is one phase of a guard.
 type PhaseResult struct {
-	Requests     int64   `json:"requests"`
-	Reserved     int64   `json:"reserved"`
-	OutOfStock   int64   `json:"out_of_stock"`
-	Contended    int64   `json:"contended"`
-	Unavailable  int64   `json:"unavailable"`
-	Overloaded   int64   `json:"overloaded"`
-	Fenced       int64   `json:"fenced"`
-	Error        int64   `json:"error"`
-	Grants       int64   `json:"grants"`
-	AcquireP50Ms float64 `json:"acquire_p50_ms"`
-	AcquireP99Ms float64 `json:"acquire_p99_ms"`
-	Availability float64 `json:"availability"`
+	Requests    int64 `json:"requests"`
+	Reserved    int64 `json:"reserved"`
+	OutOfStock  int64 `json:"out_of_stock"`
+	Contended   int64 `json:"contended"`
+	Unavailable int64 `json:"unavailable"`
+	Overloaded  int64 `json:"overloaded"`
+	Fenced      int64 `json:"fenced"`
+	// VersionConflict: requests db-version gave up on, out of tries.
+	VersionConflict int64   `json:"version_conflict"`
+	Error           int64   `json:"error"`
+	Grants          int64   `json:"grants"`
+	AcquireP50Ms    float64 `json:"acquire_p50_ms"`
+	AcquireP99Ms    float64 `json:"acquire_p99_ms"`
+	Availability    float64 `json:"availability"`
 	// ReservedPerS is the phase's throughput: reservations made per second
 	// of the phase.
 	ReservedPerS float64 `json:"reserved_per_s"`
@@ -156,6 +162,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				FencedRejections: safety.FencedRejections, Requests: s.Requests,
 				Reserved: s.Outcomes["reserved"], OutOfStock: s.Outcomes["out_of_stock"], Contended: s.Outcomes["contended"],
 				Unavailable: s.Outcomes["unavailable"], Overloaded: s.Outcomes["overloaded"], Fenced: s.Outcomes["fenced"],
+				VersionConflict: s.Outcomes["version_conflict"], VersionConflicts: s.VersionConflicts,
 				Error: s.Outcomes["error"], Late: s.Outcomes["late"],
 			},
 			Phases: map[Phase]PhaseResult{},
@@ -217,8 +224,8 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			r := PhaseResult{
 				Requests: ps.Requests, Reserved: ps.Outcomes["reserved"], OutOfStock: ps.Outcomes["out_of_stock"],
 				Contended: ps.Outcomes["contended"], Unavailable: ps.Outcomes["unavailable"], Overloaded: ps.Outcomes["overloaded"],
-				Fenced: ps.Outcomes["fenced"],
-				Error:  ps.Outcomes["error"], Grants: grants[ph],
+				Fenced: ps.Outcomes["fenced"], VersionConflict: ps.Outcomes["version_conflict"],
+				Error: ps.Outcomes["error"], Grants: grants[ph],
 				AcquireP50Ms: ps.AcquireLatencyMs.P50, AcquireP99Ms: ps.AcquireLatencyMs.P99,
 			}
 			r.Availability = availability(r.Requests, r.Unavailable+r.Overloaded+r.Error)

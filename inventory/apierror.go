@@ -62,6 +62,7 @@ var errorCodes = []errorCode{
 	{wire.CodeOutOfStock, http.StatusConflict, ErrOutOfStock, 0},
 	{wire.CodeRequestIDReused, http.StatusUnprocessableEntity, ErrRequestIDReused, 0},
 	{wire.CodeContended, http.StatusServiceUnavailable, ErrContended, 1},
+	{wire.CodeVersionConflict, http.StatusConflict, ErrConflict, 1},
 	{wire.CodeUnavailable, http.StatusServiceUnavailable, ErrUnavailable, 2},
 	{wire.CodeOverloaded, http.StatusServiceUnavailable, ErrOverloaded, 1},
 	{wire.CodeFenced, http.StatusServiceUnavailable, ErrFenced, 1},

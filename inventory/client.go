@@ -214,7 +214,8 @@ func readAnswerError(resp *http.Response) *APIError {
 }
 
 // parseServerTiming reads the header serverTiming writes: `acquire;dur=1.2,
-// hold;dur=0.4, release;dur=0.3, attempts;desc="2"` (durations in ms).
+// hold;dur=0.4, release;dur=0.3, attempts;desc="2", conflicts;desc="0"`
+// (durations in ms).
 // Unknown metrics and malformed values are skipped.
 func parseServerTiming(h string) Timing {
 	var t Timing
@@ -242,6 +243,10 @@ func parseServerTiming(h string) Timing {
 			case k == "desc" && name == "attempts":
 				if n, err := strconv.Atoi(v); err == nil {
 					t.Attempts = n
+				}
+			case k == "desc" && name == "conflicts":
+				if n, err := strconv.Atoi(v); err == nil {
+					t.Conflicts = n
 				}
 			}
 		}

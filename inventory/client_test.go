@@ -271,7 +271,7 @@ func TestNewClientRejects(t *testing.T) {
 // The Server-Timing header is written by serverTiming and read by
 // parseServerTiming; both live here so the format has one owner.
 func TestServerTimingRoundTrip(t *testing.T) {
-	in := Timing{Acquire: 1250 * time.Microsecond, Hold: 400 * time.Microsecond, Release: 2 * time.Millisecond, Attempts: 3}
+	in := Timing{Acquire: 1250 * time.Microsecond, Hold: 400 * time.Microsecond, Release: 2 * time.Millisecond, Attempts: 3, Conflicts: 2}
 	if got := parseServerTiming(serverTiming(in)); got != in {
 		t.Errorf("round trip: got %+v, want %+v", got, in)
 	}

@@ -11,17 +11,25 @@ import (
 var (
 	// ErrOutOfStock: the SKU holds fewer units than the request asked for.
 	ErrOutOfStock = errors.New("inventory: out of stock")
-	// ErrContended: the lock was held by someone else for the whole acquire
-	// timeout. Retrying later is safe (request IDs make retries idempotent).
+	// ErrContended: the lock (for GuardDBForUpdate on PostgreSQL, the row
+	// lock) was held by someone else for the whole acquire timeout.
+	// Retrying later is safe (request IDs make retries idempotent).
 	ErrContended = errors.New("inventory: lock contended")
 	// ErrUnavailable: the lock service could not be reached (too few nodes
-	// answered, or answered too slowly for the lock to have any validity).
+	// answered, or answered too slowly for the lock to have any validity;
+	// for GuardDBForUpdate on SQLite, the database stayed locked past
+	// SQLite's busy timeout).
 	ErrUnavailable = errors.New("inventory: lock unavailable")
 	// ErrOverloaded: the replica's lock client turned the request away
 	// without trying the nodes, because they have been answering too
 	// slowly for the load (redlock.ErrOverloaded). Shedding it at once is
 	// what keeps the rest of the load served; retry later.
 	ErrOverloaded = errors.New("inventory: lock client overloaded")
+	// ErrConflict: an optimistic reservation (GuardDBVersion) found the row
+	// changed under it on every one of its tries: others kept writing the
+	// SKU between its read and its write. Nothing was applied; retrying
+	// later is safe. It is the optimistic guard's "contended".
+	ErrConflict = errors.New("inventory: version conflict: retries exhausted")
 	// ErrFenced: this holder's lock had been superseded by a newer fencing
 	// token, so the store rejected its write; nothing was applied.
 	ErrFenced = errors.New("inventory: stale fencing token, write rejected")

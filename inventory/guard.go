@@ -36,6 +36,17 @@ const (
 	// fast) over plain go-redis clients with go-redis's default timeouts. It
 	// is the "long timeout" client of the common mistakes.
 	GuardRedsync Guard = "redsync"
+	// GuardDBVersion is optimistic locking, JPA's @Version: read the stock
+	// and the row's version, write only WHERE version is still the one
+	// read (and bump it), retry a few times on a conflict, then
+	// ErrConflict. No lock; the database decides.
+	GuardDBVersion Guard = "db-version"
+	// GuardDBForUpdate locks the row in the database: SELECT … FOR UPDATE
+	// on PostgreSQL, then the write and the ledger row in that same
+	// transaction. SQLite has no row locks: there the transaction's BEGIN
+	// IMMEDIATE locks the whole database for writes, so one SKU's holder
+	// blocks every other SKU's writer too.
+	GuardDBForUpdate Guard = "db-for-update"
 
 	// GuardRedlockDel is GuardRedlock released with a plain DEL of the key,
 	// without checking that the key still holds this holder's token: the
@@ -88,6 +99,9 @@ type guardEntry struct {
 	// redlock: the guard locks with this repository's Redlock client, whose
 	// observer sees every node's reply (TimesNodes).
 	redlock bool
+	// dbLock: the guard's lock, or its retries, are the database's
+	// (Locks without NeedsNodes).
+	dbLock bool
 	// build returns the guard for s, or why s lacks what it needs.
 	build func(s *Service) (guard, error)
 }
@@ -100,6 +114,8 @@ var guardTable = []guardEntry{
 	{name: GuardRedlockFenced, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 	{name: GuardDBAtomic, build: newDBAtomicGuard},
 	{name: GuardRedsync, redisNodes: true, build: newRedsyncGuard},
+	{name: GuardDBVersion, dbLock: true, build: newDBVersionGuard},
+	{name: GuardDBForUpdate, dbLock: true, build: newDBForUpdateGuard},
 	{name: GuardRedlockDel, use: useComparison, redisNodes: true, redlock: true, build: newRedlockGuard},
 	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
 }
@@ -186,6 +202,15 @@ func (g Guard) known() bool {
 func (g Guard) NeedsNodes() bool {
 	e, _ := g.entry()
 	return e.redisNodes
+}
+
+// Locks reports whether the guard reports a lock's cost in Timing
+// (Acquire, Hold, Attempts): the guards that lock on Redis nodes, the
+// database's row lock (GuardDBForUpdate), and the optimistic guard, whose
+// tries are its attempts (GuardDBVersion). The others report only Hold.
+func (g Guard) Locks() bool {
+	e, _ := g.entry()
+	return e.redisNodes || e.dbLock
 }
 
 // TimesNodes reports whether the guard reports each lock node's reply (the

@@ -274,6 +274,7 @@ type timingJSON struct {
 	HoldMS    float64 `json:"hold_ms"`
 	ReleaseMS float64 `json:"release_ms"`
 	Attempts  int     `json:"attempts"`
+	Conflicts int     `json:"conflicts"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -281,8 +282,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // serverTiming renders t as a Server-Timing header value (durations in ms).
 func serverTiming(t Timing) string {
 	f := func(d time.Duration) string { return strconv.FormatFloat(ms(d), 'f', 3, 64) }
-	return fmt.Sprintf(`acquire;dur=%s, hold;dur=%s, release;dur=%s, attempts;desc="%d"`,
-		f(t.Acquire), f(t.Hold), f(t.Release), t.Attempts)
+	return fmt.Sprintf(`acquire;dur=%s, hold;dur=%s, release;dur=%s, attempts;desc="%d", conflicts;desc="%d"`,
+		f(t.Acquire), f(t.Hold), f(t.Release), t.Attempts, t.Conflicts)
 }
 
 func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
@@ -324,7 +325,7 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, reservationJSON{
 		ID: res.ID, RequestID: res.RequestID, SKU: res.SKU, Quantity: res.Quantity, Guard: res.Guard,
 		Holder: res.Holder, Fence: res.Fence, CreatedAt: res.CreatedAt, Replayed: res.Replayed,
-		Timing: timingJSON{AcquireMS: ms(t.Acquire), HoldMS: ms(t.Hold), ReleaseMS: ms(t.Release), Attempts: t.Attempts},
+		Timing: timingJSON{AcquireMS: ms(t.Acquire), HoldMS: ms(t.Hold), ReleaseMS: ms(t.Release), Attempts: t.Attempts, Conflicts: t.Conflicts},
 	})
 }
 

@@ -159,7 +159,7 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 	}
 }
 
-var serverTimingRE = regexp.MustCompile(`^acquire;dur=\d+\.\d{3}, hold;dur=\d+\.\d{3}, release;dur=\d+\.\d{3}, attempts;desc="(\d+)"$`)
+var serverTimingRE = regexp.MustCompile(`^acquire;dur=\d+\.\d{3}, hold;dur=\d+\.\d{3}, release;dur=\d+\.\d{3}, attempts;desc="(\d+)", conflicts;desc="(\d+)"$`)
 
 func TestReserveHTTP(t *testing.T) {
 	h, svc, _ := newAPI(t)
@@ -432,8 +432,8 @@ func countKey(t *testing.T, c *redis.Client, key string) int64 {
 }
 
 func TestServerTimingFormat(t *testing.T) {
-	got := serverTiming(Timing{Acquire: 1234567 * time.Nanosecond, Hold: 2 * time.Millisecond, Release: 500 * time.Microsecond, Attempts: 2})
-	want := `acquire;dur=1.235, hold;dur=2.000, release;dur=0.500, attempts;desc="2"`
+	got := serverTiming(Timing{Acquire: 1234567 * time.Nanosecond, Hold: 2 * time.Millisecond, Release: 500 * time.Microsecond, Attempts: 2, Conflicts: 1})
+	want := `acquire;dur=1.235, hold;dur=2.000, release;dur=0.500, attempts;desc="2", conflicts;desc="1"`
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -446,6 +446,8 @@ func TestOutcomeLabels(t *testing.T) {
 	}{
 		{nil, outcomeReserved},
 		{&ReserveError{Err: fmt.Errorf("%w: x", ErrFenced)}, outcomeFenced},
+		{&ReserveError{Err: fmt.Errorf("%w: x", ErrConflict)}, outcomeVersionConflict},
+		{&ReserveError{Err: fmt.Errorf("%w: x", ErrRequestIDReused)}, outcomeRequestIDReused},
 		{&ReserveError{Err: &fieldError{field: "sku", msg: "bad"}}, outcomeInvalid},
 		{&ReserveError{Err: context.Canceled}, outcomeCanceled},
 		{&ReserveError{Err: errors.New("disk on fire")}, outcomeError},

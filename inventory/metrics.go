@@ -18,10 +18,13 @@ const (
 	outcomeUnavailable = "unavailable"
 	outcomeOverloaded  = "overloaded"
 	outcomeFenced      = "fenced"
-	outcomeInvalid     = "invalid"
-	outcomeNotFound    = "not_found"
-	outcomeConflict    = "request_id_reused"
-	outcomeCanceled    = "canceled"
+	// outcomeVersionConflict: an optimistic guard ran out of tries
+	// (ErrConflict).
+	outcomeVersionConflict = "version_conflict"
+	outcomeInvalid         = "invalid"
+	outcomeNotFound        = "not_found"
+	outcomeRequestIDReused = "request_id_reused"
+	outcomeCanceled        = "canceled"
 	// outcomeRequestTimeout: the body did not arrive within the server's
 	// read timeout (a slow client, not a malformed request).
 	outcomeRequestTimeout = "request_timeout"
@@ -30,7 +33,8 @@ const (
 
 // outcomes lists every outcome, for the series that exist from the start.
 var outcomes = []string{outcomeReserved, outcomeReplayed, outcomeOutOfStock, outcomeContended, outcomeUnavailable,
-	outcomeOverloaded, outcomeFenced, outcomeInvalid, outcomeNotFound, outcomeConflict, outcomeCanceled, outcomeRequestTimeout, outcomeError}
+	outcomeOverloaded, outcomeFenced, outcomeVersionConflict, outcomeInvalid, outcomeNotFound, outcomeRequestIDReused,
+	outcomeCanceled, outcomeRequestTimeout, outcomeError}
 
 // Store operations, the bounded values of the store metric's "op" label.
 const (
@@ -39,10 +43,11 @@ const (
 	storeWrite     = "write"      // the write and its ledger entry, one transaction
 	storeFence     = "fence"      // redlock-fenced: fence the row before the read
 	storeNextFence = "next_fence" // redlock-fenced: draw the fencing token
+	storeLockRow   = "lock_row"   // db-for-update: begin, lock the row and read it
 )
 
 // metrics are the service's and the handler's Prometheus collectors. Labels
-// are bounded: the guard (five values), the outcome (above), the store
+// are bounded: the guard (one per row of the guard table), the outcome (above), the store
 // operation (above), the route pattern and the status code, never a SKU or
 // a request ID.
 type metrics struct {
@@ -86,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"guard"}),
 		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metricsNamespace, Name: "store_duration_seconds",
-			Help:    "Wall time of the store operations a reservation makes (lookup, read, write, fence, next_fence), by operation.",
+			Help:    "Wall time of the store operations a reservation makes (lookup, read, write, fence, next_fence, lock_row), by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"op"}),
 		lockTTL: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -139,12 +144,14 @@ func outcome(r Reservation, err error) string {
 		return outcomeOverloaded
 	case errors.Is(err, ErrFenced):
 		return outcomeFenced
+	case errors.Is(err, ErrConflict):
+		return outcomeVersionConflict
 	case errors.Is(err, ErrInvalid):
 		return outcomeInvalid
 	case errors.Is(err, ErrNotFound):
 		return outcomeNotFound
 	case errors.Is(err, ErrRequestIDReused):
-		return outcomeConflict
+		return outcomeRequestIDReused
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return outcomeCanceled
 	default:

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,6 +22,13 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		Paths      map[string]map[string]any `yaml:"paths"`
 		Components struct {
 			Schemas struct {
+				Reservation struct {
+					Properties struct {
+						Guard struct {
+							Enum []string `yaml:"enum"`
+						} `yaml:"guard"`
+					} `yaml:"properties"`
+				} `yaml:"Reservation"`
 				ErrorDetail struct {
 					Properties struct {
 						Code struct {
@@ -98,5 +106,10 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if !table[c] {
 			t.Errorf("openapi.yaml documents error code %q, which the error table does not know", c)
 		}
+	}
+
+	// A reservation's guard is one a service can run, all of them.
+	if got, want := spec.Components.Schemas.Reservation.Properties.Guard.Enum, strings.Split(JoinGuards(Guards()), ", "); !slices.Equal(got, want) {
+		t.Errorf("Reservation.guard's enum: got %v, want %v (Guards)", got, want)
 	}
 }

@@ -50,7 +50,7 @@ func TestOpenReplicaRejects(t *testing.T) {
 // closes everything it opened, once.
 func TestOpenReplicaGuards(t *testing.T) {
 	c := startRedis(t, 3)
-	wantNodes := map[Guard]int{GuardNone: 0, GuardDBAtomic: 0, GuardRedisSingle: 1, GuardRedlock: 3, GuardRedlockFenced: 3,
+	wantNodes := map[Guard]int{GuardNone: 0, GuardDBAtomic: 0, GuardDBVersion: 0, GuardDBForUpdate: 0, GuardRedisSingle: 1, GuardRedlock: 3, GuardRedlockFenced: 3,
 		GuardRedsync: 3, GuardRedlockDel: 3}
 	for _, g := range append(Guards(), Comparisons()...) {
 		t.Run(string(g), func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package inventory is the lab's protected resource: a stock reservation
-// service whose read-modify-write of a SKU's stock is guarded one of six
-// ways (see Guards; Comparisons adds a seventh that exists only to show a
+// service whose read-modify-write of a SKU's stock is guarded one of eight
+// ways (see Guards; Comparisons adds one that exists only to show a
 // mistake), with every committed reservation written to a ledger in the
 // same transaction as the stock change. After any run, Store.Audit
 // proves whether stock was conserved (initial − final = Σ ledger), oversold,
@@ -88,7 +88,10 @@ type Reservation struct {
 }
 
 // Timing is what the lock cost one reservation. Guards without a lock
-// report only Hold (the critical section: read to commit).
+// report only Hold (the critical section: read to commit). The optimistic
+// guard (GuardDBVersion) has no lock but retries: its Acquire is the time
+// spent before its last try (the tries that lost and their backoff), Hold
+// the last try, Attempts its tries and Conflicts the tries it lost.
 type Timing struct {
 	// Acquire is the wall time of the whole acquire, retries included.
 	Acquire time.Duration
@@ -98,6 +101,9 @@ type Timing struct {
 	Release time.Duration
 	// Attempts made to acquire (0 without a lock).
 	Attempts int
+	// Conflicts are the optimistic tries whose write found the row changed
+	// since their read (GuardDBVersion; 0 for every other guard).
+	Conflicts int
 }
 
 // Hold is one holder's tenure of a lock, on this process's clock, for the
@@ -262,7 +268,7 @@ func (s *Service) Store() *Store { return s.store }
 // Reserve takes req.Quantity units of req.SKU through the service's guard.
 // A request ID that already reserved returns the original with Replayed set.
 // Failures are *ReserveError wrapping ErrInvalid, ErrNotFound,
-// ErrOutOfStock, ErrContended, ErrUnavailable, ErrOverloaded, ErrFenced, ErrRequestIDReused,
+// ErrOutOfStock, ErrContended, ErrUnavailable, ErrOverloaded, ErrFenced, ErrConflict, ErrRequestIDReused,
 // a context error or a store error.
 func (s *Service) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if s.m == nil {
@@ -322,21 +328,28 @@ func replay(orig Reservation, req Request, t Timing) (Reservation, error) {
 	return orig, nil
 }
 
-// readModifyWrite is the critical section the lock guards protect: read the
-// stock, decide, (pause), write the computed value.
+// readModifyWrite is the critical section the lock guards protect, and
+// one try of the optimistic guard: read the stock (and the row's version,
+// which only writeVersioned uses), decide, (pause), write the computed
+// value.
 func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMode, token int64) (Reservation, error) {
-	stock, err := s.read(ctx, req.SKU)
+	stock, version, err := s.read(ctx, req.SKU)
 	if err != nil {
 		return Reservation{}, err
 	}
 	if stock < req.Quantity {
-		return Reservation{}, fmt.Errorf("%w: sku %q has %d, want %d", ErrOutOfStock, req.SKU, stock, req.Quantity)
+		return Reservation{}, outOfStock(req, stock)
 	}
 	s.pause(ctx, req)
 	return s.apply(ctx, write{
-		mode: mode, req: req, newStock: stock - req.Quantity, fence: token,
+		mode: mode, req: req, newStock: stock - req.Quantity, fence: token, version: version,
 		guard: s.guard, holder: s.cfg.holder,
 	})
+}
+
+// outOfStock is ErrOutOfStock for req against the stock found.
+func outOfStock(req Request, stock int64) error {
+	return fmt.Errorf("%w: sku %q has %d, want %d", ErrOutOfStock, req.SKU, stock, req.Quantity)
 }
 
 func (s *Service) pause(ctx context.Context, req Request) {

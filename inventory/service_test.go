@@ -66,7 +66,7 @@ func TestParseGuard(t *testing.T) {
 			t.Errorf("ParseAnyGuard(%q): got nil, want an error", s)
 		}
 	}
-	if got, want := len(Guards()), 6; got != want {
+	if got, want := len(Guards()), 8; got != want {
 		t.Errorf("len(Guards()): got %d, want %d", got, want)
 	}
 	// A comparison guard is named by the load generator and the drills,
@@ -130,13 +130,24 @@ type tally struct {
 	// overloaded: turned away by the lock client's overload control, which
 	// a starved machine engages; a refusal, like contended.
 	overloaded int64
-	unexpected []error
-	holds      []Hold
+	// conflict: db-version ran out of tries (ErrConflict), a refusal too.
+	conflict int64
+	// tries and conflicts sum Timing.Attempts and Timing.Conflicts.
+	tries, conflicts int64
+	unexpected       []error
+	holds            []Hold
 }
 
 func (tl *tally) add(r Reservation, err error) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
+	t := r.Timing
+	var re *ReserveError
+	if errors.As(err, &re) {
+		t = re.Timing
+	}
+	tl.tries += int64(t.Attempts)
+	tl.conflicts += int64(t.Conflicts)
 	switch {
 	case err == nil:
 		tl.reserved++
@@ -151,6 +162,8 @@ func (tl *tally) add(r Reservation, err error) {
 		tl.overloaded++
 	case errors.Is(err, ErrFenced):
 		tl.fenced++
+	case errors.Is(err, ErrConflict):
+		tl.conflict++
 	default:
 		tl.unexpected = append(tl.unexpected, err)
 	}
@@ -188,6 +201,23 @@ func hammer(t *testing.T, reps []*Service, workers, perWorker int, sku, run stri
 	return tl
 }
 
+// hammerHot is TestNoneLosesUpdates's load through guard g, without Redis:
+// replicas×workers writers of one hot SKU seeded with initial, each
+// reservation pausing 2 ms between its read and its write. It returns the
+// callers' tally and the SKU's audit.
+func hammerHot(t *testing.T, dsn string, g Guard, initial int64, replicas, workers, perWorker int, opts ...ServiceOption) (*tally, SKUAudit) {
+	t.Helper()
+	var reps []*Service
+	for i := 0; i < replicas; i++ {
+		reps = append(reps, replica(t, openStore(t, dsn), g, nil, append([]ServiceOption{WithHolder(fmt.Sprintf("replica-%d", i)),
+			WithPauseHook(func(context.Context, Request) { time.Sleep(2 * time.Millisecond) })}, opts...)...))
+	}
+	sku := "hot-" + string(g)
+	seed(t, reps[0].Store(), sku, initial)
+	res := hammer(t, reps, workers, perWorker, sku, sku)
+	return res, audit(t, reps[0].Store(), sku, initial)
+}
+
 // TestConservation: with a real lock (or the database deciding), many
 // concurrent reservations across replicas conserve stock exactly and never
 // oversell.
@@ -196,7 +226,7 @@ func TestConservation(t *testing.T) {
 	const replicas, workers, perWorker = 3, 4, 5 // 60 requests
 	const initial = 45                           // fewer than requested: out-of-stock must be hit exactly
 	forEachStore(t, func(t *testing.T, dsn string) {
-		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync} {
+		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync, GuardDBVersion, GuardDBForUpdate} {
 			t.Run(string(g), func(t *testing.T) {
 				sku := "conserve-" + string(g)
 				tl := &tally{}
@@ -215,9 +245,10 @@ func TestConservation(t *testing.T) {
 				if a.Reserved != res.units || a.Reservations != res.reserved {
 					t.Errorf("ledger: got %d units in %d rows, want %d in %d (what the callers were told)", a.Reserved, a.Reservations, res.units, res.reserved)
 				}
-				refused := res.contended + res.unavailable + res.overloaded
+				refused := res.contended + res.unavailable + res.overloaded + res.conflict
 				if res.reserved == 0 {
-					t.Errorf("nothing reserved (%d contended, %d unavailable, %d overloaded): conservation was not put to the test", res.contended, res.unavailable, res.overloaded)
+					t.Errorf("nothing reserved (%d contended, %d unavailable, %d overloaded, %d conflict): conservation was not put to the test",
+						res.contended, res.unavailable, res.overloaded, res.conflict)
 				}
 				if refused == 0 && (a.Final != 0 || res.reserved != initial || res.outOfStock != replicas*workers*perWorker-initial) {
 					t.Errorf("got %d reserved, %d out of stock, final %d; want %d, %d, 0",
@@ -227,9 +258,10 @@ func TestConservation(t *testing.T) {
 					t.Errorf("fenced rejections without faults: got %d (callers saw %d), want 0", a.FencedRejections, res.fenced)
 				}
 				if refused > 0 {
-					t.Logf("%d contended, %d unavailable, %d overloaded (allowed; stock still conserved)", res.contended, res.unavailable, res.overloaded)
+					t.Logf("%d contended, %d unavailable, %d overloaded, %d conflict (allowed; stock still conserved)",
+						res.contended, res.unavailable, res.overloaded, res.conflict)
 				}
-				if g != GuardDBAtomic {
+				if g.NeedsNodes() {
 					if len(tl.holds) == 0 {
 						t.Errorf("no holds observed for a lock guard")
 					}

@@ -293,7 +293,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Seed sets sku's stock for a run: it creates the SKU or overwrites its
 // stock, deletes its ledger rows and zeroes its fenced-rejection count. The
-// row's last fence is kept, because fencing tokens must never go backwards.
+// row's last fence is kept, because fencing tokens must never go backwards,
+// and its version goes up, not back to 0: a seed is a write, and a
+// db-version reader from before it must not be able to overwrite it.
 func (s *Store) Seed(ctx context.Context, sku string, stock int64) error {
 	return s.SeedMany(ctx, []string{sku}, stock)
 }
@@ -323,7 +325,8 @@ func (s *Store) SeedMany(ctx context.Context, skus []string, stock int64) error 
 	}
 	defer tx.Rollback()
 	ts := now()
-	const upsert = ` ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, fenced_rejections = 0, updated_at = excluded.updated_at`
+	const upsert = ` ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, fenced_rejections = 0,
+		version = inventory.version + 1, updated_at = excluded.updated_at`
 	err = s.batches(skus, func(batch []string) error {
 		if s.dialect == dialectPostgres {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO inventory (sku, stock, last_fence, fenced_rejections, updated_at)
@@ -421,6 +424,22 @@ func (s *Store) Stock(ctx context.Context, sku string) (int64, error) {
 		return 0, fmt.Errorf("inventory: read stock of %s: %w", sku, err)
 	}
 	return stock, nil
+}
+
+// stockVersion returns sku's stock and row version (the db-version guard's
+// read), or ErrNotFound.
+func (s *Store) stockVersion(ctx context.Context, sku string) (stock, version int64, err error) {
+	row, err := s.queryRow(ctx, "SELECT stock, version FROM inventory WHERE sku = $1", sku)
+	if err == nil {
+		err = row.Scan(&stock, &version)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, fmt.Errorf("%w: %q", ErrNotFound, sku)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("inventory: read stock and version of %s: %w", sku, err)
+	}
+	return stock, version, nil
 }
 
 // Audit is the protected-resource half of the safety checker: for each SKU,
@@ -596,14 +615,19 @@ const (
 	writeNaive
 	// writeAtomic decrements in the database: no read, no lock.
 	writeAtomic
+	// writeVersioned sets stock only if the row still has the version the
+	// holder read, and bumps it (optimistic locking); otherwise nothing is
+	// written and apply returns errVersionConflict.
+	writeVersioned
 )
 
 // write is one reservation's stock change plus its ledger row.
 type write struct {
 	mode     writeMode
 	req      Request
-	newStock int64 // blind, fenced, naive
+	newStock int64 // blind, fenced, naive, versioned
 	fence    int64 // fenced, naive
+	version  int64 // versioned: the version the holder read
 	guard    Guard
 	holder   string
 }
@@ -612,16 +636,27 @@ type write struct {
 // committed first); the transaction was rolled back.
 var errReplay = errors.New("inventory: request already reserved")
 
+// errVersionConflict: a versioned write found the row at another version
+// than the one its holder read (someone wrote in between); nothing was
+// written. The db-version guard reads again and retries.
+var errVersionConflict = errors.New("inventory: row version changed since the read")
+
 // apply changes the stock and writes the ledger row in one transaction.
 func (s *Store) apply(ctx context.Context, w write) (Reservation, error) {
-	sku := w.req.SKU
-	ts := now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
+		return Reservation{}, fmt.Errorf("inventory: write %s: %w", w.req.SKU, err)
 	}
 	defer tx.Rollback()
+	return s.applyTx(ctx, tx, w)
+}
 
+// applyTx is apply inside tx, which it commits on success: the one write
+// path of every guard, whether the transaction was begun for the write
+// alone (apply) or holds the row lock since the read (lockRow).
+func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, w write) (Reservation, error) {
+	sku := w.req.SKU
+	ts := now()
 	var (
 		query string
 		args  []any
@@ -635,6 +670,8 @@ func (s *Store) apply(ctx context.Context, w write) (Reservation, error) {
 		query, args = "UPDATE inventory SET stock = $2, updated_at = $3, last_fence = $4 WHERE sku = $1 AND last_fence <= $4", []any{sku, w.newStock, ts, w.fence}
 	case writeAtomic:
 		query, args = "UPDATE inventory SET stock = stock - $2, updated_at = $3 WHERE sku = $1 AND stock >= $2", []any{sku, w.req.Quantity, ts}
+	case writeVersioned:
+		query, args = "UPDATE inventory SET stock = $2, version = version + 1, updated_at = $3 WHERE sku = $1 AND version = $4", []any{sku, w.newStock, ts, w.version}
 	default:
 		return Reservation{}, fmt.Errorf("inventory: write %s: unknown mode %d", sku, w.mode)
 	}
@@ -662,7 +699,9 @@ func (s *Store) apply(ctx context.Context, w write) (Reservation, error) {
 		case err != nil:
 			return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
 		case w.mode == writeAtomic:
-			return Reservation{}, fmt.Errorf("%w: sku %q has %d, want %d", ErrOutOfStock, sku, stock, w.req.Quantity)
+			return Reservation{}, outOfStock(w.req, stock)
+		case w.mode == writeVersioned:
+			return Reservation{}, errVersionConflict
 		}
 		_ = tx.Rollback()
 		return Reservation{}, s.rejectFenced(ctx, sku, w.fence)

@@ -19,14 +19,26 @@ func (s *Service) lookup(ctx context.Context, requestID string) (Reservation, bo
 	return s.store.Reservation(ctx, requestID)
 }
 
-func (s *Service) read(ctx context.Context, sku string) (int64, error) {
+func (s *Service) read(ctx context.Context, sku string) (stock, version int64, err error) {
 	defer s.timeStore(storeRead, time.Now())
-	return s.store.Stock(ctx, sku)
+	return s.store.stockVersion(ctx, sku)
 }
 
 func (s *Service) apply(ctx context.Context, w write) (Reservation, error) {
 	defer s.timeStore(storeWrite, time.Now())
 	return s.store.apply(ctx, w)
+}
+
+// lockRow takes the row lock of GuardDBForUpdate, waiting at most the
+// service's acquire timeout where the database lets it choose (PostgreSQL).
+func (s *Service) lockRow(ctx context.Context, sku string) (*rowLock, error) {
+	defer s.timeStore(storeLockRow, time.Now())
+	return s.store.lockRow(ctx, sku, s.cfg.acquireTimeout)
+}
+
+func (s *Service) applyLocked(ctx context.Context, l *rowLock, w write) (Reservation, error) {
+	defer s.timeStore(storeWrite, time.Now())
+	return l.apply(ctx, w)
 }
 
 func (s *Service) fence(ctx context.Context, sku string, token int64) error {

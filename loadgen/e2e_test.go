@@ -74,6 +74,40 @@ func TestNoLockLosesUpdates(t *testing.T) {
 	}
 }
 
+// TestDBGuardsUnderContention: TestNoLockLosesUpdates's load, where every
+// operation overlaps the next, through the guards that let the database
+// decide: nothing is lost; db-version's writes conflict and are counted,
+// db-for-update's waits are its acquire times. Both survive the run
+// directory's round trip.
+func TestDBGuardsUnderContention(t *testing.T) {
+	for _, g := range []inventory.Guard{inventory.GuardDBVersion, inventory.GuardDBForUpdate} {
+		t.Run(string(g), func(t *testing.T) {
+			r := runInventory(t, InventoryConfig{Guard: g, Replicas: 2, AcquireTimeout: 20 * time.Second,
+				PauseHook: everyNth(1, 30*time.Millisecond)}, 100, 400*time.Millisecond, "uniform:1")
+			s := r.Summary
+			if !s.Safety.AuditChecked || s.Safety.LostUpdates != 0 || s.Safety.Oversell != 0 || s.Safety.DoubleGrantsChecked {
+				t.Errorf("safety = %+v: want the audit, no lost updates, no double-grant check (no Redis lock)", s.Safety)
+			}
+			if s.Outcomes["reserved"] == 0 || s.AcquireLatencyMs.Count == 0 || s.Attempts.Count == 0 {
+				t.Errorf("summary: %d reserved, %d acquire samples, %d attempt samples; want some of each", s.Outcomes["reserved"], s.AcquireLatencyMs.Count, s.Attempts.Count)
+			}
+			if got := s.VersionConflicts > 0; got != (g == inventory.GuardDBVersion) {
+				t.Errorf("version conflicts: got %d, want them for db-version only", s.VersionConflicts)
+			}
+			back, err := LoadReport(r.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.Summary.VersionConflicts != s.VersionConflicts || back.Summary.Outcomes["version_conflict"] != s.Outcomes["version_conflict"] {
+				t.Errorf("read back: %d conflicts, %d out of tries; want %d, %d", back.Summary.VersionConflicts, back.Summary.Outcomes["version_conflict"],
+					s.VersionConflicts, s.Outcomes["version_conflict"])
+			}
+			t.Logf("%d requests: %d reserved, %d out of tries, %d version conflicts; attempts mean %.2f; acquire p99 %.1f ms",
+				s.Requests, s.Outcomes["reserved"], s.Outcomes["version_conflict"], s.VersionConflicts, s.Attempts.Mean, s.AcquireLatencyMs.P99)
+		})
+	}
+}
+
 func TestRedlockSafeWithoutFaults(t *testing.T) {
 	c := redistest.Start(t, 3, redistest.Options{})
 	r := runInventory(t, InventoryConfig{Nodes: c.Addrs(), Guard: inventory.GuardRedlock, Replicas: 2,

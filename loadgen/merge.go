@@ -197,6 +197,7 @@ func mergeIntervals(dirs []string, w *Writer, base time.Time, interval time.Dura
 			m.LateStarts += rec.LateStarts
 			m.DoubleGrants += rec.DoubleGrants
 			m.Clamped += rec.Clamped
+			m.VersionConflicts += rec.VersionConflicts
 			for k, v := range rec.Outcomes {
 				m.Outcomes[k] += v
 			}

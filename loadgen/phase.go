@@ -24,6 +24,7 @@ func (p *PhaseReport) Add(op Op, res Result, ended time.Time) {
 	p.Totals.add(Sample{
 		Outcome: res.Outcome, E2E: ended.Sub(op.Intended), E2EUncorrected: ended.Sub(op.Intended),
 		Lock: res.Lock, Acquire: res.Acquire, Hold: res.Hold, Release: res.Release, Attempts: res.Attempts,
+		Conflicts: res.Conflicts,
 	})
 }
 

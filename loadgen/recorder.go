@@ -39,6 +39,7 @@ const (
 	Unavailable                // too few lock nodes answered
 	Overloaded                 // the lock client turned the request away at once: its nodes had been too slow for the load
 	Fenced                     // the store rejected a stale holder's write
+	Conflict                   // an optimistic reservation (db-version) found the row changed on every try
 	Error                      // anything else (a store failure, an invalid request, a cancelled operation)
 	Refused                    // never arrived: the connection was refused or broke before the request was written
 	Unknown                    // sent, no answer (reset, EOF, timeout): it may have committed
@@ -48,7 +49,7 @@ const (
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "overloaded", "fenced", "error",
+var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "overloaded", "fenced", "version_conflict", "error",
 	"refused", "unknown", "http_4xx", "http_5xx", "late"}
 
 // String is the outcome's name in summary.json.
@@ -152,6 +153,10 @@ type HistSet struct {
 	NodeOutcomes   [][numNodeOutcomes]int64
 	LateStarts     int64 // sent, but more than the tolerance after the intended start
 	Clamped        int64 // latencies beyond the histogram range
+	// VersionConflicts are the optimistic tries (db-version) whose write
+	// found the row changed since their read, and that were retried or
+	// ran out (inventory.Timing.Conflicts).
+	VersionConflicts int64
 }
 
 // NewHistSet allocates empty histograms for a run against nodes lock nodes.
@@ -219,6 +224,7 @@ func (h *HistSet) Merge(o *HistSet) {
 	}
 	h.LateStarts += o.LateStarts
 	h.Clamped += o.Clamped
+	h.VersionConflicts += o.VersionConflicts
 }
 
 func (h *HistSet) growNodes(n int) {
@@ -245,7 +251,7 @@ func (h *HistSet) Reset() {
 	for i := range h.NodeOutcomes {
 		h.NodeOutcomes[i] = [numNodeOutcomes]int64{}
 	}
-	h.LateStarts, h.Clamped = 0, 0
+	h.LateStarts, h.Clamped, h.VersionConflicts = 0, 0, 0
 }
 
 // Requests is the number of operations that ended, whatever the outcome.
@@ -279,6 +285,7 @@ type Sample struct {
 	Hold           time.Duration
 	Release        time.Duration
 	Attempts       int
+	Conflicts      int // optimistic tries lost to a concurrent write
 }
 
 // Recorder collects samples from many goroutines. Each worker records into
@@ -337,6 +344,7 @@ func (h *HistSet) add(s Sample) {
 	if s.LateStart {
 		h.LateStarts++
 	}
+	h.VersionConflicts += int64(s.Conflicts)
 	if s.Lock {
 		h.recordLatency(h.Acquire, s.Acquire)
 		if s.Hold > 0 || s.Release > 0 { // the lock was granted

@@ -130,6 +130,7 @@ func (h *HistSet) addRecordCounts(rec IntervalRecord) {
 	}
 	h.LateStarts += rec.LateStarts
 	h.Clamped += rec.Clamped
+	h.VersionConflicts += rec.VersionConflicts
 	h.growNodes(len(rec.NodeOutcomes))
 	for i, m := range rec.NodeOutcomes {
 		for j, name := range nodeOutcomeNames {

@@ -396,6 +396,7 @@ func (e *Engine) do(ctx context.Context, shard int, op Op) {
 		Hold:           res.Hold,
 		Release:        res.Release,
 		Attempts:       res.Attempts,
+		Conflicts:      res.Conflicts,
 	})
 }
 

@@ -81,17 +81,19 @@ func (m *Meta) Interval() time.Duration {
 // IntervalRecord is one line of intervals.jsonl: the counters of an
 // interval (its histograms are in latency.hlog under the same start time).
 type IntervalRecord struct {
-	Index        int                `json:"i"`
-	StartMs      int64              `json:"start_ms"`
-	EndMs        int64              `json:"end_ms"`
-	TargetRate   float64            `json:"target_rate"`
-	Scheduled    int64              `json:"scheduled"`
-	InFlight     int64              `json:"in_flight"`
-	Outcomes     map[string]int64   `json:"outcomes"`
-	LateStarts   int64              `json:"late_starts"`
-	DoubleGrants int64              `json:"double_grants"` // found in this interval
-	Clamped      int64              `json:"clamped,omitempty"`
-	NodeOutcomes []map[string]int64 `json:"node_outcomes,omitempty"`
+	Index        int              `json:"i"`
+	StartMs      int64            `json:"start_ms"`
+	EndMs        int64            `json:"end_ms"`
+	TargetRate   float64          `json:"target_rate"`
+	Scheduled    int64            `json:"scheduled"`
+	InFlight     int64            `json:"in_flight"`
+	Outcomes     map[string]int64 `json:"outcomes"`
+	LateStarts   int64            `json:"late_starts"`
+	DoubleGrants int64            `json:"double_grants"` // found in this interval
+	Clamped      int64            `json:"clamped,omitempty"`
+	// VersionConflicts: db-version's tries lost to a concurrent write.
+	VersionConflicts int64              `json:"version_conflicts,omitempty"`
+	NodeOutcomes     []map[string]int64 `json:"node_outcomes,omitempty"`
 }
 
 func newIntervalRecord(iv *Interval, prevDoubleGrants int64) IntervalRecord {
@@ -100,7 +102,7 @@ func newIntervalRecord(iv *Interval, prevDoubleGrants int64) IntervalRecord {
 		Index: iv.Index, StartMs: iv.Start.UnixMilli(), EndMs: iv.End.UnixMilli(),
 		TargetRate: iv.TargetRate, Scheduled: iv.Scheduled, InFlight: iv.InFlight,
 		Outcomes: make(map[string]int64, numOutcomes), LateStarts: h.LateStarts,
-		DoubleGrants: iv.DoubleGrants - prevDoubleGrants, Clamped: h.Clamped,
+		DoubleGrants: iv.DoubleGrants - prevDoubleGrants, Clamped: h.Clamped, VersionConflicts: h.VersionConflicts,
 	}
 	for i, c := range h.Outcomes {
 		rec.Outcomes[outcomeNames[i]] = c

@@ -28,7 +28,10 @@ type Summary struct {
 	HoldLatencyMs           Percentiles `json:"hold_latency_ms"`
 	ReleaseLatencyMs        Percentiles `json:"release_latency_ms"`
 	LateStarts              int64       `json:"late_starts"` // sent, but later than the tolerance
-	TargetRatePerS          float64     `json:"target_rate_per_s"`
+	// VersionConflicts are db-version's tries lost to a concurrent write,
+	// retried or (outcome version_conflict) run out.
+	VersionConflicts int64   `json:"version_conflicts,omitempty"`
+	TargetRatePerS   float64 `json:"target_rate_per_s"`
 	// GeneratorCPU is the generator process's CPU time during the run,
 	// in all and per operation sent and ended (see Info.CPU).
 	GeneratorCPUS       float64 `json:"generator_cpu_s,omitempty"`
@@ -102,6 +105,7 @@ func buildSummary(r *Report) Summary {
 		ReleaseLatencyMs:        percentilesOf(t.Release),
 		Safety:                  r.Safety,
 		LateStarts:              t.LateStarts,
+		VersionConflicts:        t.VersionConflicts,
 		Clamped:                 t.Clamped,
 		Guard:                   r.Meta.Guard,
 		Target:                  r.Meta.Target,
@@ -211,6 +215,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	if s.Attempts.Count > 0 {
 		fmt.Fprintf(&b, "attempts per acquire: mean %.3f, p99 %d, max %d\n", s.Attempts.Mean, s.Attempts.P99, s.Attempts.Max)
+	}
+	if s.VersionConflicts > 0 {
+		fmt.Fprintf(&b, "version conflicts: %d tries lost to a concurrent write (retried, or out of tries: %d)\n", s.VersionConflicts, s.Outcomes[Conflict.String()])
 	}
 	if s.GeneratorCPUS > 0 {
 		fmt.Fprintf(&b, "generator CPU: %.2fs, %.3f ms per operation (this process: generator, and the in-process replicas with their store and lock clients)\n", s.GeneratorCPUS, s.GeneratorCPUMsPerOp)

@@ -33,6 +33,9 @@ type Result struct {
 	Hold     time.Duration
 	Release  time.Duration
 	Attempts int
+	// Conflicts are the optimistic tries lost to a concurrent write
+	// (db-version), whatever Lock says.
+	Conflicts int
 }
 
 // Target is where operations go: in-process inventory replicas, remote
@@ -140,7 +143,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 	if cfg.RunID == "" {
 		cfg.RunID = fmt.Sprintf("load-%d", time.Now().UnixNano())
 	}
-	t := &InventoryTarget{cfg: cfg, locks: cfg.Guard.NeedsNodes()}
+	t := &InventoryTarget{cfg: cfg, locks: cfg.Guard.Locks()}
 	t.checker.Store(NewHoldChecker(time.Now()))
 	var observer redlock.Observer
 	if cfg.Recorder != nil {
@@ -253,7 +256,7 @@ func (t *InventoryTarget) Do(ctx context.Context, op Op) Result {
 	}
 	return Result{
 		Outcome: classify(err), Lock: t.locks,
-		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts,
+		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts, Conflicts: timing.Conflicts,
 	}
 }
 
@@ -271,6 +274,8 @@ func classify(err error) Outcome {
 		return Overloaded
 	case errors.Is(err, inventory.ErrFenced):
 		return Fenced
+	case errors.Is(err, inventory.ErrConflict):
+		return Conflict
 	}
 	return Error
 }
@@ -283,7 +288,7 @@ func (t *InventoryTarget) LockViolations() int64 { return t.checker.Load().LockV
 
 // Safety audits the store and reports the double grants.
 func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
-	s := Safety{DoubleGrantsChecked: t.locks}
+	s := Safety{DoubleGrantsChecked: t.cfg.Guard.NeedsNodes()}
 	c := t.checker.Load()
 	c.Flush()
 	s.DoubleGrants, s.LockViolations, s.Examples = c.DoubleGrants(), c.LockViolations(), c.Examples()
@@ -390,7 +395,7 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 		t.guard = string(st.Guard)
 		t.clients = append(t.clients, c)
 	}
-	t.locks = inventory.Guard(t.guard).NeedsNodes()
+	t.locks = inventory.Guard(t.guard).Locks()
 	if cfg.StoreDSN != "" {
 		s, err := inventory.OpenStore(ctx, cfg.StoreDSN)
 		if err != nil {
@@ -444,7 +449,7 @@ func (t *HTTPTarget) Do(ctx context.Context, op Op) Result {
 		// guard makes at least one attempt); a refusal in transit or a
 		// proxy's answer has none to record.
 		Outcome: out, Lock: t.locks && timing.Attempts > 0,
-		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts,
+		Acquire: timing.Acquire, Hold: timing.Hold, Release: timing.Release, Attempts: timing.Attempts, Conflicts: timing.Conflicts,
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 //	outcomes.late<1%        with a % value
 //	throughput>=500         operations ended per second
 //	requests>0, late_starts<1%
+//	version_conflicts>0     db-version's tries lost to a concurrent write
 //
 // Operators: < <= > >= == !=.
 type Threshold struct {
@@ -83,7 +84,7 @@ func ParseThreshold(s string) (Threshold, error) {
 		if _, ok := parseOutcome(stat); !ok {
 			return bad("unknown outcome %q (%s)", stat, strings.Join(outcomeNames[:], ", "))
 		}
-	case t.Metric == "throughput" || t.Metric == "requests" || t.Metric == "late_starts":
+	case t.Metric == "throughput" || t.Metric == "requests" || t.Metric == "late_starts" || t.Metric == "version_conflicts":
 	case strings.HasPrefix(head, "node"):
 		return bad("unknown metric %q: lock nodes are node1, node2, … (numbered from 1)", head)
 	default:
@@ -231,6 +232,8 @@ func (t Threshold) value(r *Report) (float64, string, bool) {
 		return num(s.ThroughputPerS)
 	case t.Metric == "requests":
 		return num(float64(s.Requests))
+	case t.Metric == "version_conflicts":
+		return num(float64(s.VersionConflicts))
 	}
 	return 0, "unknown metric", false
 }

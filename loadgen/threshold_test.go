@@ -31,6 +31,8 @@ func TestParseThreshold(t *testing.T) {
 		{"throughput>=500", "throughput", ">=", 500, ""},
 		{"attempts.p99<=3", "attempts.p99", "<=", 3, ""},
 		{"late_starts<0.5%", "late_starts", "<", 0.005, ""},
+		{"version_conflicts>0", "version_conflicts", ">", 0, ""},
+		{"outcomes.version_conflict<1%", "outcomes.version_conflict", "<", 0.01, ""},
 		{"acquire.p99<20", "", "", 0, "give a unit"},
 		{"acquire.p42x<1ms", "", "", 0, "unknown statistic"},
 		{"acquire.p0<1ms", "", "", 0, "unknown statistic"},
@@ -75,7 +77,7 @@ func TestThresholdEval(t *testing.T) {
 		_ = r.Totals.Attempts.RecordValue(int64(1 + i%2))
 	}
 	r.Summary = Summary{
-		Requests: 200, ThroughputPerS: 480.5, LateStarts: 3,
+		Requests: 200, ThroughputPerS: 480.5, LateStarts: 3, VersionConflicts: 7,
 		Outcomes: map[string]int64{"reserved": 180, "error": 4, "late": 16},
 		Safety:   Safety{LostUpdates: 2, AuditChecked: true},
 	}
@@ -99,6 +101,7 @@ func TestThresholdEval(t *testing.T) {
 		{"late_starts<2", false, "3"},
 		{"throughput>=500", false, "480.5"},
 		{"requests==200", true, "200"},
+		{"version_conflicts>0", true, "7"},
 		{"safety.lost_updates==0", false, "2"},
 		{"safety.oversell==0", true, "0"},
 		{"safety.double_grants==0", false, "not checked"},

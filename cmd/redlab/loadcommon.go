@@ -59,7 +59,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	f.keys = keysFlag{Kind: "uniform", N: 1000}
 	f.quantity = quantityFlag{Min: 1, Max: 1}
 	f.worker = workerFlag{Index: 0, Count: 1}
-	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or guards none/db-atomic")
+	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or the guards without a Redis lock (none, db-*)")
 	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards())+"; or "+inventory.JoinGuards(inventory.Comparisons())+" (release by plain DEL: the mistake, for comparisons only)")
 	fs.Var(&f.keys, "keys", "SKU distribution: uniform:N, zipf:N:θ (θ<1 YCSB-style), hot:N:fraction[:hotkeys]")
 	fs.Var(&f.quantity, "quantity", "units per reservation: N, const:N or uniform:MIN:MAX")

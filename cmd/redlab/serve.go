@@ -48,7 +48,8 @@ func newServeCmd(e *env) *cobra.Command {
 /v1/stock/{sku}, /healthz, /readyz, /metrics (see inventory/openapi.yaml).
 --nodes (or $REDLAB_NODES) is needed by the guards that lock: redis-single
 (uses the first node), redlock, redlock-fenced and redsync (go-redsync/redsync
-v4 with its own defaults over go-redis clients with theirs).
+v4 with its own defaults over go-redis clients with theirs). none,
+db-atomic, db-version and db-for-update need no nodes: the store decides.
 
 The first SIGINT/SIGTERM drains: no new connections, in-flight reservations
 finish and release their locks. A second one exits at once.
@@ -66,7 +67,7 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards()))
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address, host:port (port 0 picks a free one)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", inventory.DefaultLockTTL, "lock time to live")
-	fs.DurationVar(&o.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before answering 503 contended")
+	fs.DurationVar(&o.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock (db-for-update on PostgreSQL: the row lock, as lock_timeout) before answering 503 contended")
 	fs.DurationVar(&o.nodeTimeout, "node-timeout", redlock.DefaultNodeTimeout, "per-node dial/read/write timeout of the lock client (redsync: go-redis's own defaults unless given)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long the first signal waits for in-flight requests")
 	fs.StringVar(&o.holder, "holder", "", "this replica's name in the ledger (default host-pid-random)")

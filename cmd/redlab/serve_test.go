@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/pgtest"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/inventory"
 )
@@ -304,5 +305,40 @@ func TestServeWithoutLock(t *testing.T) {
 	s.signals <- syscall.SIGINT
 	if code := s.waitExit(t); code != exitOK {
 		t.Errorf("exit: got %d, want 0", code)
+	}
+}
+
+// TestServeDBGuards: the guards that let the database decide start without
+// lock nodes, on SQLite and on PostgreSQL, and reserve.
+func TestServeDBGuards(t *testing.T) {
+	t.Setenv("REDLAB_NODES", "")
+	stores := map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "inventory.db") },
+		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
+	}
+	for _, g := range []inventory.Guard{inventory.GuardDBVersion, inventory.GuardDBForUpdate} {
+		for _, store := range []string{"sqlite", "postgres"} {
+			t.Run(string(g)+"/"+store, func(t *testing.T) {
+				s := startServe(t, "--store", stores[store](t), "--guard", string(g))
+				if code, body := s.call(t, "GET", "/readyz", ""); code != 200 || body["guard"] != string(g) || body["lock"] != "none" {
+					t.Errorf("readyz: got %d %v, want 200, guard %s, lock none", code, body, g)
+				}
+				if code, body := s.call(t, "PUT", "/v1/stock/widget", `{"stock":5}`); code != 200 {
+					t.Fatalf("PUT stock: got %d %v, want 200", code, body)
+				}
+				code, body := s.call(t, "POST", "/v1/reservations", `{"sku":"widget","quantity":2,"request_id":"serve-1"}`)
+				timing, _ := body["timing"].(map[string]any)
+				if code != 201 || body["guard"] != string(g) || timing["attempts"] != float64(1) || timing["conflicts"] != float64(0) {
+					t.Errorf("reserve: got %d %v, want 201 through %s with 1 attempt, 0 conflicts", code, body, g)
+				}
+				if code, body := s.call(t, "GET", "/v1/stock/widget", ""); code != 200 || body["stock"] != float64(3) {
+					t.Errorf("stock after the reservation: got %d %v, want 3", code, body)
+				}
+				s.signals <- syscall.SIGINT
+				if code := s.waitExit(t); code != exitOK {
+					t.Errorf("exit: got %d, want 0; stderr: %s", code, s.stderr.String())
+				}
+			})
+		}
 	}
 }

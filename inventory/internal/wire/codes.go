@@ -22,6 +22,7 @@ const (
 	CodeOutOfStock           = "out_of_stock"
 	CodeRequestIDReused      = "request_id_reused"
 	CodeContended            = "contended"
+	CodeVersionConflict      = "version_conflict"
 	CodeUnavailable          = "unavailable"
 	CodeOverloaded           = "overloaded"
 	CodeFenced               = "fenced"
