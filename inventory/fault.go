@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,10 +212,17 @@ func (f *Faults) Hook() PauseHook {
 			f.mu.Lock()
 			notify := f.onStop
 			f.mu.Unlock()
+			// The other threads stop asynchronously: this one may return
+			// from kill and run on for a moment before the stop reaches it
+			// (long enough to begin the write and take the store's lock).
+			// It waits for the SIGCONT, so that the critical section goes
+			// on only after the pause.
+			cont := make(chan os.Signal, 1)
+			signal.Notify(cont, syscall.SIGCONT)
 			notify(ProcessPause{At: time.Now(), For: d, Req: req})
-			// Every thread of the process stops here, this one included;
-			// it goes on from this line after the SIGCONT.
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			<-cont
+			signal.Stop(cont)
 		default:
 			time.Sleep(d)
 		}
