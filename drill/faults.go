@@ -33,10 +33,11 @@ type nodeFaults interface {
 
 var _ nodeFaults = (*lab.Lab)(nil)
 
-// pauser freezes lock holders inside their critical section: the
-// process-pause (GC) scenario. It is a guard's pause hook; Arm makes the next
-// count holders that reach the hook stop for d, ignoring their context, as a
-// paused process would.
+// pauser freezes lock holders inside their critical section, in the
+// drill's own process: the client-pause with scope request. It is a guard's
+// pause hook; Arm makes the next count holders that reach the hook stop for
+// d, ignoring their context, as a paused process would. Only the holder's
+// goroutine stops; scope process stops a whole serve process (serveProcs).
 type pauser struct {
 	guard   inventory.Guard
 	hist    *History
