@@ -1124,6 +1124,9 @@ func processPauseProblem(s *Spec, f Fault) string {
 	if f.Kind != FaultClientPause {
 		return ""
 	}
+	if f.Scope == inventory.ScopeProcess && f.For > inventory.MaxPause {
+		return fmt.Sprintf("scope process pauses a serve process for at most %v (inventory.MaxPause), got for: %v", inventory.MaxPause, f.For)
+	}
 	for _, g := range pausedGuards(s, f) {
 		for _, o := range s.Faults {
 			if o.Kind == FaultClientPause && o.Scope != f.Scope && contains(pausedGuards(s, o), g) {
