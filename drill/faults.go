@@ -33,10 +33,11 @@ type nodeFaults interface {
 
 var _ nodeFaults = (*lab.Lab)(nil)
 
-// pauser freezes lock holders inside their critical section: the
-// process-pause (GC) scenario. It is a guard's pause hook; Arm makes the next
-// count holders that reach the hook stop for d, ignoring their context, as a
-// paused process would.
+// pauser freezes lock holders inside their critical section, in the
+// drill's own process: the client-pause with scope request. It is a guard's
+// pause hook; Arm makes the next count holders that reach the hook stop for
+// d, ignoring their context, as a paused process would. Only the holder's
+// goroutine stops; scope process stops a whole serve process (serveProcs).
 type pauser struct {
 	guard   inventory.Guard
 	hist    *History
@@ -71,7 +72,7 @@ func (p *pauser) hook(_ context.Context, _ inventory.Request) {
 	}
 	d := time.Duration(p.forNs.Load())
 	id := fmt.Sprintf("client-pause-%s-%d", p.guard, p.seq.Add(1))
-	p.hist.AddFault(id, FaultClientPause, nil, p.guard, "start", time.Now())
+	p.hist.AddPause(id, p.guard, inventory.ScopeRequest, "start", time.Now())
 	t := time.NewTimer(d)
 	defer t.Stop()
 	// A pause ignores the request's context, but not the end of the drill
@@ -80,7 +81,7 @@ func (p *pauser) hook(_ context.Context, _ inventory.Request) {
 	case <-t.C:
 	case <-p.stopped:
 	}
-	p.hist.AddFault(id, FaultClientPause, nil, p.guard, "end", time.Now())
+	p.hist.AddPause(id, p.guard, inventory.ScopeRequest, "end", time.Now())
 }
 
 // stop wakes paused holders (an aborted drill).
@@ -90,8 +91,11 @@ func (p *pauser) stop() { p.once.Do(func() { close(p.stopped) }) }
 type injector struct {
 	nodes   nodeFaults
 	pausers map[inventory.Guard]*pauser
-	log     func(format string, a ...any)
-	nodeN   int
+	// procs are the guards whose replicas run as processes: their
+	// client pauses (scope process) stop a whole process.
+	procs map[inventory.Guard]*serveProcs
+	log   func(format string, a ...any)
+	nodeN int
 }
 
 // run applies the faults at their offsets from start, then heals every
@@ -156,12 +160,18 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 	case FaultHeal:
 		return in.nodes.Heal(ctx, f.Nodes...)
 	case FaultClientPause:
+		var errs []error
 		for g, p := range in.pausers {
-			if len(f.Guards) == 0 || contains(f.Guards, g) {
+			if len(f.Guards) > 0 && !contains(f.Guards, g) {
+				continue
+			}
+			if sp, ok := in.procs[g]; ok {
+				errs = append(errs, sp.Arm(ctx, f.For, f.Count))
+			} else {
 				p.Arm(f.For, f.Count)
 			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	var (
 		wg   sync.WaitGroup
@@ -238,6 +248,7 @@ func describeFault(f Fault) string {
 		if f.Count > 1 {
 			fmt.Fprintf(&b, " %d holders", f.Count)
 		}
+		fmt.Fprintf(&b, " (scope %s)", f.Scope)
 	}
 	if f.For > 0 {
 		fmt.Fprintf(&b, " for %v", f.For)

@@ -42,6 +42,9 @@ type FaultRecord struct {
 	// Nodes are numbered from 1; empty for client-pause, which names Guard.
 	Nodes []int  `json:"nodes"`
 	Guard string `json:"guard,omitempty"`
+	// Scope is a client-pause's scope: request (one request's goroutine)
+	// or process (the whole service process, SIGSTOP).
+	Scope string `json:"scope,omitempty"`
 	Event string `json:"event"` // "start" | "end"
 	AtNs  int64  `json:"at_ns"`
 }
@@ -100,6 +103,14 @@ func (h *History) AddFault(id string, kind FaultKind, nodes []int, guard invento
 	h.mu.Unlock()
 }
 
+// AddPause records a client-pause event of guard g at t.
+func (h *History) AddPause(id string, g inventory.Guard, scope inventory.PauseScope, event string, t time.Time) {
+	r := FaultRecord{Type: "fault", ID: id, Fault: string(FaultClientPause), Nodes: []int{}, Guard: string(g), Scope: string(scope), Event: event, AtNs: h.ns(t)}
+	h.mu.Lock()
+	h.faults = append(h.faults, r)
+	h.mu.Unlock()
+}
+
 // Holds returns the holds recorded so far, ordered by grant.
 func (h *History) Holds() []HoldRecord {
 	h.mu.Lock()
@@ -152,6 +163,23 @@ func (h *History) WriteFile(path string) error {
 
 // ReadHistory reads a history file back.
 func ReadHistory(r io.Reader) (holds []HoldRecord, faults []FaultRecord, err error) {
+	err = scanRecords(r, "history", func(h *HoldRecord, f *FaultRecord) {
+		if h != nil {
+			holds = append(holds, *h)
+		} else {
+			faults = append(faults, *f)
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return holds, faults, nil
+}
+
+// scanRecords reads the history's records from r, a line at a time, as
+// they come: each line is a hold (h set) or a fault event (f set). what
+// names the stream in errors.
+func scanRecords(r io.Reader, what string, fn func(h *HoldRecord, f *FaultRecord)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -163,29 +191,29 @@ func ReadHistory(r io.Reader) (holds []HoldRecord, faults []FaultRecord, err err
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(b, &head); err != nil {
-			return nil, nil, fmt.Errorf("drill: history line %d: %w", line, err)
+			return fmt.Errorf("drill: %s line %d: %w", what, line, err)
 		}
 		switch head.Type {
 		case "hold":
 			var h HoldRecord
 			if err := json.Unmarshal(b, &h); err != nil {
-				return nil, nil, fmt.Errorf("drill: history line %d: %w", line, err)
+				return fmt.Errorf("drill: %s line %d: %w", what, line, err)
 			}
-			holds = append(holds, h)
+			fn(&h, nil)
 		case "fault":
 			var f FaultRecord
 			if err := json.Unmarshal(b, &f); err != nil {
-				return nil, nil, fmt.Errorf("drill: history line %d: %w", line, err)
+				return fmt.Errorf("drill: %s line %d: %w", what, line, err)
 			}
-			faults = append(faults, f)
+			fn(nil, &f)
 		default:
-			return nil, nil, fmt.Errorf("drill: history line %d: unknown type %q", line, head.Type)
+			return fmt.Errorf("drill: %s line %d: unknown type %q", what, line, head.Type)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("drill: history: %w", err)
+		return fmt.Errorf("drill: %s: %w", what, err)
 	}
-	return holds, faults, nil
+	return nil
 }
 
 // Overlaps counts, for one guard's holds, the double grants (pairs of holds

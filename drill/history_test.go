@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,5 +73,53 @@ func TestHistoryRoundTrip(t *testing.T) {
 	}
 	if dg, lv := Overlaps(holds, ""); dg != 1 || lv != 1 {
 		t.Errorf("got %d double grants, %d lock violations; want 1, 1", dg, lv)
+	}
+}
+
+// TestEventStream: what a serve process writes (EventWriter) reads back as
+// the history's records, on CLOCK_MONOTONIC, in order.
+func TestEventStream(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewEventWriter(&buf, inventory.GuardRedlock, "proc-0")
+	granted := time.Now()
+	w.Hold(inventory.Hold{Key: "lock:sku:a", Holder: "proc-0", Token: "t1", Granted: granted,
+		ValidUntil: granted.Add(10 * time.Second), Released: granted.Add(15 * time.Second)})
+	w.ProcessPause(inventory.ProcessPause{At: granted.Add(time.Millisecond), For: 15 * time.Second})
+	w.Hold(inventory.Hold{Key: "lock:sku:b", Holder: "proc-0", Token: "t2", Granted: granted, Released: granted.Add(time.Second)})
+	if err := w.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var holds []HoldRecord
+	var faults []FaultRecord
+	err := scanRecords(&buf, "events", func(h *HoldRecord, f *FaultRecord) {
+		if h != nil {
+			holds = append(holds, *h)
+		} else {
+			faults = append(faults, *f)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(holds) != 2 || len(faults) != 1 {
+		t.Fatalf("got %d holds and %d faults, want 2 and 1", len(holds), len(faults))
+	}
+	h := holds[0]
+	if h.Guard != "redlock" || h.Key != "lock:sku:a" || h.Token != "t1" || h.Holder != "proc-0" {
+		t.Errorf("hold: got %+v", h)
+	}
+	if !(h.GrantedNs < h.ValidUntilNs && h.ValidUntilNs < h.ReleasedNs) {
+		t.Errorf("hold: got granted %d, valid until %d, released %d: want them in that order", h.GrantedNs, h.ValidUntilNs, h.ReleasedNs)
+	}
+	if now := monotonicNs(); h.GrantedNs > now {
+		t.Errorf("hold granted at %d on CLOCK_MONOTONIC, after now (%d)", h.GrantedNs, now)
+	}
+	if holds[1].ValidUntilNs != holds[1].ReleasedNs {
+		t.Errorf("a hold without validity: got valid until %d, want its release %d", holds[1].ValidUntilNs, holds[1].ReleasedNs)
+	}
+	f := faults[0]
+	if f.Fault != "client-pause" || f.Scope != "process" || f.Event != "start" || f.Guard != "redlock" || f.ID != "client-pause-redlock-proc-0-1" ||
+		!(h.GrantedNs < f.AtNs && f.AtNs < h.ValidUntilNs) {
+		t.Errorf("pause: got %+v", f)
 	}
 }

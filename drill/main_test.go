@@ -43,6 +43,12 @@ func requireLab(t *testing.T) lab.Config {
 	if err != nil {
 		testenv.Missing(t, err.Error())
 	}
+	return lab.Config{Redlab: redlab(t), Terraform: tf, InfraDir: "../infra"}
+}
+
+// redlab returns the redlab binary, built once per test run.
+func redlab(t *testing.T) string {
+	t.Helper()
 	buildOnce.Do(func() {
 		redlabBin = filepath.Join(binDir, "redlab")
 		out, err := exec.Command("go", "build", "-o", redlabBin, "github.com/redlocklab/redlocklab/cmd/redlab").CombinedOutput()
@@ -53,5 +59,5 @@ func requireLab(t *testing.T) lab.Config {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return lab.Config{Redlab: redlabBin, Terraform: tf, InfraDir: "../infra"}
+	return redlabBin
 }

@@ -33,6 +33,18 @@ type Result struct {
 	Guards map[string]*GuardResult `json:"guards"`
 	// GuardOrder is the workload's order of the guards.
 	GuardOrder []string `json:"guard_order"`
+	// Faults are the spec's faults as scheduled, in time order.
+	Faults []FaultInfo `json:"faults"`
+}
+
+// FaultInfo is one scheduled fault of a drill.
+type FaultInfo struct {
+	AtS   float64 `json:"at_s"`
+	Fault string  `json:"fault"`
+	// Scope is a client-pause's: request or process.
+	Scope string `json:"scope,omitempty"`
+	// Desc is the fault as the drill's log shows it.
+	Desc string `json:"desc"`
 }
 
 // LabInfo is the lab profile a drill ran on.
@@ -68,6 +80,10 @@ type GuardResult struct {
 	Expectations []ExpectationResult `json:"expectations"`
 	// RunDir is the guard's load run directory, relative to the drill's.
 	RunDir string `json:"run_dir"`
+	// Processes is how many `redlab serve` processes ran the guard's
+	// replicas (a client-pause with scope process); 0: they ran inside the
+	// drill.
+	Processes int `json:"processes,omitempty"`
 }
 
 // Counts are a guard's safety counts and outcomes over the whole drill.
@@ -144,6 +160,9 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 	for _, p := range spec.Lab.Persistence {
 		res.Lab.Persistence = append(res.Lab.Persistence, string(p))
 	}
+	for _, f := range spec.Faults {
+		res.Faults = append(res.Faults, FaultInfo{AtS: f.At.Seconds(), Fault: string(f.Kind), Scope: string(f.Scope), Desc: describeFault(f)})
+	}
 	for _, gr := range runs {
 		g := string(gr.guard)
 		res.GuardOrder = append(res.GuardOrder, g)
@@ -151,7 +170,9 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		s := rep.Summary
 		dg, lv := Overlaps(holds, g)
 		safety := rep.Safety
-		safety.DoubleGrants, safety.LockViolations = dg, lv
+		// The history holds every tenure, of replicas in the drill and in
+		// serve processes alike.
+		safety.DoubleGrants, safety.LockViolations, safety.DoubleGrantsChecked = dg, lv, gr.guard.NeedsNodes()
 		rep.Safety, rep.Summary.Safety = safety, safety
 		out := &GuardResult{
 			Passed: true, RunDir: string(gr.guard) + "/run",
@@ -166,6 +187,9 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				Error: s.Outcomes["error"], Late: s.Outcomes["late"],
 			},
 			Phases: map[Phase]PhaseResult{},
+		}
+		if gr.procs != nil {
+			out.Processes = len(gr.procs.procs)
 		}
 		out.Availability = availability(out.Counts.Requests, out.Counts.Unavailable+out.Counts.Overloaded+out.Counts.Error+out.Counts.Late)
 		for _, h := range holds {

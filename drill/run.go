@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,10 +145,14 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 type guardRun struct {
 	guard  inventory.Guard
 	dir    string
-	target *loadgen.InventoryTarget
+	target loadgen.Target
 	keys   *loadgen.KeyGen
 	rec    *loadgen.Recorder
+	// pause freezes holders in the drill's own process (scope request);
+	// procs, when set, runs the guard's replicas as `redlab serve`
+	// processes (scope process).
 	pause  *pauser
+	procs  *serveProcs
 	sched  *loadgen.Schedule
 	stages []loadgen.Stage
 	// metrics is the guard's generator metrics (nil without monitoring).
@@ -205,11 +210,17 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	defer func() {
 		for _, g := range runs {
 			g.pause.stop()
+			if g.procs != nil {
+				if err := g.procs.stop(); err != nil {
+					logf("guard %s: %v", g.guard, err)
+				}
+			}
 			if g.target != nil {
 				g.target.Close()
 			}
 		}
 	}()
+	processGuards := spec.processGuards()
 	for _, g := range w.Guards {
 		gr := &guardRun{guard: g, dir: filepath.Join(dir, string(g)), pause: newPauser(g, hist), stages: stages}
 		runs = append(runs, gr)
@@ -232,17 +243,31 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 				return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
 			}
 		}
-		gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
-			Nodes: l.Addrs(), Guard: g, Replicas: w.Replicas,
-			StoreDSN: "sqlite:" + filepath.Join(gr.dir, "inventory.db"),
-			LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
-			Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
-			Username: creds.Redlock.Name, Password: creds.Redlock.Password,
-			OnHold: func(h loadgen.Hold) {
-				hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
-			},
-			RunID: "drill-" + spec.Name + "-" + string(g),
-		})
+		store := "sqlite:" + filepath.Join(gr.dir, "inventory.db")
+		if contains(processGuards, g) {
+			gr.procs, err = startServeProcs(ctx, serveConfig{
+				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.Addrs(), StoreDSN: store,
+				LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
+				Username: creds.Redlock.Name, Password: creds.Redlock.Password, StateDir: l.StateDir(), Dir: gr.dir,
+			}, hist, logf)
+			if err != nil {
+				return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
+			}
+			logf("guard %s: %d redlab serve processes (%s)", g, len(gr.procs.procs), strings.Join(gr.procs.URLs(), ", "))
+			gr.target, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store})
+		} else {
+			gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
+				Nodes: l.Addrs(), Guard: g, Replicas: w.Replicas,
+				StoreDSN: store,
+				LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
+				Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
+				Username: creds.Redlock.Name, Password: creds.Redlock.Password,
+				OnHold: func(h loadgen.Hold) {
+					hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
+				},
+				RunID: "drill-" + spec.Name + "-" + string(g),
+			})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
 		}
@@ -254,12 +279,16 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	var wg sync.WaitGroup
 	for _, gr := range runs {
 		wg.Add(1)
+		target := "inventory"
+		if gr.procs != nil {
+			target = "http"
+		}
 		go func() {
 			defer wg.Done()
 			gr.report, _, gr.err = loadgen.Execute(ctx, loadgen.RunSpec{
 				Out: filepath.Join(gr.dir, "run"),
 				Meta: loadgen.Meta{
-					Command: "redlab drill " + spec.File, Target: "inventory", Guard: string(gr.guard),
+					Command: "redlab drill " + spec.File, Target: target, Guard: string(gr.guard),
 					Nodes: l.Addrs(), Replicas: w.Replicas, Stages: loadgen.FormatStages(stages),
 					Keys: w.Keys.String(), Quantity: w.Quantity.String(), LockTTLMs: float64(w.LockTTL) / 1e6,
 					Store: "sqlite:inventory.db (in the guard's directory)",
@@ -279,9 +308,12 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	}
 
 	// The fault schedule, from the instant the loads start.
-	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, log: logf, nodeN: spec.Lab.Nodes}
+	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, procs: map[inventory.Guard]*serveProcs{}, log: logf, nodeN: spec.Lab.Nodes}
 	for _, gr := range runs {
 		in.pausers[gr.guard] = gr.pause
+		if gr.procs != nil {
+			in.procs[gr.guard] = gr.procs
+		}
 	}
 	var faultErr error
 	select {
@@ -304,8 +336,16 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	case <-ctx.Done():
 	}
 	wg.Wait()
+	var procErr error
 	for _, gr := range runs {
 		gr.pause.stop()
+		// The processes drain and exit: their last holds reach the
+		// history before it is written.
+		if gr.procs != nil {
+			if err := gr.procs.stop(); err != nil && procErr == nil {
+				procErr = fmt.Errorf("drill %s: guard %s: %w", spec.Name, gr.guard, err)
+			}
+		}
 	}
 	for _, gr := range runs {
 		if gr.err != nil {
@@ -317,6 +357,9 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	}
 	if faultErr != nil {
 		return nil, faultErr
+	}
+	if procErr != nil {
+		return nil, procErr
 	}
 
 	// The lab's own record of its faults (with the moments nodes answered

@@ -2,10 +2,12 @@ package drill
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +69,9 @@ func TestShippedDrills(t *testing.T) {
 				t.Errorf("result.json: lab.machines %v, want %v", res.Lab.Machines, machines)
 			}
 			checkAgainstHistory(t, filepath.Join(dir, name))
+			if name == "client-pause" {
+				checkProcessScope(t, res)
+			}
 		})
 	}
 	for _, name := range ciDrills {
@@ -136,5 +141,81 @@ func checkAgainstHistory(t *testing.T, dir string) {
 	}
 	if len(faults) == 0 {
 		t.Error("history has no fault events")
+	}
+}
+
+// TestAbortStopsServeProcesses: a drill aborted while a process pause holds
+// one of its `redlab serve` processes stopped leaves none of them behind.
+func TestAbortStopsServeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a lab")
+	}
+	cfg := requireLab(t)
+	spec, err := Parse("abort-process-pause.md", []byte(`---
+drill: abort-process-pause
+lab: {nodes: 3}
+workload: {guards: [redlock, db-atomic], rate: 20, duration: 30s, keys: uniform:2}
+faults:
+  - {at: 1s, fault: client-pause, for: 20s, scope: process}
+expect:
+  db-atomic: ["safety.lost_updates==0"]
+---
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var seen []int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Abort once a serve process is stopped by the pause.
+		for ctx.Err() == nil {
+			for _, pid := range serveChildren(t) {
+				if st, err := procState(pid); err == nil && st == 'T' {
+					seen = serveChildren(t)
+					cancel()
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	_, err = Run(ctx, spec, Options{Out: t.TempDir(), Lab: cfg})
+	cancel()
+	wg.Wait()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: got %v, want context.Canceled", err)
+	}
+	if len(seen) != 4 {
+		t.Errorf("got %d serve processes while paused (%v), want 2 guards × 2 replicas", len(seen), seen)
+	}
+	if left := serveChildren(t); len(left) > 0 {
+		t.Errorf("serve processes left after the abort: %v", left)
+	}
+}
+
+// checkProcessScope checks that a drill's client pauses ran with scope
+// process, each guard's replicas as serve processes.
+func checkProcessScope(t *testing.T, res *Result) {
+	t.Helper()
+	var pauses int
+	for _, f := range res.Faults {
+		if f.Fault == string(FaultClientPause) {
+			pauses++
+			if f.Scope != "process" {
+				t.Errorf("result.json: %s ran with scope %q, want process", f.Desc, f.Scope)
+			}
+		}
+	}
+	if pauses == 0 {
+		t.Error("result.json lists no client-pause")
+	}
+	for g, gr := range res.Guards {
+		if gr.Processes == 0 {
+			t.Errorf("result.json: guard %s ran in the drill's process, want redlab serve processes", g)
+		}
 	}
 }

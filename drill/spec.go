@@ -142,7 +142,7 @@ const (
 	FaultLatency     FaultKind = "latency"      // add delay, until heal or `for`
 	FaultClockJump   FaultKind = "clock-jump"   // the node's clock steps forward by `by`
 	FaultClockRate   FaultKind = "clock-rate"   // the node's clock runs `factor` fast for `for`
-	FaultClientPause FaultKind = "client-pause" // a lock holder freezes inside its critical section for `for`
+	FaultClientPause FaultKind = "client-pause" // a lock holder freezes inside its critical section for `for`; scope: request | process
 	// FaultFailover crashes the master of each node and promotes its replica
 	// behind the node's address, after holding replication back for `lag`
 	// (optional); the lab needs replicas: 1.
@@ -197,6 +197,10 @@ type Fault struct {
 	Guards []inventory.Guard
 	// Count is how many holders a client-pause freezes (default 1).
 	Count int
+	// Scope is what a client-pause freezes (default request): the
+	// holder's goroutine, or with process its whole service process,
+	// which then runs as `redlab serve` processes (see serveProcs).
+	Scope inventory.PauseScope
 	// Line is the fault's line in the spec file.
 	Line int
 }
@@ -820,7 +824,7 @@ func trimPkg(err error) string {
 func (p *specParser) fault(e entry) Fault {
 	f := Fault{Line: p.line(e.node), Count: 1}
 	have := map[string]entry{}
-	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "for", "delay", "add", "jitter", "by", "factor", "guards", "count", "lag") {
+	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "for", "delay", "add", "jitter", "by", "factor", "guards", "count", "lag", "scope") {
 		have[fe.key] = fe
 		switch fe.key {
 		case "at":
@@ -869,6 +873,14 @@ func (p *specParser) fault(e entry) Fault {
 			f.Count = int(p.integer(fe, 1, 1000))
 		case "lag":
 			f.Lag = p.duration(fe, 0)
+		case "scope":
+			if v, ok := p.scalar(fe); ok {
+				sc, err := inventory.ParsePauseScope(v)
+				if err != nil {
+					p.fail(fe.node, fe.field, "unknown scope %q (want %s: one request's goroutine, or the whole service process)", v, inventory.PauseScopes())
+				}
+				f.Scope = sc
+			}
 		}
 	}
 	if p.err != nil {
@@ -906,6 +918,10 @@ func (p *specParser) fault(e entry) Fault {
 	param("guards", FaultClientPause)
 	param("count", FaultClientPause)
 	param("lag", FaultFailover)
+	param("scope", FaultClientPause)
+	if f.Kind == FaultClientPause && f.Scope == "" {
+		f.Scope = inventory.ScopeRequest
+	}
 	if _, ok := have["add"]; f.Kind == FaultLatency && !ok {
 		p.fail(e.node, e.field+".add", "latency needs add (add: 200ms)")
 	}
@@ -946,6 +962,10 @@ func (p *specParser) checkFaults(s *Spec) {
 				p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".guards", Msg: fmt.Sprintf("guard %s is not in workload.guards", g)}
 				return
 			}
+		}
+		if msg := processPauseProblem(s, f); msg != "" {
+			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".scope", Msg: msg}
+			return
 		}
 		if f.Kind == FaultFailover && s.Lab.Replicas == 0 {
 			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: "failover promotes a node's replica: the lab needs replicas (lab: {replicas: 1})"}
@@ -1095,6 +1115,57 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 	}
 	x.Threshold = t
 	return x, nil
+}
+
+// processPauseProblem says why the drill cannot run f's guards as `redlab
+// serve` processes, or "". Such a guard gets all its client pauses through
+// its processes: one scope per guard.
+func processPauseProblem(s *Spec, f Fault) string {
+	if f.Kind != FaultClientPause {
+		return ""
+	}
+	if f.Scope == inventory.ScopeProcess && f.For > inventory.MaxPause {
+		return fmt.Sprintf("scope process pauses a serve process for at most %v (inventory.MaxPause), got for: %v", inventory.MaxPause, f.For)
+	}
+	for _, g := range pausedGuards(s, f) {
+		for _, o := range s.Faults {
+			if o.Kind == FaultClientPause && o.Scope != f.Scope && contains(pausedGuards(s, o), g) {
+				return fmt.Sprintf("guard %s is paused with scope %s here and with scope %s at line %d: a guard's replicas run in the drill or as processes, so give all its client pauses one scope", g, f.Scope, o.Scope, o.Line)
+			}
+		}
+		if f.Scope != inventory.ScopeProcess {
+			continue
+		}
+		if _, err := inventory.ParseGuard(string(g)); err != nil {
+			return fmt.Sprintf("scope process runs guard %s as `redlab serve` processes, and a service never runs a comparison guard: pause it with scope request, or limit guards", g)
+		}
+		if !s.Workload.Hold.IsZero() {
+			return "scope process runs the guards as `redlab serve` processes, which have no workload hold: drop workload.hold, or use scope request"
+		}
+	}
+	return ""
+}
+
+// pausedGuards are the guards a client-pause acts on.
+func pausedGuards(s *Spec, f Fault) []inventory.Guard {
+	if len(f.Guards) > 0 {
+		return f.Guards
+	}
+	return s.Workload.Guards
+}
+
+// processGuards are the guards that run as `redlab serve` processes: those
+// a client-pause with scope process acts on.
+func (s *Spec) processGuards() []inventory.Guard {
+	var out []inventory.Guard
+	for _, g := range s.Workload.Guards {
+		for _, f := range s.Faults {
+			if f.Kind == FaultClientPause && f.Scope == inventory.ScopeProcess && contains(pausedGuards(s, f), g) && !contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }
 
 // machineFaultProblem says why a lab of machines cannot apply f, or "".

@@ -115,6 +115,11 @@ func TestParseErrors(t *testing.T) {
 		{"window named like a node", "faults:\n", "windows: {node2: 10s-20s}\nfaults:\n", 7, "a phase or a metric's name"},
 		{"window with a bad name", "faults:\n", "windows: {Slow-Part: 10s-20s}\nfaults:\n", 7, "a window's name is lowercase letters"},
 		{"expectation in an unknown window", "safety.lock_violations>0", "slow.acquire.p99<5ms", 10, "expect.redlock[0]"},
+		{"unknown pause scope", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 5s, scope: thread}", 8, "faults[0].scope: unknown scope \"thread\" (want request, process"},
+		{"scope of another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], scope: process}", 8, "power-loss takes no scope (it applies to client-pause)"},
+		{"process scope with a hold", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 5s, scope: process}", 8, "faults[0].scope: scope process runs the guards as `redlab serve` processes, which have no workload hold"},
+		{"process pause too long", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 31s, scope: process}", 8, "faults[0].scope: scope process pauses a serve process for at most 30s"},
+		{"one guard in two scopes", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 5s}\n  - {at: 20s, fault: client-pause, for: 5s, scope: process, guards: [db-atomic]}", 8, "faults[0].scope: guard db-atomic is paused with scope request here and with scope process at line 9"},
 		{"comparison guard is a workload guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, redlock-fenced, db-atomic, redlock-del, dynamo]", 5, "workload.guards[4]: unknown guard \"dynamo\" (want one of none, redis-single, redlock, redlock-fenced, db-atomic, redsync, redlock-del)"},
 	}
 	for _, tt := range tests {
@@ -370,5 +375,54 @@ func TestParseMachines(t *testing.T) {
 	}
 	if err := CheckMachines(s); err != nil {
 		t.Errorf("restart at once on machines: %v, want accepted (systemctl restart)", err)
+	}
+}
+
+const pauseSpec = `---
+drill: client-pause
+lab: {nodes: 5}
+workload: {guards: [redlock, redlock-fenced, db-atomic], rate: 20, duration: 30s, lock_ttl: 10s}
+faults:
+  - {at: 4s, fault: client-pause, for: 15s, SCOPE}
+expect:
+  redlock: ["safety.double_grants>0"]
+---
+`
+
+func TestParsePauseScope(t *testing.T) {
+	tests := []struct {
+		name, scope string
+		want        inventory.PauseScope
+		procs       []inventory.Guard
+	}{
+		{"default", "count: 1", inventory.ScopeRequest, nil},
+		{"request", "scope: request", inventory.ScopeRequest, nil},
+		{"process", "scope: process", inventory.ScopeProcess, []inventory.Guard{inventory.GuardRedlock, inventory.GuardRedlockFenced, inventory.GuardDBAtomic}},
+		{"process for one guard", "scope: process, guards: [redlock-fenced]", inventory.ScopeProcess, []inventory.Guard{inventory.GuardRedlockFenced}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("client-pause.md", []byte(strings.Replace(pauseSpec, "SCOPE", tt.scope, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Faults[0].Scope; got != tt.want {
+				t.Errorf("scope: got %q, want %q", got, tt.want)
+			}
+			if got := s.processGuards(); inventory.JoinGuards(got) != inventory.JoinGuards(tt.procs) {
+				t.Errorf("guards run as processes: got %v, want %v", got, tt.procs)
+			}
+			if got := describeFault(s.Faults[0]); !strings.Contains(got, "(scope "+string(tt.want)+")") {
+				t.Errorf("description %q does not name scope %s", got, tt.want)
+			}
+		})
+	}
+	// A service never runs a comparison guard, so scope process cannot.
+	spec := strings.Replace(pauseSpec, "SCOPE", "scope: process", 1)
+	spec = strings.Replace(spec, "db-atomic]", "db-atomic, redlock-del]", 1)
+	_, err := Parse("client-pause.md", []byte(spec))
+	var se *SpecError
+	if !errors.As(err, &se) || se.Line != 6 || se.Field != "faults[0].scope" || !strings.Contains(se.Msg, "never runs a comparison guard") {
+		t.Errorf("process scope over redlock-del: got %v, want a SpecError at line 6, faults[0].scope, about comparison guards", err)
 	}
 }

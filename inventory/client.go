@@ -118,6 +118,30 @@ func (c *Client) SetStock(ctx context.Context, sku string, stock int64) error {
 	return nil
 }
 
+// PauseNext is POST /v1/faults/pause with a count (an instance started with
+// `redlab serve --fault-hooks`): the next count reservations pause for d
+// with scope (see Faults.PauseNext).
+func (c *Client) PauseNext(ctx context.Context, d time.Duration, count int, scope PauseScope) error {
+	body, err := json.Marshal(struct {
+		Duration string     `json:"duration"`
+		Count    int        `json:"count"`
+		Scope    PauseScope `json:"scope,omitempty"`
+	}{d.String(), count, scope})
+	if err != nil {
+		return fmt.Errorf("inventory: client: %w", err)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/faults/pause", body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return readAnswerError(resp)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
+	return nil
+}
+
 // ReadyStatus is an instance's answer to GET /readyz.
 type ReadyStatus struct {
 	Ready bool

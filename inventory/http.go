@@ -428,6 +428,7 @@ type faultsJSON struct {
 	Next struct {
 		Duration string `json:"duration"`
 		Count    int    `json:"count"`
+		Scope    string `json:"scope,omitempty"`
 	} `json:"next"`
 }
 
@@ -435,7 +436,7 @@ func (h *handler) writeFaults(w http.ResponseWriter) {
 	s := h.cfg.faults.State()
 	var body faultsJSON
 	body.Random.Duration, body.Random.Fraction = s.Random.Duration.String(), s.Random.Fraction
-	body.Next.Duration, body.Next.Count = s.Next.Duration.String(), s.Next.Count
+	body.Next.Duration, body.Next.Count, body.Next.Scope = s.Next.Duration.String(), s.Next.Count, string(s.Next.Scope)
 	writeJSON(w, http.StatusOK, body)
 }
 
@@ -446,10 +447,11 @@ func (h *handler) deleteFaults(w http.ResponseWriter, _ *http.Request) {
 	h.writeFaults(w)
 }
 
-// postFaults: {"duration":"2s","count":1} pauses the next count requests;
+// postFaults: {"duration":"2s","count":1} pauses the next count requests
+// ("scope":"process" stops their whole process instead, see ScopeProcess);
 // {"duration":"2s","fraction":0.1} pauses a random tenth of all requests.
 func (h *handler) postFaults(w http.ResponseWriter, r *http.Request) {
-	fields, werr := wire.DecodeObject(r.Header, r.Body, "duration", "count", "fraction")
+	fields, werr := wire.DecodeObject(r.Header, r.Body, "duration", "count", "fraction", "scope")
 	if werr != nil {
 		writeError(w, fromWire(werr))
 		return
@@ -467,9 +469,25 @@ func (h *handler) postFaults(w http.ResponseWriter, r *http.Request) {
 	}
 	_, hasCount := fields["count"]
 	_, hasFraction := fields["fraction"]
+	_, hasScope := fields["scope"]
+	var scope PauseScope
+	if hasScope {
+		var ss string
+		if werr := wire.Field(fields, "scope", &ss, "one of "+PauseScopes()); werr != nil {
+			bad(werr.Message)
+			return
+		}
+		if scope, err = ParsePauseScope(ss); err != nil {
+			bad(strings.TrimPrefix(err.Error(), "inventory: "))
+			return
+		}
+	}
 	switch {
 	case hasCount && hasFraction:
 		bad("give count (pause the next N requests) or fraction (pause a random share), not both")
+		return
+	case hasFraction && hasScope:
+		bad("scope goes with count: a random share of requests always pauses with request scope")
 		return
 	case hasFraction:
 		var fr float64
@@ -486,7 +504,7 @@ func (h *handler) postFaults(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		err = h.cfg.faults.PauseNext(d, count)
+		err = h.cfg.faults.PauseNext(d, count, scope)
 	}
 	if err != nil {
 		bad(err.Error())

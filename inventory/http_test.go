@@ -300,6 +300,11 @@ func TestFaultEndpoints(t *testing.T) {
 		{"POST", `{"duration":"1s","count":-1}`, 400, "invalid_fault"},
 		{"POST", `{"count":1}`, 400, "invalid_fault"},
 		{"POST", `{"duration":"1s","when":"now"}`, 400, "unknown_field"},
+		{"POST", `{"duration":"1s","count":1,"scope":"thread"}`, 400, "invalid_fault"},
+		{"POST", `{"duration":"1s","fraction":0.5,"scope":"request"}`, 400, "invalid_fault"},
+		// Process scope needs EnableProcessStop (serve --fault-hooks-sigstop).
+		{"POST", `{"duration":"1s","count":1,"scope":"process"}`, 400, "invalid_fault"},
+		{"POST", `{"duration":"1s","count":1,"scope":"request"}`, 200, ""},
 	}
 	for _, tt := range tests {
 		res := do(t, h, tt.method, "/v1/faults/pause", jsonCT, tt.body)
@@ -320,12 +325,12 @@ func TestFaultEndpoints(t *testing.T) {
 		t.Errorf("DELETE faults: got %d, state %+v; want 200 and every rule off", res.status, f.State())
 	}
 	// On command: exactly the next count requests pause.
-	if err := f.PauseNext(time.Millisecond, 2); err != nil {
+	if err := f.PauseNext(time.Millisecond, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	var paused int
 	for i := 0; i < 5; i++ {
-		if f.take() > 0 {
+		if d, scope := f.take(); d > 0 && scope == ScopeRequest {
 			paused++
 		}
 	}
@@ -335,8 +340,16 @@ func TestFaultEndpoints(t *testing.T) {
 	if err := f.SetRandom(time.Millisecond, 1); err != nil {
 		t.Fatal(err)
 	}
-	if f.take() != time.Millisecond {
-		t.Errorf("SetRandom(1ms, 1): a request was not paused")
+	if d, scope := f.take(); d != time.Millisecond || scope != ScopeRequest {
+		t.Errorf("SetRandom(1ms, 1): got a %v pause with scope %q, want 1ms with scope request", d, scope)
+	}
+	f.Clear()
+	f.EnableProcessStop(func(ProcessPause) {})
+	if err := f.PauseNext(time.Second, 1, ScopeProcess); err != nil {
+		t.Fatal(err)
+	}
+	if d, scope := f.take(); d != time.Second || scope != ScopeProcess {
+		t.Errorf("PauseNext(1s, 1, process): got a %v pause with scope %q, want 1s with scope process", d, scope)
 	}
 }
 

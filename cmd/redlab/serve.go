@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/redlocklab/redlocklab/drill"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
@@ -35,8 +37,11 @@ type serveOptions struct {
 	login           login
 	user, password  string // resolved by validate
 	faultHooks      bool
+	faultSigstop    bool
 	faultPause      time.Duration
 	faultFraction   float64
+	drillEvents     string
+	listenFD        int
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -73,6 +78,9 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	fs.StringVar(&o.holder, "holder", "", "this replica's name in the ledger (default host-pid-random)")
 	o.login.register(fs, lab.UserRedlock)
 	fs.BoolVar(&o.faultHooks, "fault-hooks", false, "enable fault injection: POST /v1/faults/pause and the --fault-pause flags")
+	fs.BoolVar(&o.faultSigstop, "fault-hooks-sigstop", false, "UNSAFE, drills only: with --fault-hooks, POST /v1/faults/pause {\"scope\":\"process\"} makes the next holders stop this whole process with SIGSTOP; only a SIGCONT from outside (redlab drill sends it) wakes it. Never in production")
+	fs.StringVar(&o.drillEvents, "drill-events", "", "drills only: write every lock tenure and process pause to this file (or inherited pipe, /dev/fd/N) as JSON lines, times on CLOCK_MONOTONIC (see drill.EventWriter)")
+	fs.IntVar(&o.listenFD, "listen-fd", 0, "serve on this inherited listening socket (a file descriptor, 3 or more, as a supervisor passes it) instead of --listen")
 	fs.DurationVar(&o.faultPause, "fault-pause", 0, "with --fault-hooks: pause this long inside the critical section of --fault-fraction of the reservations")
 	fs.Float64Var(&o.faultFraction, "fault-fraction", 0, "with --fault-pause: the share of reservations to pause, 0..1")
 	return c
@@ -119,8 +127,11 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 	if g == inventory.GuardRedsync && !fs.Changed("node-timeout") {
 		o.nodeTimeout = 0 // go-redis's own defaults, as redsync's users run it
 	}
-	if !o.faultHooks && (fs.Changed("fault-pause") || fs.Changed("fault-fraction")) {
-		return errors.New("--fault-pause and --fault-fraction need --fault-hooks")
+	if !o.faultHooks && (fs.Changed("fault-pause") || fs.Changed("fault-fraction") || o.faultSigstop) {
+		return errors.New("--fault-pause, --fault-fraction and --fault-hooks-sigstop need --fault-hooks")
+	}
+	if fs.Changed("listen-fd") && (o.listenFD < 3 || fs.Changed("listen")) {
+		return fmt.Errorf("--listen-fd %d: want an inherited descriptor (3 or more), and no --listen", o.listenFD)
 	}
 	if o.faultPause < 0 || o.faultPause > inventory.MaxPause {
 		return fmt.Errorf("--fault-pause must be 0..%v, got %v", inventory.MaxPause, o.faultPause)
@@ -142,10 +153,31 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 		LockTTL: o.lockTTL, AcquireTimeout: o.acquireTimeout, Holder: o.holder,
 		Username: o.user, Password: o.password,
 	}
+	var events *drill.EventWriter
+	if o.drillEvents != "" {
+		f, err := os.OpenFile(o.drillEvents, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("--drill-events: %w", err)
+		}
+		defer f.Close()
+		holder := o.holder
+		if holder == "" {
+			holder = strconv.Itoa(os.Getpid())
+		}
+		events = drill.NewEventWriter(f, o.guard, holder)
+		rcfg.OnHold = events.Hold
+	}
 	if o.faultHooks {
 		faults := inventory.NewFaults()
 		if err := faults.SetRandom(o.faultPause, o.faultFraction); err != nil {
 			return err
+		}
+		if o.faultSigstop {
+			notify := func(inventory.ProcessPause) {}
+			if events != nil {
+				notify = events.ProcessPause
+			}
+			faults.EnableProcessStop(notify)
 		}
 		rcfg.PauseHook = faults.Hook()
 		handlerOpts = append(handlerOpts, inventory.WithFaults(faults))
@@ -164,14 +196,17 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	svc := replica.Service()
 
 	srv := inventory.NewServer(o.listen, inventory.NewHandler(svc, reg, handlerOpts...))
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := o.listener()
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	defer registerTarget(e, stateDir(""), lab.JobServe, ln.Addr().String())()
 	hooks := ""
 	if o.faultHooks {
 		hooks = ", fault hooks ON"
+	}
+	if o.faultSigstop {
+		hooks += ", PROCESS-STOPPING PAUSES ON (drills only)"
 	}
 	fmt.Fprintf(e.stdout, "redlab serve: listening on http://%s (guard %s, holder %s, store %s%s)\n",
 		ln.Addr(), o.guard, svc.Holder(), inventory.RedactDSN(o.store), hooks)
@@ -198,6 +233,9 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 			return fmt.Errorf("shutdown: %w (in-flight requests cut off)", err)
 		}
 		fmt.Fprintln(e.stderr, "redlab serve: stopped")
+		if events != nil {
+			return events.Err()
+		}
 		return nil
 	case <-e.signals:
 		srv.Close()
@@ -206,4 +244,22 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 		<-served
 		return errors.New("second signal: exited without waiting for in-flight requests")
 	}
+}
+
+// listener is --listen, or the socket inherited as --listen-fd.
+func (o *serveOptions) listener() (net.Listener, error) {
+	if o.listenFD == 0 {
+		ln, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		return ln, nil
+	}
+	f := os.NewFile(uintptr(o.listenFD), "listen-fd")
+	defer f.Close() // FileListener holds a duplicate
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("--listen-fd %d: %w", o.listenFD, err)
+	}
+	return ln, nil
 }

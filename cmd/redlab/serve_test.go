@@ -66,6 +66,9 @@ func TestServeFlags(t *testing.T) {
 		{"fault fraction out of range", []string{"--guard", "none", "--store", store, "--fault-hooks", "--fault-pause", "1s", "--fault-fraction", "2"}, exitUsage, "--fault-fraction"},
 		{"fault pause too long", []string{"--guard", "none", "--store", store, "--fault-hooks", "--fault-pause", "1h", "--fault-fraction", "0.1"}, exitUsage, "--fault-pause"},
 		{"fault pause alone", []string{"--guard", "none", "--store", store, "--fault-hooks", "--fault-pause", "1s"}, exitUsage, "go together"},
+		{"sigstop without hooks", []string{"--guard", "none", "--store", store, "--fault-hooks-sigstop"}, exitUsage, "need --fault-hooks"},
+		{"listen fd not inherited", []string{"--guard", "none", "--store", store, "--listen-fd", "2"}, exitUsage, "--listen-fd 2"},
+		{"listen fd and listen", []string{"--guard", "none", "--store", store, "--listen-fd", "3", "--listen", "127.0.0.1:0"}, exitUsage, "no --listen"},
 		{"extra argument", []string{"--guard", "none", "--store", store, "now"}, exitUsage, "unexpected arguments"},
 		{"unknown flag", []string{"--colour"}, exitUsage, "unknown flag"},
 	}
