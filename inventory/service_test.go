@@ -66,7 +66,7 @@ func TestParseGuard(t *testing.T) {
 			t.Errorf("ParseAnyGuard(%q): got nil, want an error", s)
 		}
 	}
-	if got, want := len(Guards()), 6; got != want {
+	if got, want := len(Guards()), 8; got != want {
 		t.Errorf("len(Guards()): got %d, want %d", got, want)
 	}
 	// A comparison guard is named by the load generator and the drills,
@@ -105,6 +105,8 @@ func TestNewServiceValidates(t *testing.T) {
 		{"single without node", s, GuardRedisSingle, nil},
 		{"redlock-del without client", s, GuardRedlockDel, nil},
 		{"redsync without nodes", s, GuardRedsync, nil},
+		{"etcd without client", s, GuardEtcd, nil},
+		{"etcd-fenced without client", s, GuardEtcdFenced, nil},
 		{"zero ttl", s, GuardNone, []ServiceOption{WithLockTTL(0)}},
 		{"negative acquire timeout", s, GuardNone, []ServiceOption{WithAcquireTimeout(-time.Second)}},
 	}
