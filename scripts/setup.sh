@@ -17,7 +17,10 @@
 #         Debian 12 machines); nodejs and npm; `npm ci` in
 #         loadgen/testdata/hdrjs when it has a package.json and its
 #         node_modules is missing or stale; tofu or terraform, else OpenTofu
-#         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores).
+#         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores);
+#         the etcd server and etcdctl built into ./bin by `make etcd` (about
+#         1.5 min on 2 cores) when either is missing or reports another
+#         version than tools/etcd/go.mod pins (Debian's etcd is end of life).
 #         It writes the test database's URL, with the cluster's real port, to
 #         bin/postgres-dsn; the Makefile exports it as REDLAB_TEST_POSTGRES.
 #         The cluster is the first one online (REDLAB_PG_CLUSTER=15/main
@@ -308,10 +311,42 @@ setup_tofu() {
 	did+=("built bin/tofu")
 }
 
+# --- etcd server and etcdctl --------------------------------------------------
+
+# etcd_pin MODULE: the version tools/etcd/go.mod requires of MODULE.
+etcd_pin() { awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' tools/etcd/go.mod; }
+
+# Fresh when bin/etcd and bin/etcdctl each report the version pinned in
+# tools/etcd/go.mod; asking the binaries (a few ms) catches a build of another
+# pin that file times would miss. A copy of the clone without tools/etcd (the
+# set-up's own test) has nothing to build.
+setup_etcd() {
+	local server ctl have_server have_ctl
+	[ -f tools/etcd/go.mod ] || return 0
+	step="reading the etcd versions pinned in tools/etcd/go.mod"
+	server=$(etcd_pin go.etcd.io/etcd/server/v3)
+	ctl=$(etcd_pin go.etcd.io/etcd/etcdctl/v3)
+	[ -n "$server" ] && [ -n "$ctl" ] ||
+		die "tools/etcd/go.mod pins no go.etcd.io/etcd/server/v3 or go.etcd.io/etcd/etcdctl/v3"
+	step="asking bin/etcd and bin/etcdctl their versions"
+	have_server=$( (bin/etcd --version 2>/dev/null || true) | awk '$1 == "etcd" && $2 == "Version:" { print "v" $3; exit }')
+	have_ctl=$( (bin/etcdctl version 2>/dev/null || true) | awk '$1 == "etcdctl" && $2 == "version:" { print "v" $3; exit }')
+	[ "$have_server" != "$server" ] || [ "$have_ctl" != "$ctl" ] || return 0
+	command -v go >/dev/null 2>&1 || die "building etcd needs Go on PATH (https://go.dev/dl/)"
+	step="make etcd (building etcd $server and etcdctl $ctl into ./bin)"
+	[ -d bin ] || written+=(bin)
+	echo "setup: building etcd $server and etcdctl $ctl into ./bin with 'make etcd' (found ${have_server:-none} and ${have_ctl:-none}; about 1.5 minutes on 2 cores)"
+	# -B: the binaries may be newer than go.mod and still of another pin.
+	run_quiet make --no-print-directory -B etcd
+	written+=(bin/etcd bin/etcdctl)
+	did+=("built bin/etcd and bin/etcdctl $server")
+}
+
 if [ "$group" = test ]; then
 	setup_postgres
 	setup_hdrjs
 	setup_tofu
+	setup_etcd
 fi
 
 # Run through sudo: what we created in the clone belongs to the user, or their
