@@ -27,6 +27,10 @@ const MinEtcdLockTTL = 2 * time.Second
 // TTL. Beyond it a returned session's lease is revoked.
 const maxIdleEtcdSessions = 256
 
+// etcdStatusTimeout bounds each member's status request of ready: the
+// client waits for a connection to a dead member until its context ends.
+const etcdStatusTimeout = time.Second
+
 // errEtcdClosed: the locker was closed (the Service is shutting down).
 var errEtcdClosed = errors.New("inventory: etcd locker closed")
 
@@ -392,7 +396,9 @@ func (l *etcdLocker) ready(ctx context.Context) (up, quorum int, err error) {
 	go func() {
 		defer wg.Done()
 		// Serializable: a member without a quorum still lists the members.
-		if ml, err := l.client.MemberList(ctx, clientv3.WithSerializable()); err == nil {
+		mctx, cancel := context.WithTimeout(ctx, etcdStatusTimeout)
+		defer cancel()
+		if ml, err := l.client.MemberList(mctx, clientv3.WithSerializable()); err == nil {
 			mu.Lock()
 			members = len(ml.Members)
 			mu.Unlock()
@@ -402,7 +408,9 @@ func (l *etcdLocker) ready(ctx context.Context) (up, quorum int, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := l.client.Status(ctx, ep)
+			sctx, cancel := context.WithTimeout(ctx, etcdStatusTimeout)
+			st, err := l.client.Status(sctx, ep)
+			cancel()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
