@@ -17,6 +17,7 @@ import (
 // read when their flag is not given.
 const (
 	envNodes    = "REDLAB_NODES"
+	envEtcd     = "REDLAB_ETCD"
 	envStateDir = "REDLAB_STATE_DIR"
 	// envPassword is never a flag: ps would show it.
 	envPassword = "REDLAB_PASSWORD"
@@ -80,6 +81,65 @@ func parseNodes(s string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no nodes in %q", s)
+	}
+	return out, nil
+}
+
+// etcdFlag is the --etcd value of the commands that run the etcd guards:
+// URL[,URL…], each an etcd member's client URL, http(s)://host:port. When
+// the flag is absent, REDLAB_ETCD is used.
+type etcdFlag []string
+
+func (f *etcdFlag) String() string { return strings.Join(*f, ",") }
+func (f *etcdFlag) Type() string   { return "URL[,URL...]" }
+func (f *etcdFlag) Set(s string) error {
+	urls, err := parseEtcd(s)
+	if err != nil {
+		return err
+	}
+	*f = urls
+	return nil
+}
+
+// orEnv returns the flag's endpoints, or those of REDLAB_ETCD when the flag
+// was not given. It fails when neither names one.
+func (f etcdFlag) orEnv() ([]string, error) {
+	if len(f) > 0 {
+		return f, nil
+	}
+	if v := os.Getenv(envEtcd); v != "" {
+		urls, err := parseEtcd(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", envEtcd, err)
+		}
+		return urls, nil
+	}
+	return nil, fmt.Errorf("--etcd is required (or set %s): the etcd members' client URLs, http://host:port[,...]", envEtcd)
+}
+
+func parseEtcd(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("etcd endpoint %q: want http://host:port or https://host:port", a)
+		}
+		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("etcd endpoint %q: port must be 1-65535", a)
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("etcd endpoint %q listed twice", a)
+		}
+		seen[a] = true
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no etcd endpoints in %q", s)
 	}
 	return out, nil
 }
