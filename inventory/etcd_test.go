@@ -41,34 +41,6 @@ func lockerOf(t *testing.T, s *Service) *etcdLocker {
 	return nil
 }
 
-// lockViolations counts pairs of holds of one key that overlap while both
-// holders were still inside their validity.
-func lockViolations(holds []Hold) int {
-	n := 0
-	for i := range holds {
-		for j := i + 1; j < len(holds); j++ {
-			a, b := holds[i], holds[j]
-			if a.Key != b.Key {
-				continue
-			}
-			start := a.Granted
-			if b.Granted.After(start) {
-				start = b.Granted
-			}
-			end := a.Released
-			for _, e := range []time.Time{b.Released, a.ValidUntil, b.ValidUntil} {
-				if e.Before(end) {
-					end = e
-				}
-			}
-			if start.Before(end) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // TestEtcdConservation: on a three-member cluster, two replicas' workers
 // hammer one hot SKU; the etcd lock lets one at a time in, so stock is
 // conserved, no two holds overlap, and the tokens (the lock key's create
@@ -89,19 +61,10 @@ func TestEtcdConservation(t *testing.T) {
 				}
 				seed(t, reps[0].Store(), sku, initial)
 				res := hammer(t, reps, workers, perWorker, sku, sku)
-				a := audit(t, reps[0].Store(), sku, initial)
-				if a.Drift != 0 || a.Final < 0 {
-					t.Errorf("audit: got %+v, want drift 0 and final >= 0", a)
-				}
-				if a.Reserved != res.units || a.Reservations != res.reserved {
-					t.Errorf("ledger: got %d units in %d rows, want %d in %d", a.Reserved, a.Reservations, res.units, res.reserved)
-				}
+				a := checkConserved(t, reps[0].Store(), sku, initial, res)
 				if res.contended+res.unavailable > 0 || res.reserved != initial || a.Final != 0 {
 					t.Errorf("got %d reserved, %d contended, %d unavailable, final %d; want %d, 0, 0, 0",
 						res.reserved, res.contended, res.unavailable, a.Final, initial)
-				}
-				if a.FencedRejections != 0 || res.fenced != 0 {
-					t.Errorf("fenced rejections without faults: got %d (callers saw %d), want 0", a.FencedRejections, res.fenced)
 				}
 				if len(tl.holds) != replicas*workers*perWorker {
 					t.Errorf("holds: got %d, want one per request (%d)", len(tl.holds), replicas*workers*perWorker)
@@ -162,14 +125,7 @@ func TestEtcdConservation(t *testing.T) {
 func TestEtcdPauseScenario(t *testing.T) {
 	cluster := etcdtest.Start(t, 1, etcdtest.Options{})
 	const ttl = MinEtcdLockTTL
-	tests := []struct {
-		guard       Guard
-		schedule    string
-		wantAErr    error
-		wantLost    int64
-		wantFenced  int64
-		wantReserve int64
-	}{
+	tests := []pauseCase{
 		{GuardEtcd, "sequential", nil, 1, 0, 2},
 		{GuardEtcd, "interleaved", nil, 1, 0, 2},
 		{GuardEtcdFenced, "sequential", ErrFenced, 0, 1, 1},
@@ -192,36 +148,8 @@ func TestEtcdPauseScenario(t *testing.T) {
 				a := etcdReplica(t, openStore(t, dsn), tt.guard, cluster, append(opts, WithHolder("A"), WithPauseHook(pauseA))...)
 				aLocker = lockerOf(t, a)
 				b := etcdReplica(t, openStore(t, dsn), tt.guard, cluster, append(opts, WithHolder("B"), WithPauseHook(g.hook))...)
-				sku := "pause-" + string(tt.guard) + "-" + tt.schedule
-				seed(t, a.Store(), sku, 10)
-
-				idA, idB := sku+"-a", sku+"-b"
-				stepA := g.block(idA)
-				resA := reserveAsync(a, Request{SKU: sku, Quantity: 1, RequestID: idA})
-				stepA.wait(t, "A", resA)
 				// B waits in etcd's queue until A's lease expires.
-				var resB result
-				if tt.schedule == "sequential" {
-					resB = await(t, reserveAsync(b, Request{SKU: sku, Quantity: 1, RequestID: idB}), "B")
-					stepA.let()
-					checkErr(t, "A", await(t, resA, "A").err, tt.wantAErr)
-				} else {
-					stepB := g.block(idB)
-					chB := reserveAsync(b, Request{SKU: sku, Quantity: 1, RequestID: idB})
-					stepB.wait(t, "B", chB)
-					stepA.let()
-					checkErr(t, "A", await(t, resA, "A").err, tt.wantAErr)
-					stepB.let()
-					resB = await(t, chB, "B")
-				}
-				if resB.err != nil {
-					t.Errorf("B: got %v, want success", resB.err)
-				}
-				au := audit(t, a.Store(), sku, 10)
-				if au.Drift != -tt.wantLost || au.FencedRejections != tt.wantFenced || au.Reservations != tt.wantReserve {
-					t.Errorf("audit: got drift %d, %d fenced rejections, %d reservations; want drift %d, %d, %d",
-						au.Drift, au.FencedRejections, au.Reservations, -tt.wantLost, tt.wantFenced, tt.wantReserve)
-				}
+				tt.run(t, g, a, b)
 				if len(tl.holds) != 2 {
 					t.Fatalf("holds: got %d, want 2", len(tl.holds))
 				}
