@@ -90,7 +90,7 @@ func TestEtcdConservation(t *testing.T) {
 	})
 
 	// Readiness counts the members that answer against the quorum of the
-	// cluster's three.
+	// cluster's three; with one left, reservations are unavailable.
 	store := openStore(t, "sqlite:"+t.TempDir()+"/ready.db")
 	svc := etcdReplica(t, store, GuardEtcd, cluster)
 	ctx := context.Background()
@@ -107,6 +107,11 @@ func TestEtcdConservation(t *testing.T) {
 	if rd := svc.Readiness(rctx); rd.Ready() || rd.Lock == nil || rd.NodesUp != 1 || rd.Quorum != 2 {
 		t.Errorf("readiness with two members down: got %+v, want not ready, 1 up, quorum 2", rd)
 	}
+	// Without a quorum the last member has no leader: no lock.
+	seed(t, store, "no-quorum", 5)
+	short := etcdReplica(t, store, GuardEtcd, cluster, WithAcquireTimeout(500*time.Millisecond))
+	_, err := short.Reserve(ctx, Request{SKU: "no-quorum", Quantity: 1, RequestID: "no-quorum-1"})
+	checkErr(t, "Reserve without a quorum", err, ErrUnavailable)
 }
 
 // TestEtcdPauseScenario is TestPauseScenario on etcd. Holder A reads, then

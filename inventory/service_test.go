@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/etcdtest"
 )
 
 func TestRequestValidate(t *testing.T) {
@@ -422,12 +424,18 @@ func checkErr(t *testing.T, who string, got, want error) {
 // often and however concurrently it is sent.
 func TestIdempotency(t *testing.T) {
 	cluster := startRedis(t, 3)
+	etcd := etcdtest.Start(t, 1, etcdtest.Options{})
 	forEachStore(t, func(t *testing.T, dsn string) {
 		for _, g := range Guards() {
 			t.Run(string(g), func(t *testing.T) {
 				ctx := context.Background()
-				svc := replica(t, openStore(t, dsn), g, cluster, WithAcquireTimeout(10*time.Second))
-				other := replica(t, openStore(t, dsn), g, cluster, WithAcquireTimeout(10*time.Second))
+				newReplica := func() *Service {
+					if g.NeedsEtcd() {
+						return etcdReplica(t, openStore(t, dsn), g, etcd, WithAcquireTimeout(10*time.Second))
+					}
+					return replica(t, openStore(t, dsn), g, cluster, WithAcquireTimeout(10*time.Second))
+				}
+				svc, other := newReplica(), newReplica()
 				sku := "idem-" + string(g)
 				seed(t, svc.Store(), sku, 100)
 
