@@ -45,6 +45,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if !strings.HasPrefix(spec.OpenAPI, "3.") {
 		t.Errorf("openapi: got %q, want 3.x", spec.OpenAPI)
 	}
+	if got, want := spec.Components.Schemas.Reservation.Properties.Guard.Enum, strings.Split(JoinGuards(Guards()), ", "); !slices.Equal(got, want) {
+		t.Errorf("Reservation.guard's enum: got %v, want the service's guards %v", got, want)
+	}
 
 	h, _, _ := newAPI(t, WithFaults(NewFaults()))
 	probe := map[string]string{ // spec path -> a concrete path
