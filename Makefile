@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: capacity drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity cost drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -108,6 +108,14 @@ bench:
 ## script in about a minute and leaves README.md alone. See scripts/capacity.sh.
 capacity: setup-demo
 	GO=$(GO) bash scripts/capacity.sh
+
+## cost: the price of safety in runbooks/README.md's decision guide: every
+## guard on one lab (5 Redis nodes, 3 etcd members), latency and CPU per
+## reservation at 50/s, the knee and goodput at three times it; about 20
+## minutes. COST_QUICK=1 checks the script and leaves the runbooks alone.
+## See scripts/cost.sh. (setup-test: it builds bin/etcd.)
+cost: setup-test
+	GO=$(GO) bash scripts/cost.sh
 
 ## demo: the main job on the embedded defaults: lab up, 30 s of load through the
 ## redlock guard with zipf keys, summary + report.html path, lab down.

@@ -85,7 +85,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.Var(&f.worker, "worker", "this machine's share of a run split over M load machines: i/M (rate and keys are sharded)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the key and quantity draws (default: random, recorded in run.json)")
 	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; must not hold a run already")
-	fs.BoolVar(&f.labCPU, "lab-cpu", false, "account the CPU time of the lab's node processes (redis-server, and the supervisor with its front) in every run, read from /proc: the lab of $"+envStateDir+", else ./"+lab.DefaultStateDir)
+	fs.BoolVar(&f.labCPU, "lab-cpu", false, "account the CPU time of the lab's node processes (redis-server, and the supervisor with its front; etcd members and theirs) in every run, read from /proc: the lab of $"+envStateDir+", else ./"+lab.DefaultStateDir)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (go tool pprof) to FILE, from the end of the set-up to the end of the runs")
 }
 
@@ -356,7 +356,8 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 }
 
 // labProcesses lists the processes of the lab in dir whose CPU --lab-cpu
-// accounts: per node, its redis-server and its supervisor (the front).
+// accounts: per node, its redis-server and its supervisor (the front); per
+// etcd member, its etcd and its supervisor (the client and peer fronts).
 func labProcesses(ctx context.Context, dir string) ([]loadgen.WatchedProcess, error) {
 	l, err := lab.Open(dir)
 	if err != nil {
@@ -373,6 +374,18 @@ func labProcesses(ctx context.Context, dir string) ([]loadgen.WatchedProcess, er
 		}
 		if st.SupervisorPID > 0 {
 			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d supervisor", st.ID), PID: st.SupervisorPID})
+		}
+	}
+	members, err := l.EtcdStatus(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--lab-cpu: %w", err)
+	}
+	for _, m := range members {
+		if m.EtcdPID > 0 {
+			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("etcd%d etcd", m.ID), PID: m.EtcdPID})
+		}
+		if m.SupervisorPID > 0 {
+			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("etcd%d supervisor", m.ID), PID: m.SupervisorPID})
 		}
 	}
 	if len(out) == 0 {

@@ -18,6 +18,13 @@
 //
 // prints the knee of one sweep (0 when no step met the SLO), for the script
 // to size the run at three times it.
+//
+//	go run ./loadgen/internal/capacitytable -cost [-readme FILE] [-note TEXT] GUARD=DIR ...
+//
+// is scripts/cost.sh's table, the price of each guard: latency and CPU per
+// reservation at one common rate (DIR/common), the knee of its sweep
+// (DIR/sweep) and goodput at three times it (DIR/over); with -readme it
+// replaces what lies between the file's cost markers.
 package main
 
 import (
@@ -52,9 +59,12 @@ func main() {
 	readme := flag.String("readme", "", "write the table between the capacity markers of this file instead of printing it")
 	note := flag.String("note", "", "a line printed under the table (how it was measured)")
 	kneeOf := flag.String("knee", "", "print the knee of the sweep in this directory, and nothing else")
+	cost := flag.Bool("cost", false, "the arguments are GUARD=DIR runs of scripts/cost.sh: print the price of each guard (with -readme, between the cost markers of that file)")
 	flag.Parse()
 	var err error
-	if *kneeOf != "" {
+	if *cost {
+		err = runCost(flag.Args(), *readme, *note, os.Stdout)
+	} else if *kneeOf != "" {
 		var sw *loadgen.Sweep
 		if sw, err = loadgen.LoadSweep(*kneeOf); err == nil {
 			fmt.Println(strconv.FormatFloat(sw.Knee, 'f', -1, 64))
@@ -295,16 +305,21 @@ func orDash(v float64, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
-// replaceBetween puts table between the markers of doc, in place of what
-// was there.
+// replaceBetween puts table between the capacity markers of doc, in place
+// of what was there.
 func replaceBetween(doc, table []byte) ([]byte, error) {
-	b := bytes.Index(doc, []byte(BeginMarker))
-	e := bytes.Index(doc, []byte(EndMarker))
+	return replaceMarked(doc, table, BeginMarker, EndMarker)
+}
+
+// replaceMarked puts table between the markers begin and end of doc.
+func replaceMarked(doc, table []byte, begin, end string) ([]byte, error) {
+	b := bytes.Index(doc, []byte(begin))
+	e := bytes.Index(doc, []byte(end))
 	if b < 0 || e < 0 || e < b {
-		return nil, fmt.Errorf("no %s … %s markers, in that order", BeginMarker, EndMarker)
+		return nil, fmt.Errorf("no %s … %s markers, in that order", begin, end)
 	}
 	var out bytes.Buffer
-	out.Write(doc[:b+len(BeginMarker)])
+	out.Write(doc[:b+len(begin)])
 	out.WriteString("\n")
 	out.Write(bytes.TrimRight(table, "\n"))
 	out.WriteString("\n")
