@@ -290,7 +290,7 @@ func (t *InventoryTarget) LockViolations() int64 { return t.checker.Load().LockV
 
 // Safety audits the store and reports the double grants.
 func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
-	s := Safety{DoubleGrantsChecked: t.cfg.Guard.NeedsNodes()}
+	s := Safety{DoubleGrantsChecked: t.cfg.Guard.Locks()}
 	c := t.checker.Load()
 	c.Flush()
 	s.DoubleGrants, s.LockViolations, s.Examples = c.DoubleGrants(), c.LockViolations(), c.Examples()
