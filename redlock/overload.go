@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"sync"
@@ -14,7 +15,7 @@ import (
 // metastable: requests queue on the nodes, attempts time out, every timeout
 // is retried and leaves a cleanup release behind, and the extra requests
 // make the next attempts time out too. Goodput falls to a fraction of what
-// the nodes can do and does not come back while the load stays on. Two
+// the nodes can do and does not come back while the load stays on. Three
 // mechanisms break the loop, after the SRE book's client-side throttling,
 // Netflix's concurrency-limits and gRPC's retry throttling:
 //
@@ -24,12 +25,29 @@ import (
 //     vain, or took longer than half the request timeout to decide signals
 //     congestion and halves the limit (once per round trip: attempts
 //     admitted before the last cut do not cut again). A round decided in
-//     time raises it: by one per success back up to the initial limit, and
-//     above it by one per limit's worth of successes while the attempts in
-//     flight use at least half of it. An attempt that finds the limit
-//     reached is turned away at once, without sending anything: it fails
-//     with ErrOverloaded, its Event is marked Overloaded. Shedding at the
-//     client is cheap; queueing on the nodes is what turns into timeouts.
+//     time raises it: by one per success back up to the starting limit,
+//     and above it by one per limit's worth of successes while the attempts
+//     in flight use at least half of it. The limit starts at what the node
+//     clients' connection pools can carry in flight (the smallest pool
+//     size), and at no less than initialLimit.
+//   - Admission that waits (as Netflix's blocking limiter does). An attempt
+//     that finds the limit reached, or others already waiting, queues in
+//     arrival order without sending anything, and is admitted as soon as an
+//     attempt in flight is decided and the limit has room. It waits for as
+//     long as its round could still finish before the caller's context
+//     ends: until the context's deadline (or, without one, ttl from the
+//     start of the wait) less the request timeout. Only then does it fail
+//     with ErrOverloaded, its Event marked Overloaded, and Acquire backs off
+//     (the Client's Backoff) before it tries again while its context lasts.
+//     So a closed loop of callers, however many, is slowed to the pace the
+//     nodes keep and never turned away: while the nodes keep up, a healthy
+//     Client never fails an attempt with ErrOverloaded. An open-loop load
+//     past capacity queues instead of reaching the nodes, and the calls
+//     that cannot be served before their deadlines fail at the client;
+//     queueing at the client is cheap, queueing on the nodes is what turns
+//     into timeouts, retries and cleanups. A caller that spins on
+//     ErrOverloaded cannot starve the nodes either: it spins only once its
+//     own deadline is that close, and then through the Backoff.
 //   - A retry budget: Acquire retries an attempt that failed for want of
 //     nodes (ErrUnavailable, ErrValidityExhausted) only while the budget
 //     has a token. Every call's first attempt adds DefaultRetryRatio of a
@@ -66,21 +84,34 @@ const (
 	// while, can retry this many failed attempts in a row.
 	DefaultRetryBurst = 10
 
-	// initialLimit is the adaptive limit a Client starts with and regrows
-	// to quickly after a cut: far above the attempts in flight of a
-	// healthy deployment (an attempt takes a round trip; 32 in flight is
-	// tens of thousands of attempts per second on a LAN), so a healthy
-	// Client never turns one away.
+	// initialLimit is the least adaptive limit a Client starts with and
+	// regrows to quickly after a cut, when its node clients' pools are
+	// smaller (see startLimit): 32 attempts in flight is tens of thousands
+	// of attempts per second on a LAN.
 	initialLimit = 32
 	minLimit     = 1
 	maxLimit     = 4096
 	// cutRatio is the multiplicative decrease.
 	cutRatio = 0.5
 	// regrowAfter is how long after the last cut the limit may grow back
-	// to initialLimit quickly again (by one per success rather than one
+	// to where it started quickly again (by one per success rather than one
 	// per limit's worth): the overload that caused the cut has passed.
 	regrowAfter = time.Second
 )
+
+// startLimit is where the adaptive limit of a Client over nodes starts: as
+// many attempts as every node's connection pool carries at once (each
+// attempt takes one connection per node), and at least initialLimit. Fewer
+// would queue attempts that the pools could serve.
+func startLimit(nodes []*redis.Client) int {
+	pool := 0
+	for i, n := range nodes {
+		if p := n.Options().PoolSize; i == 0 || p < pool {
+			pool = p
+		}
+	}
+	return max(initialLimit, pool)
+}
 
 // signal is what a decided acquire round says about the nodes' load.
 type signal uint8
@@ -91,38 +122,127 @@ const (
 	signalCongested               // timeouts on live nodes, pool waits, or a slow decision
 )
 
-// limiter is the adaptive bound on acquire attempts in flight.
+// limiter bounds the acquire attempts in flight, adaptively (AIMD) or at a
+// fixed number (WithMaxConcurrentAttempts), and queues the attempts over the
+// bound in arrival order until a place is free.
 type limiter struct {
 	mu       sync.Mutex
+	fixed    bool    // the limit never moves: signals change nothing
+	initial  float64 // where the limit starts, and regrows to fast
 	limit    float64
 	ssthresh float64 // below it, the limit grows by one per success
 	inflight int
 	lastCut  time.Time
+	queue    list.List // of *waiter, oldest first
 }
 
-func newLimiter() *limiter {
-	return &limiter{limit: initialLimit, ssthresh: initialLimit}
+// waiter is an attempt queued for a place.
+type waiter struct {
+	ready    chan struct{} // closed once admitted
+	admitted bool          // under the limiter's mu
+	limit    int           // the limit it was admitted under
 }
 
-// acquire admits an attempt when fewer than the limit are in flight, and
-// returns the limit it was judged against.
-func (l *limiter) acquire() (ok bool, limit int) {
+// newLimiter returns an adaptive limiter starting at initial attempts in
+// flight, or a fixed one when fixed is set.
+func newLimiter(initial int, fixed bool) *limiter {
+	n := float64(max(initial, minLimit))
+	return &limiter{fixed: fixed, initial: n, limit: n, ssthresh: n}
+}
+
+// tryAcquire admits an attempt when fewer than the limit are in flight and
+// none is queued before it, and returns the limit it was judged against.
+func (l *limiter) tryAcquire() (ok bool, limit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.admitNow()
+}
+
+func (l *limiter) admitNow() (bool, int) {
 	lim := int(l.limit)
-	if l.inflight >= lim {
+	if l.queue.Len() > 0 || l.inflight >= lim {
 		return false, lim
 	}
 	l.inflight++
 	return true, lim
 }
 
-// release ends an attempt admitted at start, with what its round signalled.
+// acquire admits an attempt as tryAcquire does, or else queues it behind
+// the attempts already waiting until a place is free for it. It gives up
+// with ErrOverloaded once until has passed (the zero time: never), with
+// ctx's error when ctx ends first, and with ErrClosed when done is closed.
+// It returns the limit it was judged against.
+func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan struct{}) (int, error) {
+	l.mu.Lock()
+	if ok, lim := l.admitNow(); ok {
+		l.mu.Unlock()
+		return lim, nil
+	}
+	var expired <-chan time.Time
+	if !until.IsZero() {
+		wait := time.Until(until)
+		if wait <= 0 {
+			lim := int(l.limit)
+			l.mu.Unlock()
+			return lim, ErrOverloaded
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		expired = t.C
+	}
+	w := &waiter{ready: make(chan struct{})}
+	e := l.queue.PushBack(w)
+	l.mu.Unlock()
+
+	var err error
+	select {
+	case <-w.ready:
+		return w.limit, nil
+	case <-expired:
+		err = ErrOverloaded
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-done:
+		err = ErrClosed
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case !w.admitted:
+		l.queue.Remove(e)
+		return int(l.limit), err
+	case errors.Is(err, ErrOverloaded):
+		// Admitted as the wait ran out: the place is still worth using.
+		return w.limit, nil
+	}
+	// Admitted as the caller's context ended or the Client closed: the
+	// place goes to the next in line.
+	l.inflight--
+	l.handOff()
+	return w.limit, err
+}
+
+// handOff admits queued attempts, oldest first, while the limit has room.
+func (l *limiter) handOff() {
+	for l.queue.Len() > 0 && l.inflight < int(l.limit) {
+		w := l.queue.Remove(l.queue.Front()).(*waiter)
+		l.inflight++
+		w.admitted, w.limit = true, int(l.limit)
+		close(w.ready)
+	}
+}
+
+// release ends an attempt admitted at start, with what its round signalled,
+// and admits the attempts queued behind it that the limit now has room for.
 func (l *limiter) release(start time.Time, sig signal, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	used := l.inflight
 	l.inflight--
+	defer l.handOff()
+	if l.fixed {
+		return
+	}
 	switch sig {
 	case signalCongested:
 		if start.After(l.lastCut) {
@@ -132,7 +252,7 @@ func (l *limiter) release(start time.Time, sig signal, now time.Time) {
 		}
 	case signalOK:
 		if now.Sub(l.lastCut) > regrowAfter {
-			l.ssthresh = max(l.ssthresh, initialLimit)
+			l.ssthresh = max(l.ssthresh, l.initial)
 		}
 		switch {
 		case l.limit < l.ssthresh:
@@ -151,6 +271,13 @@ func (l *limiter) current() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int(l.limit)
+}
+
+// waiting returns how many attempts are queued.
+func (l *limiter) waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queue.Len()
 }
 
 // retryBudget bounds the retries of attempts that failed for want of nodes
@@ -186,48 +313,36 @@ func (b *retryBudget) withdraw() bool {
 
 // admission is an acquire attempt's place in the concurrency bound.
 type admission struct {
-	at    time.Time
-	limit int  // the limit it was judged against; 0: no bound
-	held  bool // a slot or a place in the limiter is held
+	at    time.Time // when it was admitted
+	limit int       // the limit it was judged against; 0: no bound
+	held  bool      // a place in the limiter is held
 }
 
-// admit takes a place for an acquire attempt: a slot of the fixed bound
-// (WithMaxConcurrentAttempts), waiting for one on ctx, or a place under the
-// adaptive limit, which never waits: ErrOverloaded when it is reached. It
-// returns ctx's error when the context ends first, or ErrClosed when the
-// Client is closed while waiting. A held admission must be given back with
-// leave once its round is decided.
-func (c *Client) admit(ctx context.Context) (admission, error) {
-	adm := admission{at: time.Now()}
-	switch {
-	case c.slots != nil:
-		adm.limit = cap(c.slots)
-		select {
-		case c.slots <- struct{}{}:
-			adm.held = true
-			return adm, nil
-		default:
-		}
-		c.waiting.Add(1)
-		defer c.waiting.Add(-1)
-		select {
-		case c.slots <- struct{}{}:
-			adm.held, adm.at = true, time.Now()
-			return adm, nil
-		case <-ctx.Done():
-			return adm, ctx.Err()
-		case <-c.done:
-			return adm, ErrClosed
-		}
-	case c.limit != nil:
-		var ok bool
-		ok, adm.limit = c.limit.acquire()
-		if !ok {
-			return adm, ErrOverloaded
-		}
-		adm.held = true
+// admit takes a place in the limiter for an acquire attempt of ttl, waiting
+// in line for one when the limit is reached. Under the fixed bound
+// (WithMaxConcurrentAttempts) it waits for as long as ctx lasts; under the
+// adaptive limit it waits until the attempt could no longer finish its round
+// before ctx's deadline (or, for a context without one, ttl from now) and
+// then fails with ErrOverloaded. It returns ctx's error when the context
+// ends first, or ErrClosed when the Client is closed while waiting. A held
+// admission must be given back with leave once its round is decided.
+func (c *Client) admit(ctx context.Context, ttl time.Duration) (admission, error) {
+	if c.limit == nil {
+		return admission{at: time.Now()}, nil
 	}
-	return adm, nil
+	var until time.Time
+	if !c.limit.fixed {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(ttl)
+		}
+		until = deadline.Add(-min(c.timeout, ttl))
+	}
+	lim, err := c.limit.acquire(ctx, until, c.done)
+	if err != nil {
+		return admission{limit: lim}, err
+	}
+	return admission{at: time.Now(), limit: lim, held: true}, nil
 }
 
 // leave gives back what admit took, with what the attempt's round said.
@@ -236,16 +351,11 @@ func (c *Client) leave(adm *admission, sig signal) {
 		return
 	}
 	adm.held = false
-	switch {
-	case c.slots != nil:
-		<-c.slots
-	case c.limit != nil:
-		c.limit.release(adm.at, sig, time.Now())
-	}
+	c.limit.release(adm.at, sig, time.Now())
 }
 
-// overloaded reports an attempt that the limiter turned away and returns
-// its Event.
+// overloaded reports an attempt that found no place in the limiter in time
+// and returns its Event.
 func (c *Client) overloaded(key string, ttl time.Duration, n, limit int, state BreakerState) Event {
 	ev := Event{
 		Op:         OpAcquire,
