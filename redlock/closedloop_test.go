@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 )
 
 // TestClosedLoopNeverOverloaded runs a worker pool far wider than the
-// adaptive limit's starting point: 256 goroutines, each acquiring and
-// releasing keys of its own in a loop, a bounded number of times, on
+// adaptive limit's starting point: 256 goroutines, acquiring and releasing
+// keys of their own in a loop, 2048 cycles in all (see closedLoop), on
 // healthy nodes with NewNodes' default pools. A closed loop offers no more
 // than it can carry: an attempt over the limit waits for a place instead of
 // failing, so no call may end with ErrOverloaded. The calls have no
@@ -48,53 +47,32 @@ func TestClosedLoopNeverOverloaded(t *testing.T) {
 					n.Close()
 				}
 			})
-			overloaded, other := closedLoop(c, t.Name(), 256, 8)
-			if len(overloaded) > 0 {
-				t.Errorf("got %d of %d cycles failing with ErrOverloaded (first: %v), want none in a closed loop on healthy nodes", len(overloaded), 256*8, overloaded[0])
-			}
-			switch {
-			case len(other) > 0 && tc.anyErrFails:
-				t.Errorf("got %d of %d cycles failing (first: %v), want none", len(other), 256*8, other[0])
-			case len(other) > 0:
-				t.Logf("%d of %d cycles failed otherwise (first: %v)", len(other), 256*8, other[0])
-			}
-		})
-	}
-}
-
-// closedLoop runs workers goroutines that each acquire and release cycles
-// keys of their own, one after the other, and returns the errors of the
-// cycles that failed, those wrapping ErrOverloaded apart.
-func closedLoop(c *redlock.Client, prefix string, workers, cycles int) (overloaded, other []error) {
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	start := make(chan struct{})
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for i := range cycles {
-				l, err := c.Acquire(context.Background(), fmt.Sprintf("%s-%d-%d", prefix, w, i), 10*time.Second)
-				if err == nil {
-					err = l.Release(context.Background())
+			const workers, cycles = 256, 256 * 8
+			ctx := context.Background()
+			_, errs := closedLoop(workers, cycles, func(w, i int) error {
+				l, err := c.Acquire(ctx, fmt.Sprintf("%s-%d", t.Name(), i), 10*time.Second)
+				if err != nil {
+					return err
 				}
-				if err == nil {
-					continue
-				}
-				mu.Lock()
+				return l.Release(ctx)
+			})
+			var overloaded, other []error
+			for _, err := range errs {
 				if errors.Is(err, redlock.ErrOverloaded) {
 					overloaded = append(overloaded, err)
 				} else {
 					other = append(other, err)
 				}
-				mu.Unlock()
 			}
-		}()
+			if len(overloaded) > 0 {
+				t.Errorf("got %d of %d cycles failing with ErrOverloaded (first: %v), want none in a closed loop on healthy nodes", len(overloaded), cycles, overloaded[0])
+			}
+			switch {
+			case len(other) > 0 && tc.anyErrFails:
+				t.Errorf("got %d of %d cycles failing (first: %v), want none", len(other), cycles, other[0])
+			case len(other) > 0:
+				t.Logf("%d of %d cycles failed otherwise (first: %v)", len(other), cycles, other[0])
+			}
+		})
 	}
-	close(start)
-	wg.Wait()
-	return overloaded, other
 }
