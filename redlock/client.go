@@ -76,7 +76,7 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 	case c.cfg.maxConcurrent > 0:
 		c.limit = newLimiter(c.cfg.maxConcurrent, true)
 	case !c.cfg.overloadOff:
-		c.limit = newLimiter(startLimit(nodes), false)
+		c.limit = newLimiter(poolLimit(nodes), false)
 	}
 	if !c.cfg.overloadOff {
 		c.budget = newRetryBudget(c.cfg.retryRatio, c.cfg.retryBurst)

@@ -9,7 +9,7 @@ import (
 // returns the function that frees it. It blocks while every slot is taken
 // and must only be used on a Client with WithMaxConcurrentAttempts.
 func HoldSlot(c *Client) (release func()) {
-	c.limit.acquire(context.Background(), time.Time{}, nil)
+	c.limit.acquire(context.Background(), time.Time{}, nil) // no deadline, no done: cannot fail
 	return func() { c.limit.release(time.Time{}, signalNone, time.Now()) }
 }
 

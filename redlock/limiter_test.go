@@ -178,7 +178,7 @@ func TestLimiterQueue(t *testing.T) {
 		for _, id := range ids {
 			before := l.waiting()
 			go func() {
-				if _, err := l.acquire(ctx, time.Time{}, nil); err != nil {
+				if _, _, err := l.acquire(ctx, time.Time{}, nil); err != nil {
 					t.Errorf("waiter %d: %v", id, err)
 				}
 				admitted <- id
@@ -226,10 +226,10 @@ func TestLimiterQueue(t *testing.T) {
 	t.Run("ErrOverloaded only once the wait's deadline has passed", func(t *testing.T) {
 		l := newLimiter(1, false)
 		l.tryAcquire()
-		if _, err := l.acquire(ctx, time.Now().Add(-time.Millisecond), nil); !errors.Is(err, ErrOverloaded) {
+		if _, _, err := l.acquire(ctx, time.Now().Add(-time.Millisecond), nil); !errors.Is(err, ErrOverloaded) {
 			t.Fatalf("deadline already past: got %v, want ErrOverloaded", err)
 		}
-		if _, err := l.acquire(ctx, time.Now().Add(5*time.Millisecond), nil); !errors.Is(err, ErrOverloaded) {
+		if _, _, err := l.acquire(ctx, time.Now().Add(5*time.Millisecond), nil); !errors.Is(err, ErrOverloaded) {
 			t.Fatalf("deadline reached while queued: got %v, want ErrOverloaded", err)
 		}
 		if got := l.waiting(); got != 0 {
@@ -243,7 +243,7 @@ func TestLimiterQueue(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
-			_, err := l.acquire(wctx, time.Time{}, nil)
+			_, _, err := l.acquire(wctx, time.Time{}, nil)
 			done <- err
 		}()
 		for l.waiting() == 0 {
@@ -264,7 +264,7 @@ func TestLimiterQueue(t *testing.T) {
 		l.tryAcquire()
 		closing := make(chan struct{})
 		close(closing)
-		if _, err := l.acquire(ctx, time.Time{}, closing); !errors.Is(err, ErrClosed) {
+		if _, _, err := l.acquire(ctx, time.Time{}, closing); !errors.Is(err, ErrClosed) {
 			t.Errorf("got %v, want ErrClosed", err)
 		}
 	})
@@ -281,14 +281,15 @@ func TestLimiterQueue(t *testing.T) {
 	})
 }
 
-func TestStartLimit(t *testing.T) {
+func TestLimiterSlowStart(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
 	for _, tc := range []struct {
-		name  string
-		pools []int
-		want  int
+		name        string
+		pools       []int
+		start, grow int // the limit at first, and after many successes
 	}{
-		{"small pools keep the floor", []int{10, 10, 10}, initialLimit},
-		{"the smallest pool", []int{64, 128, 96}, 64},
+		{"pools smaller than the initial limit", []int{10, 20, 10}, 10, 10},
+		{"up to the smallest pool", []int{256, 128, 96}, initialLimit, 96},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var nodes []*redis.Client
@@ -297,8 +298,16 @@ func TestStartLimit(t *testing.T) {
 				t.Cleanup(func() { n.Close() })
 				nodes = append(nodes, n)
 			}
-			if got := startLimit(nodes); got != tc.want {
-				t.Errorf("got %d, want %d", got, tc.want)
+			l := newLimiter(poolLimit(nodes), false)
+			if got := l.current(); got != tc.start {
+				t.Fatalf("at first: got limit %d, want %d", got, tc.start)
+			}
+			for range 1000 {
+				l.tryAcquire()
+				l.release(t0, signalOK, t0)
+			}
+			if got := l.current(); got != tc.grow {
+				t.Errorf("after 1000 successes: got limit %d, want %d", got, tc.grow)
 			}
 		})
 	}

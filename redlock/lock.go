@@ -344,7 +344,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.TTL = ttl
 	ev.Probe = p == passProbe
 	ev.Limit = adm.limit
-	sig, h, counted := c.assess(t, err, ev.Elapsed)
+	sig, h, counted := c.assess(t, err, ev.Elapsed, adm.queued)
 	ev.Breaker, ev.BreakerChanged = c.passed(p, h, counted)
 	reported = true
 	// Decided: the place goes to the next attempt; late nodes and the
@@ -411,12 +411,15 @@ func (l *Lock) Release(ctx context.Context) error {
 			c.settle(base, i, l.key, l.token, a, unsure, time.Duration(l.expiry.Load()))
 		}
 	}
+	at := c.enterRelease()
 	r, err := c.fanout(ctx, c.timeout, del, after)
 	if err != nil {
+		c.leaveRelease(at, 0)
 		return err
 	}
 	t := r.collect(ctx, c.quorum, true)
 	r.decide(true)
+	c.leaveRelease(at, time.Since(r.start))
 	if t.yes < c.quorum {
 		err = c.verdict(t, ErrNotHeld)
 	}

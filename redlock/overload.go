@@ -27,9 +27,11 @@ import (
 //     admitted before the last cut do not cut again). A round decided in
 //     time raises it: by one per success back up to the starting limit,
 //     and above it by one per limit's worth of successes while the attempts
-//     in flight use at least half of it. The limit starts at what the node
-//     clients' connection pools can carry in flight (the smallest pool
-//     size), and at no less than initialLimit.
+//     in flight use at least half of it. The fast growth (TCP's slow
+//     start) goes up to what the node clients' connection pools carry in
+//     flight, the smallest pool size: the limit starts at initialLimit (or
+//     that, when smaller) and reaches it within a few round trips unless
+//     congestion shows first.
 //   - Admission that waits (as Netflix's blocking limiter does). An attempt
 //     that finds the limit reached, or others already waiting, queues in
 //     arrival order without sending anything, and is admitted as soon as an
@@ -84,10 +86,13 @@ const (
 	// while, can retry this many failed attempts in a row.
 	DefaultRetryBurst = 10
 
-	// initialLimit is the least adaptive limit a Client starts with and
-	// regrows to quickly after a cut, when its node clients' pools are
-	// smaller (see startLimit): 32 attempts in flight is tens of thousands
-	// of attempts per second on a LAN.
+	// initialLimit is where the adaptive limit starts (the pools' capacity
+	// when smaller, see poolLimit), as TCP's initial window: from there it
+	// grows by one per success, doubling every round trip, up to what the
+	// pools carry. Starting at the pools' capacity itself sends a burst of
+	// that many attempts, every one needing a new connection, before any
+	// round could show congestion; on two cores, 256 of them at once time
+	// out on the dials alone.
 	initialLimit = 32
 	minLimit     = 1
 	maxLimit     = 4096
@@ -99,18 +104,19 @@ const (
 	regrowAfter = time.Second
 )
 
-// startLimit is where the adaptive limit of a Client over nodes starts: as
-// many attempts as every node's connection pool carries at once (each
-// attempt takes one connection per node), and at least initialLimit. Fewer
-// would queue attempts that the pools could serve.
-func startLimit(nodes []*redis.Client) int {
+// poolLimit is how many acquire attempts the node clients' connection
+// pools carry in flight at once: each attempt takes one connection per
+// node, so the smallest pool size. The adaptive limit grows to it fast; an
+// attempt admitted past it would only wait inside go-redis for a
+// connection, where its wait is short (PoolTimeout) and counts against it.
+func poolLimit(nodes []*redis.Client) int {
 	pool := 0
 	for i, n := range nodes {
 		if p := n.Options().PoolSize; i == 0 || p < pool {
 			pool = p
 		}
 	}
-	return max(initialLimit, pool)
+	return pool
 }
 
 // signal is what a decided acquire round says about the nodes' load.
@@ -128,7 +134,7 @@ const (
 type limiter struct {
 	mu       sync.Mutex
 	fixed    bool    // the limit never moves: signals change nothing
-	initial  float64 // where the limit starts, and regrows to fast
+	ceiling  float64 // what the limit grows to fast (slow start), and regrows to after a cut
 	limit    float64
 	ssthresh float64 // below it, the limit grows by one per success
 	inflight int
@@ -143,11 +149,16 @@ type waiter struct {
 	limit    int           // the limit it was admitted under
 }
 
-// newLimiter returns an adaptive limiter starting at initial attempts in
-// flight, or a fixed one when fixed is set.
-func newLimiter(initial int, fixed bool) *limiter {
-	n := float64(max(initial, minLimit))
-	return &limiter{fixed: fixed, initial: n, limit: n, ssthresh: n}
+// newLimiter returns a limiter of n attempts in flight when fixed is set;
+// otherwise an adaptive one that starts at initialLimit (n when smaller)
+// and grows by one per success up to n unless congestion shows first.
+func newLimiter(n int, fixed bool) *limiter {
+	ceiling := float64(max(n, minLimit))
+	l := &limiter{fixed: fixed, ceiling: ceiling, limit: ceiling, ssthresh: ceiling}
+	if !fixed {
+		l.limit = min(ceiling, initialLimit)
+	}
+	return l
 }
 
 // tryAcquire admits an attempt when fewer than the limit are in flight and
@@ -171,12 +182,12 @@ func (l *limiter) admitNow() (bool, int) {
 // the attempts already waiting until a place is free for it. It gives up
 // with ErrOverloaded once until has passed (the zero time: never), with
 // ctx's error when ctx ends first, and with ErrClosed when done is closed.
-// It returns the limit it was judged against.
-func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan struct{}) (int, error) {
+// It returns the limit it was judged against, and whether it had to queue.
+func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan struct{}) (limit int, queued bool, err error) {
 	l.mu.Lock()
 	if ok, lim := l.admitNow(); ok {
 		l.mu.Unlock()
-		return lim, nil
+		return lim, false, nil
 	}
 	var expired <-chan time.Time
 	if !until.IsZero() {
@@ -184,7 +195,7 @@ func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan stru
 		if wait <= 0 {
 			lim := int(l.limit)
 			l.mu.Unlock()
-			return lim, ErrOverloaded
+			return lim, true, ErrOverloaded
 		}
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -194,10 +205,9 @@ func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan stru
 	e := l.queue.PushBack(w)
 	l.mu.Unlock()
 
-	var err error
 	select {
 	case <-w.ready:
-		return w.limit, nil
+		return w.limit, true, nil
 	case <-expired:
 		err = ErrOverloaded
 	case <-ctx.Done():
@@ -210,16 +220,23 @@ func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan stru
 	switch {
 	case !w.admitted:
 		l.queue.Remove(e)
-		return int(l.limit), err
+		return int(l.limit), true, err
 	case errors.Is(err, ErrOverloaded):
 		// Admitted as the wait ran out: the place is still worth using.
-		return w.limit, nil
+		return w.limit, true, nil
 	}
 	// Admitted as the caller's context ended or the Client closed: the
 	// place goes to the next in line.
 	l.inflight--
 	l.handOff()
-	return w.limit, err
+	return w.limit, true, err
+}
+
+// enter counts work in flight that does not wait for a place.
+func (l *limiter) enter() {
+	l.mu.Lock()
+	l.inflight++
+	l.mu.Unlock()
 }
 
 // handOff admits queued attempts, oldest first, while the limit has room.
@@ -252,7 +269,7 @@ func (l *limiter) release(start time.Time, sig signal, now time.Time) {
 		}
 	case signalOK:
 		if now.Sub(l.lastCut) > regrowAfter {
-			l.ssthresh = max(l.ssthresh, l.initial)
+			l.ssthresh = max(l.ssthresh, l.ceiling)
 		}
 		switch {
 		case l.limit < l.ssthresh:
@@ -316,6 +333,9 @@ type admission struct {
 	at    time.Time // when it was admitted
 	limit int       // the limit it was judged against; 0: no bound
 	held  bool      // a place in the limiter is held
+	// queued: the limit was full when the attempt came, so the Client is
+	// as busy as the limit lets it be (see assess).
+	queued bool
 }
 
 // admit takes a place in the limiter for an acquire attempt of ttl, waiting
@@ -338,11 +358,11 @@ func (c *Client) admit(ctx context.Context, ttl time.Duration) (admission, error
 		}
 		until = deadline.Add(-min(c.timeout, ttl))
 	}
-	lim, err := c.limit.acquire(ctx, until, c.done)
+	lim, queued, err := c.limit.acquire(ctx, until, c.done)
 	if err != nil {
 		return admission{limit: lim}, err
 	}
-	return admission{at: time.Now(), limit: lim, held: true}, nil
+	return admission{at: time.Now(), limit: lim, held: true, queued: queued}, nil
 }
 
 // leave gives back what admit took, with what the attempt's round said.
@@ -352,6 +372,35 @@ func (c *Client) leave(adm *admission, sig signal) {
 	}
 	adm.held = false
 	c.limit.release(adm.at, sig, time.Now())
+}
+
+// enterRelease counts a Release's round among the work in flight of the
+// adaptive limit, without waiting for a place: a release frees a key that
+// others may wait for, and must not queue behind them. It still takes its
+// share of the nodes' and the Client's capacity, so while it is in flight,
+// one acquire attempt fewer is admitted. It returns when it entered (zero
+// when not counted), for leaveRelease.
+func (c *Client) enterRelease() time.Time {
+	if c.limit == nil || c.limit.fixed {
+		return time.Time{}
+	}
+	c.limit.enter()
+	return time.Now()
+}
+
+// leaveRelease ends what enterRelease counted, for a round that took
+// elapsed to decide: one slower than half the request timeout signals
+// congestion, as a slow acquire round does; a prompt one says nothing (the
+// limit grows on acquire successes only).
+func (c *Client) leaveRelease(at time.Time, elapsed time.Duration) {
+	if at.IsZero() {
+		return
+	}
+	sig := signalNone
+	if elapsed > c.timeout/2 {
+		sig = signalCongested
+	}
+	c.limit.release(at, sig, time.Now())
 }
 
 // overloaded reports an attempt that found no place in the limiter in time
@@ -400,17 +449,24 @@ func (c *Client) silent(i int) bool {
 // round answered promptly (the network or the process is the problem, not
 // the load: a partition, a crash, a frozen node), or when it has answered
 // nothing at all for silentAfter; otherwise it is congested. A saturated node
-// set is slow everywhere, so no prompt answer sets it apart. The breaker
-// counts a node's failures in a row: it is given the nodes that answered and
-// those found down, not the congested ones, so that a saturated node set
+// set is slow everywhere, so no prompt answer sets it apart. Neither does a
+// busy Client (busy: the attempt found the limit full): its own CPU
+// serves some replies at once and others only after the timeout, so a
+// prompt answer beside a timeout says nothing about the late node there,
+// and only silence counts it down. The breaker counts a node's failures in
+// a row: it is given the nodes that answered and those found down, not the
+// congested ones, so that a saturated node set, or a saturated Client,
 // shrinks the limit without counting its nodes out.
-func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quorumHealth, []NodeResult) {
+func (c *Client) assess(t tally, err error, elapsed time.Duration, busy bool) (signal, quorumHealth, []NodeResult) {
 	if t.ctxErr != nil {
 		return signalNone, quorumUnknown, nil
 	}
 	slow := c.timeout / 2
 	prompt := false
 	for _, nr := range t.nodes {
+		if busy {
+			break
+		}
 		if (nr.Outcome == Granted || nr.Outcome == Taken || (nr.Outcome == Failed && isReply(nr.Err))) && nr.Latency <= slow {
 			prompt = true
 		}
