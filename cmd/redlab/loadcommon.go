@@ -316,6 +316,10 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 		}
 	}
 	r.rec = loadgen.NewRecorder(len(f.addrs), 0)
+	addrs := f.addrs
+	r.rec.OnFirstNodeError(func(i int, err error) {
+		fmt.Fprintf(e.stderr, "%s %s: first error: %v\n", loadgen.NodeTag(i), addrs[i], err)
+	})
 	var reg prometheus.Registerer
 	if f.metricsAddr != "" {
 		r.metrics = loadgen.NewMetrics()
