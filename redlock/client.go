@@ -189,7 +189,7 @@ func (c *Client) reject(key string, ttl time.Duration, n int, state BreakerState
 // within the request timeout; err wraps ErrUnavailable when fewer than a
 // quorum did, or the context's error.
 func (c *Client) Ping(ctx context.Context) (up int, err error) {
-	r, err := c.fanout(ctx, c.timeout, func(ctx context.Context, node *redis.Client, _ int) answer {
+	r, err := c.fanout(context.WithoutCancel(ctx), c.timeout, func(ctx context.Context, node *redis.Client, _ int) answer {
 		if err := node.Ping(ctx).Err(); err != nil {
 			return answer{err: err}
 		}

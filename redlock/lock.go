@@ -305,8 +305,10 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
+	// Boxed once for every node's command, not once per node.
+	keyArg, tokenArg, msArg := any(key), any(token), any(ms)
 	set := func(ctx context.Context, node *redis.Client, _ int) answer {
-		cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ms, "nx")
+		cmd := redis.NewBoolCmd(ctx, "set", keyArg, tokenArg, "px", msArg, "nx")
 		if err := node.Process(ctx, cmd); err != nil {
 			return answer{err: err}
 		}
@@ -331,7 +333,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 		}
 		c.settle(base, i, key, token, c.releaseOnce(base, i, key, token), unsure, until)
 	}
-	r, err := c.fanout(ctx, min(c.timeout, ttl), set, cleanup)
+	r, err := c.fanout(base, min(c.timeout, ttl), set, cleanup)
 	if err != nil {
 		return nil, Event{}, err
 	}
@@ -344,7 +346,8 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.TTL = ttl
 	ev.Probe = p == passProbe
 	ev.Limit = adm.limit
-	sig, h, counted := c.assess(t, err, ev.Elapsed, adm.queued)
+	var buf [8]NodeResult
+	sig, h, counted := c.assess(t, err, ev.Elapsed, adm.queued, buf[:0])
 	ev.Breaker, ev.BreakerChanged = c.passed(p, h, counted)
 	reported = true
 	// Decided: the place goes to the next attempt; late nodes and the
@@ -388,6 +391,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	expired := l.Validity() <= 0
 	keys := []string{l.key}
+	args := []any{l.token} // shared: go-redis copies a script's arguments
 	base := context.WithoutCancel(ctx)
 	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := releaseScript.Run
@@ -402,7 +406,7 @@ func (l *Lock) Release(ctx context.Context) error {
 			defer cancel()
 			run = releaseScript.Eval
 		}
-		return releaseAnswer(run(ctx, node, keys, l.token).Int64())
+		return releaseAnswer(run(ctx, node, keys, args...).Int64())
 	}
 	// Runs on each node's goroutine once Release has decided (a late node's
 	// SET has returned by then: del waited for it).
@@ -412,7 +416,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	at := c.enterRelease()
-	r, err := c.fanout(ctx, c.timeout, del, after)
+	r, err := c.fanout(base, c.timeout, del, after)
 	if err != nil {
 		c.leaveRelease(at, 0)
 		return err
@@ -462,8 +466,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
 	keys := []string{l.key}
+	args := []any{l.token, ms}
 	pexpire := func(ctx context.Context, node *redis.Client, _ int) answer {
-		v, err := extendScript.Run(ctx, node, keys, l.token, ms).Int64()
+		v, err := extendScript.Run(ctx, node, keys, args...).Int64()
 		switch {
 		case err != nil:
 			return answer{err: err}
@@ -475,7 +480,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return answer{outcome: Taken}
 	}
 	until := time.Since(epoch) + ttl + c.cfg.drift(ttl)
-	r, err := c.fanout(ctx, min(c.timeout, ttl), pexpire, nil)
+	r, err := c.fanout(context.WithoutCancel(ctx), min(c.timeout, ttl), pexpire, nil)
 	if err != nil {
 		return err
 	}

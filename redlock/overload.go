@@ -456,8 +456,10 @@ func (c *Client) silent(i int) bool {
 // and only silence counts it down. The breaker counts a node's failures in
 // a row: it is given the nodes that answered and those found down, not the
 // congested ones, so that a saturated node set, or a saturated Client,
-// shrinks the limit without counting its nodes out.
-func (c *Client) assess(t tally, err error, elapsed time.Duration, busy bool) (signal, quorumHealth, []NodeResult) {
+// shrinks the limit without counting its nodes out. Those are appended to
+// counted (the caller's buffer: the breaker only reads them, so a healthy
+// attempt allocates nothing for them).
+func (c *Client) assess(t tally, err error, elapsed time.Duration, busy bool, counted []NodeResult) (signal, quorumHealth, []NodeResult) {
 	if t.ctxErr != nil {
 		return signalNone, quorumUnknown, nil
 	}
@@ -473,7 +475,6 @@ func (c *Client) assess(t tally, err error, elapsed time.Duration, busy bool) (s
 	}
 	congested := elapsed > slow
 	down := 0
-	counted := make([]NodeResult, 0, len(t.nodes))
 	for i, nr := range t.nodes {
 		late := false
 		switch nr.Outcome {
