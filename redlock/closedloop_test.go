@@ -29,24 +29,14 @@ func TestClosedLoopNeverOverloaded(t *testing.T) {
 	cl := redistest.Start(t, 5, redistest.Options{})
 	for _, tc := range []struct {
 		name        string
-		opts        []redlock.NodeOption
+		nodeTimeout time.Duration // 0: NewNodes' default
 		anyErrFails bool
 	}{
-		{"default node timeout", nil, false},
-		{"calm node timeout", []redlock.NodeOption{redlock.WithNodeTimeout(calmTimeout)}, true},
+		{"default node timeout", 0, false},
+		{"calm node timeout", calmTimeout, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := redlock.NewNodes(cl.Addrs(), tc.opts...)
-			c, err := redlock.New(nodes)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			t.Cleanup(func() {
-				c.Close()
-				for _, n := range nodes {
-					n.Close()
-				}
-			})
+			c := newClient(t, cl.Addrs(), tc.nodeTimeout)
 			const workers, cycles = 256, 256 * 8
 			ctx := context.Background()
 			_, errs := closedLoop(workers, cycles, func(w, i int) error {
