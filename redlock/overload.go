@@ -31,7 +31,10 @@ import (
 //     start) goes up to what the node clients' connection pools carry in
 //     flight, the smallest pool size: the limit starts at initialLimit (or
 //     that, when smaller) and reaches it within a few round trips unless
-//     congestion shows first.
+//     congestion shows first. A Release's round counts among the attempts
+//     in flight without waiting for a place (see enterRelease), so that
+//     acquires and the releases that follow them do not together put twice
+//     the limit on the nodes.
 //   - Admission that waits (as Netflix's blocking limiter does). An attempt
 //     that finds the limit reached, or others already waiting, queues in
 //     arrival order without sending anything, and is admitted as soon as an
@@ -70,9 +73,14 @@ import (
 // the network or that process is the problem, as in a partition, a crash or
 // a frozen node), or when it has answered nothing at all, to any request of
 // this Client, for silentAfter (ten request timeouts, at least a second);
-// otherwise its timeout is congestion, for the limiter. A refused
-// connection or an error reply is down at once. A majority partition thus
-// reaches the breaker as fast as before, while a saturated node set, slow
+// otherwise its timeout is congestion, for the limiter. The prompt answer
+// does not count when the attempt had to queue for its place: a Client that
+// busy is saturated itself, its CPU serves some replies at once and others
+// only past the timeout, and a breaker opened on that failed every call at
+// once, which callers in a loop turned into a spin. A refused connection or
+// an error reply is down at once. A majority partition thus reaches the
+// breaker within a few attempts on a Client that is not queueing, and
+// within silentAfter on one that is, while a saturated node set, slow
 // everywhere, reaches the limiter; only one that answers nothing at all for
 // silentAfter reaches the breaker too, which is then the right call.
 
