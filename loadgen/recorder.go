@@ -299,6 +299,11 @@ type Recorder struct {
 	nodes     int
 	nodeRR    atomic.Uint32
 	collectMu sync.Mutex
+
+	// onNodeError is told each node's first error (see OnFirstNodeError);
+	// errSeen[i] is set once node i's has been told.
+	onNodeError func(node int, err error)
+	errSeen     []atomic.Bool
 }
 
 type recShard struct {
@@ -314,7 +319,7 @@ func NewRecorder(nodes, shards int) *Recorder {
 	if shards <= 0 {
 		shards = min(max(runtime.GOMAXPROCS(0), 2), 16)
 	}
-	r := &Recorder{shards: make([]recShard, shards), nodes: nodes}
+	r := &Recorder{shards: make([]recShard, shards), nodes: nodes, errSeen: make([]atomic.Bool, nodes)}
 	for i := range r.shards {
 		r.shards[i].cur = NewHistSet(nodes)
 		r.shards[i].spare = NewHistSet(nodes)
@@ -389,6 +394,24 @@ func (r *Recorder) RecordNodes(results []NodeResult) {
 		}
 	}
 	sh.mu.Unlock()
+}
+
+// OnFirstNodeError makes the recorder call f with each lock node's first
+// request error (node is the 0-based index), once per node however many
+// follow, so that a run against a node that is down says why at once, and
+// only once, rather than only counting errors. Set it before recording
+// starts.
+func (r *Recorder) OnFirstNodeError(f func(node int, err error)) { r.onNodeError = f }
+
+// RecordNodeError reports a failed request to a lock node: the first one
+// of each node goes to the OnFirstNodeError function.
+func (r *Recorder) RecordNodeError(node int, err error) {
+	if r.onNodeError == nil || err == nil || node < 0 || node >= len(r.errSeen) {
+		return
+	}
+	if r.errSeen[node].CompareAndSwap(false, true) {
+		r.onNodeError(node, err)
+	}
 }
 
 // Collect moves everything recorded since the last Collect into dst (which it

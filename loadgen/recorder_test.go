@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -149,5 +151,24 @@ func TestNodeTagsNumberFromOne(t *testing.T) {
 	}
 	if h.ByTag("node1") != h.Nodes[0] {
 		t.Error(`ByTag("node1") is not the first node's histogram`)
+	}
+}
+
+func TestRecorderFirstNodeError(t *testing.T) {
+	r := NewRecorder(3, 0)
+	r.RecordNodeError(0, errors.New("before any hook")) // no hook: ignored
+	var got []string
+	r.OnFirstNodeError(func(node int, err error) { got = append(got, fmt.Sprintf("%d:%v", node, err)) })
+	for _, e := range []struct {
+		node int
+		err  error
+	}{
+		{2, errors.New("refused")}, {2, errors.New("again")}, {0, errors.New("timeout")},
+		{0, nil}, {7, errors.New("no such node")}, {-1, errors.New("no such node")}, {0, errors.New("later")},
+	} {
+		r.RecordNodeError(e.node, e.err)
+	}
+	if want := []string{"2:refused", "0:timeout"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

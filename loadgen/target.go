@@ -184,6 +184,9 @@ func (o nodeObserver) Observe(e redlock.Event) {
 			continue
 		}
 		nr = append(nr, NodeResult{Node: n.Node, Outcome: NodeOutcome(n.Outcome - redlock.Granted), Latency: n.Latency})
+		if n.Err != nil {
+			o.rec.RecordNodeError(n.Node, n.Err)
+		}
 	}
 	o.rec.RecordNodes(nr)
 }

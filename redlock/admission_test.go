@@ -223,3 +223,59 @@ func TestMaxConcurrentAttemptsCloseWakesWaiters(t *testing.T) {
 		t.Errorf("Acquire after Close: got %v, want ErrClosed", err)
 	}
 }
+
+// TestOverloadedAcquireBacksOff fills the adaptive limit and calls Acquire
+// with a deadline too near for any round to finish after a wait: every
+// attempt finds no place in time. Acquire must back off through its
+// Backoff between such attempts rather than come straight back, and end,
+// when its context does, with an error that says both why (ErrOverloaded)
+// and when (the deadline), having sent nothing.
+func TestOverloadedAcquireBacksOff(t *testing.T) {
+	cl := redistest.Start(t, 3, redistest.Options{})
+	var (
+		mu       sync.Mutex
+		backoffs int
+		marked   int
+	)
+	backoff := func(int) (time.Duration, bool) {
+		mu.Lock()
+		backoffs++
+		mu.Unlock()
+		return time.Millisecond, true
+	}
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Overloaded {
+			mu.Lock()
+			marked++
+			mu.Unlock()
+		}
+	})
+	const nodeTimeout = time.Second
+	c := newClient(t, cl.Addrs(), nodeTimeout, redlock.WithBackoff(backoff), redlock.WithObserver(obs))
+	free := redlock.FillLimit(c)
+
+	ctx, cancel := context.WithTimeout(testCtx(t), nodeTimeout/2)
+	defer cancel()
+	_, err := c.Acquire(ctx, "adm-backoff", 10*time.Second)
+	if !errors.Is(err, redlock.ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want an error wrapping ErrOverloaded and context.DeadlineExceeded", err)
+	}
+	if ae := attemptError(t, err); ae.Attempts != 0 || !ae.Last.Overloaded {
+		t.Errorf("got %d attempts sent and last event overloaded=%v, want 0 and true", ae.Attempts, ae.Last.Overloaded)
+	}
+	mu.Lock()
+	if backoffs == 0 || marked < backoffs {
+		t.Errorf("got %d backoffs and %d overloaded attempts, want at least one backoff, each after an overloaded attempt", backoffs, marked)
+	}
+	mu.Unlock()
+
+	// Once places are free, the same call goes through.
+	free()
+	l, err := c.Acquire(testCtx(t), "adm-backoff", 10*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire with the limit free: %v", err)
+	}
+	if err := l.Release(testCtx(t)); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -332,4 +333,205 @@ func BenchmarkSlowNodeTail(b *testing.B) {
 	b.ReportMetric(o, "ours-p99-ns")
 	b.ReportMetric(f, "failfast-p99-ns")
 	b.ReportMetric(o/f, "p99-ratio")
+}
+
+// BenchmarkClosedLoop runs a worker pool in a closed loop, each worker
+// locking and unlocking one key after the other, on the five shared nodes:
+// 1, 16, 64 and 256 workers on keys of their own ("distinct-N"), and 64
+// workers sharing 8 hot keys ("hot8-64", where waiting for a held key is
+// part of the cycle). Implementations: the raw five-node fan-out floor
+// (SET NX PX on every node in parallel, then compare-and-delete on every
+// node; on contention it releases what it got and backs off as this
+// package does), this package, go-redsync with its defaults and with
+// WithFailFast(true). Every implementation runs on go-redis clients from
+// NewNodes with its default timeouts and a pool per node as large as the
+// worker pool (at least go-redis's default). b.N is the number of cycles
+// of all workers together. It reports successful cycles per second
+// ("locks/s"), the p50 and p99 of one whole lock+unlock as a worker waits
+// for it ("p50-ns", "p99-ns"), and the cycles that failed ("errors").
+// Pipe the output to `go run ./redlock/internal/benchtable`.
+func BenchmarkClosedLoop(b *testing.B) {
+	if len(sharedAddrs) < 5 {
+		b.Skip("no shared nodes")
+	}
+	for _, sc := range []struct {
+		name    string
+		workers int
+		hot     int // keys shared by all workers; 0: a fresh key per cycle
+	}{
+		{"distinct-1", 1, 0},
+		{"distinct-16", 16, 0},
+		{"distinct-64", 64, 0},
+		{"distinct-256", 256, 0},
+		{"hot8-64", 64, 8},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			for _, impl := range []struct {
+				name string
+				new  func(b *testing.B, nodes []*redis.Client) cycler
+			}{
+				{"fanout", newFanoutCycler},
+				{"redlock", newRedlockCycler},
+				{"redsync", func(b *testing.B, nodes []*redis.Client) cycler { return newRedsyncCycler(nodes) }},
+				{"redsync-failfast", func(b *testing.B, nodes []*redis.Client) cycler {
+					return newRedsyncCycler(nodes, redsync.WithFailFast(true))
+				}},
+			} {
+				b.Run(impl.name, func(b *testing.B) {
+					nodes := redlock.NewNodes(sharedAddrs[:5], redlock.WithPoolSize(max(sc.workers, 10*runtime.GOMAXPROCS(0))))
+					b.Cleanup(func() {
+						for _, n := range nodes {
+							n.Close()
+						}
+					})
+					benchClosedLoop(b, sc.workers, sc.hot, impl.new(b, nodes))
+				})
+			}
+		})
+	}
+}
+
+// cycler locks key, unlocks it, and says why when either failed.
+type cycler func(ctx context.Context, key string) error
+
+func benchClosedLoop(b *testing.B, workers, hot int, cycle cycler) {
+	ctx := context.Background()
+	var ks []string
+	if hot > 0 {
+		ks = keys(b, hot)
+	} else {
+		ks = keys(b, b.N)
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	lat, errs := closedLoop(workers, b.N, func(_, i int) error { return cycle(ctx, ks[i%len(ks)]) })
+	elapsed := time.Since(t0)
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "locks/s")
+	b.ReportMetric(float64(len(errs)), "errors")
+	if len(all) > 0 {
+		b.ReportMetric(quantile(all, 0.50), "p50-ns")
+		b.ReportMetric(quantile(all, 0.99), "p99-ns")
+	}
+	if len(errs) > 0 {
+		b.Logf("%d of %d cycles failed; first: %v", len(errs), b.N, errs[0])
+	}
+}
+
+// closedLoop runs n cycles on workers goroutines, each taking the next
+// cycle as soon as its last one ended, and returns, per worker, how long
+// each of its successful cycles took, and the errors of those that failed.
+func closedLoop(workers, n int, cycle func(worker, i int) error) ([][]time.Duration, []error) {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	lat := make([][]time.Duration, workers)
+	start := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := cycle(w, i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					continue
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return lat, errs
+}
+
+func newRedlockCycler(b *testing.B, nodes []*redis.Client) cycler {
+	c, err := redlock.New(nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return func(ctx context.Context, key string) error {
+		l, err := c.Acquire(ctx, key, benchTTL)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}
+}
+
+func newRedsyncCycler(nodes []*redis.Client, opts ...redsync.Option) cycler {
+	var pools []redsyncredis.Pool
+	for _, n := range nodes {
+		pools = append(pools, goredis.NewPool(n))
+	}
+	rs := redsync.New(pools...)
+	return func(ctx context.Context, key string) error {
+		m := rs.NewMutex(key, opts...)
+		if err := m.LockContext(ctx); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if ok, err := m.UnlockContext(ctx); !ok {
+			return fmt.Errorf("unlock: %v", err)
+		}
+		return nil
+	}
+}
+
+// newFanoutCycler is the least a Redlock over the nodes must do: one SET NX
+// PX to every node in parallel, waiting for all of them, then one
+// compare-and-delete to every node, in parallel (a SET that timed out on
+// the client may have landed). Without a quorum it releases the same way
+// and retries after DefaultBackoff.
+func newFanoutCycler(b *testing.B, nodes []*redis.Client) cycler {
+	quorum := len(nodes)/2 + 1
+	var seq atomic.Int64
+	prefix := fmt.Sprintf("fanout-%d-", time.Now().UnixNano())
+	parallel := func(f func(i int)) {
+		var wg sync.WaitGroup
+		for i := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f(i)
+			}()
+		}
+		wg.Wait()
+	}
+	return func(ctx context.Context, key string) error {
+		token := prefix + strconv.FormatInt(seq.Add(1), 10)
+		keys := []string{key}
+		for n := 1; ; n++ {
+			var votes atomic.Int32
+			parallel(func(i int) {
+				if ok, err := nodes[i].SetNX(ctx, key, token, benchTTL).Result(); err == nil && ok {
+					votes.Add(1)
+				}
+			})
+			parallel(func(i int) { floorRelease.Run(ctx, nodes[i], keys, token) })
+			if int(votes.Load()) >= quorum {
+				return nil
+			}
+			if n == 100 {
+				return fmt.Errorf("fanout: %q: no quorum after %d tries", key, n)
+			}
+			wait, _ := redlock.DefaultBackoff(n)
+			time.Sleep(wait)
+		}
+	}
 }

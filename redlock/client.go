@@ -29,16 +29,11 @@ type Client struct {
 	// node i (releaseRetryConcurrency).
 	retrySlots []chan struct{}
 
-	// slots is the fixed admission semaphore of acquire attempts
-	// (WithMaxConcurrentAttempts; nil otherwise); an attempt holds a slot
-	// from admission until its round is decided. waiting counts callers
-	// blocked on it. limit is the adaptive bound instead (nil when fixed or
-	// switched off), budget the retry budget (nil when off); see
-	// overload.go.
-	slots   chan struct{}
-	waiting atomic.Int32
-	limit   *limiter
-	budget  *retryBudget
+	// limit bounds the acquire attempts in flight: adaptive, fixed
+	// (WithMaxConcurrentAttempts) or nil when switched off; budget is the
+	// retry budget (nil when off). See overload.go.
+	limit  *limiter
+	budget *retryBudget
 
 	// heard[i] is when node i last answered anything (since epoch);
 	// a node silent for silentAfter counts as down, not as slow.
@@ -79,9 +74,9 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 	}
 	switch {
 	case c.cfg.maxConcurrent > 0:
-		c.slots = make(chan struct{}, c.cfg.maxConcurrent)
+		c.limit = newLimiter(c.cfg.maxConcurrent, true)
 	case !c.cfg.overloadOff:
-		c.limit = newLimiter()
+		c.limit = newLimiter(poolLimit(nodes), false)
 	}
 	if !c.cfg.overloadOff {
 		c.budget = newRetryBudget(c.cfg.retryRatio, c.cfg.retryBurst)
@@ -194,7 +189,7 @@ func (c *Client) reject(key string, ttl time.Duration, n int, state BreakerState
 // within the request timeout; err wraps ErrUnavailable when fewer than a
 // quorum did, or the context's error.
 func (c *Client) Ping(ctx context.Context) (up int, err error) {
-	r, err := c.fanout(ctx, c.timeout, func(ctx context.Context, node *redis.Client, _ int) answer {
+	r, err := c.fanout(context.WithoutCancel(ctx), c.timeout, func(ctx context.Context, node *redis.Client, _ int) answer {
 		if err := node.Ping(ctx).Err(); err != nil {
 			return answer{err: err}
 		}

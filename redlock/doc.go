@@ -66,8 +66,12 @@
 //     rounds show congestion (a request timeout on a node that is alive, no
 //     pooled connection in time, a decision slower than half the request
 //     timeout) and regrown by successes. An attempt that finds the limit
-//     reached fails at once, without sending anything, with ErrOverloaded;
-//     its Event is marked Overloaded and carries the Limit.
+//     reached waits in line, without sending anything, for an attempt in
+//     flight to be decided; only when no place comes before its round could
+//     no longer finish within the caller's context (or the TTL, for a
+//     context without deadline) does it fail with ErrOverloaded, its Event
+//     marked Overloaded with the Limit. A closed loop of callers is thus
+//     slowed to the nodes' pace, never turned away.
 //   - a retry budget: retries of attempts that failed for want of nodes
 //     never exceed DefaultRetryBurst plus DefaultRetryRatio of the first
 //     attempts (retries after ErrContended are not counted).
@@ -107,5 +111,6 @@
 // the context ended the call, so both errors.Is(err, ErrContended) and
 // errors.Is(err, context.DeadlineExceeded) work. An acquire that the circuit
 // breaker stopped wraps ErrCircuitOpen, which itself wraps ErrUnavailable;
-// one that the concurrency limit turned away wraps ErrOverloaded.
+// one that found no place under the concurrency limit in time wraps
+// ErrOverloaded.
 package redlock

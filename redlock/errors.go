@@ -30,10 +30,12 @@ var (
 	// for a quorum (see WithCircuitBreaker). It wraps ErrUnavailable, so
 	// errors.Is(err, ErrUnavailable) holds too.
 	ErrCircuitOpen error = circuitOpenError{}
-	// ErrOverloaded means the Client turned the acquire attempt away
-	// without sending it: its adaptive limit on attempts in flight was
-	// reached, because the nodes had been answering too slowly for the
-	// load (see WithOverloadControl). Shed the request, or retry later.
+	// ErrOverloaded means the Client gave up on the acquire attempt
+	// without sending it: it waited for a place under the adaptive limit
+	// on attempts in flight, and none came while its round could still
+	// finish within the caller's context, because the nodes had been
+	// answering too slowly for the load (see WithOverloadControl). Shed
+	// the request, or retry later.
 	ErrOverloaded = errors.New("redlock: too many acquire attempts in flight for the nodes' pace (overloaded)")
 )
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,4 +398,61 @@ func TestExtendRestoresLostKey(t *testing.T) {
 	eventually(t, 5*time.Second, "restored key released", func() bool {
 		return keysLeft(t, ctx, plain[:2], []string{"restore"}) == 0
 	})
+}
+
+// TestCircuitBreakerOpensOnBusyClient freezes three of five nodes (SIGSTOP:
+// connections are accepted, nothing is answered) under a worker pool wider
+// than the adaptive limit, already running, so that attempts queue for
+// their places. A busy Client does not take a late node beside a prompt
+// one for a node that is down (its own CPU could be the cause), but
+// silence still is: the breaker must open, and calls must then fail with
+// ErrCircuitOpen. No timing is asserted beyond the test's own bound.
+func TestCircuitBreakerOpensOnBusyClient(t *testing.T) {
+	cl := redistest.Start(t, 5, redistest.Options{})
+	ctx := testCtx(t)
+	var opened atomic.Bool
+	obs := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Op == redlock.OpAcquire && e.BreakerChanged && e.Breaker == redlock.BreakerOpen {
+			opened.Store(true)
+		}
+	})
+	c := newClient(t, cl.Addrs(), 0, redlock.WithObserver(obs))
+	const workers = 128
+	var (
+		wg               sync.WaitGroup
+		granted          atomic.Int64
+		circuitErr, stop atomic.Bool
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil && !stop.Load(); i++ {
+				actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				l, err := c.Acquire(actx, fmt.Sprintf("busy-%d-%d", w, i), 10*time.Second)
+				cancel()
+				switch {
+				case err == nil:
+					granted.Add(1)
+					l.Release(ctx)
+				case errors.Is(err, redlock.ErrCircuitOpen):
+					circuitErr.Store(true)
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		stop.Store(true)
+		wg.Wait()
+	})
+	// The pool is busy (and the queue formed) before the nodes freeze.
+	eventually(t, 10*time.Second, "locks granted by the busy pool", func() bool { return granted.Load() >= 2*workers })
+	for _, n := range cl.Nodes[2:] {
+		n.Pause()
+		t.Cleanup(n.Resume)
+	}
+	eventually(t, 15*time.Second, "a call failing with ErrCircuitOpen", circuitErr.Load)
+	if !opened.Load() {
+		t.Error("calls failed with ErrCircuitOpen, but no attempt reported opening the breaker")
+	}
 }

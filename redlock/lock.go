@@ -127,11 +127,12 @@ func checkArgs(key string, ttl time.Duration) error {
 // explicit choice (give a context with a deadline).
 //
 // It stops early when the circuit breaker is open (see WithCircuitBreaker):
-// the error then wraps ErrCircuitOpen and ErrUnavailable; when the
-// Client's concurrency limit turns an attempt away (the error wraps
-// ErrOverloaded); and when a retry after an attempt that found too few
-// nodes would exceed the retry budget (the error is that attempt's). See
-// WithOverloadControl.
+// the error then wraps ErrCircuitOpen and ErrUnavailable; and when a retry
+// after an attempt that found too few nodes would exceed the retry budget
+// (the error is that attempt's). An attempt over the Client's concurrency
+// limit waits for a place; one that found none in time (ErrOverloaded) is
+// retried after the Backoff while the context lasts, and a call that ends so
+// wraps ErrOverloaded. See WithOverloadControl.
 //
 // ttl is used in whole milliseconds. The returned Lock's Validity is what is
 // left of ttl after the attempt and the drift allowance.
@@ -154,50 +155,62 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, sta
 	var (
 		last     Event
 		sentinel error // the last completed attempt's reason
+		sent     int   // attempts sent to the nodes
 		timer    *time.Timer
 	)
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
-			return nil, newAttemptError(n-1, last, sentinel, err)
+			return nil, newAttemptError(sent, last, sentinel, err)
 		}
-		l, ev, err := c.try(ctx, key, ttl, n, start)
+		l, ev, err := c.try(ctx, key, ttl, n, sent == 0)
 		if err == nil {
-			l.attempts, l.acquireTime = n, time.Since(start)
+			l.attempts, l.acquireTime = sent+1, time.Since(start)
 			return l, nil
 		}
 		switch {
 		case errors.Is(err, ErrClosed) || ev.Op == 0:
 			return nil, err
-		case ev.Rejected || ev.Overloaded || len(ev.Nodes) == 0:
-			// Refused before anything was sent (breaker, limiter, or
-			// the context while waiting for a slot).
+		case ev.Overloaded:
+			// Not admitted before its deadline drew near: whatever
+			// time is left goes to backing off and trying again, not
+			// to coming straight back.
 			if last.Op == 0 {
 				last = ev
 			}
-			return nil, newAttemptError(n-1, last, sentinel, err)
-		}
-		last = ev
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, newAttemptError(n, last, sentinel, ctxErr)
-		}
-		sentinel = err
-		if ev.Breaker == BreakerOpen || ev.Breaker == BreakerHalfOpen {
-			// The quorum is unreachable (this attempt opened the breaker,
-			// or another caller's probe is out): a retry would be refused.
-			return nil, newAttemptError(n, last, sentinel, ErrCircuitOpen)
+			sentinel = err
+		case ev.Rejected || len(ev.Nodes) == 0:
+			// Refused before anything was sent (the breaker, or the
+			// context while waiting for a place).
+			if last.Op == 0 {
+				last = ev
+			}
+			return nil, newAttemptError(sent, last, sentinel, err)
+		default:
+			sent++
+			last = ev
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return nil, newAttemptError(sent, last, sentinel, ctxErr)
+			}
+			sentinel = err
+			if ev.Breaker == BreakerOpen || ev.Breaker == BreakerHalfOpen {
+				// The quorum is unreachable (this attempt opened the
+				// breaker, or another caller's probe is out): a retry
+				// would be refused.
+				return nil, newAttemptError(sent, last, sentinel, ErrCircuitOpen)
+			}
 		}
 		if c.cfg.maxAttempts > 0 && n >= c.cfg.maxAttempts {
-			return nil, newAttemptError(n, last, sentinel)
+			return nil, newAttemptError(sent, last, sentinel)
 		}
-		if c.budget != nil && !errors.Is(err, ErrContended) && !c.budget.withdraw() {
+		if !ev.Overloaded && c.budget != nil && !errors.Is(err, ErrContended) && !c.budget.withdraw() {
 			// Retrying a failure that comes from the nodes, not from
-			// another holder, is what feeds an overload: only a share of
-			// first attempts may be retried.
-			return nil, newAttemptError(n, last, sentinel)
+			// another holder, is what feeds an overload: only a share
+			// of first attempts may be retried.
+			return nil, newAttemptError(sent, last, sentinel)
 		}
 		wait, ok := c.cfg.backoff(n)
 		if !ok {
-			return nil, newAttemptError(n, last, sentinel)
+			return nil, newAttemptError(sent, last, sentinel)
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -208,15 +221,16 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, sta
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, newAttemptError(n, last, sentinel, ctx.Err())
+			return nil, newAttemptError(sent, last, sentinel, ctx.Err())
 		}
 	}
 }
 
 // TryAcquire makes exactly one attempt to take the lock on key for ttl, or
 // none when the circuit breaker refuses it (the error then wraps
-// ErrCircuitOpen and ErrUnavailable) or the concurrency limit turns it away
-// (the error wraps ErrOverloaded).
+// ErrCircuitOpen and ErrUnavailable) or no place under the concurrency limit
+// comes in time (the error wraps ErrOverloaded; it waits for one as Acquire
+// does, see WithOverloadControl).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := checkArgs(key, ttl); err != nil {
 		return nil, err
@@ -228,7 +242,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 }
 
 func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
-	l, ev, err := c.try(ctx, key, ttl, 1, start)
+	l, ev, err := c.try(ctx, key, ttl, 1, true)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrClosed) || ev.Op == 0:
@@ -242,17 +256,19 @@ func (c *Client) tryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	return l, nil
 }
 
-// try is attempt n of a call that started at start: through the breaker and
-// the concurrency bound, then one Redlock round. When nothing was sent, the
-// Event has no Nodes (Rejected by the breaker, Overloaded by the limiter,
-// or a context that ended while waiting for a slot); an Event with Op 0
-// means the call cannot go on (closed client, token failure).
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration, n int, start time.Time) (*Lock, Event, error) {
+// try is attempt n of a call, first when none of the call's attempts has
+// been sent yet: through the breaker and the concurrency bound, then one
+// Redlock round. When nothing was sent, the Event has no Nodes (Rejected by
+// the breaker, Overloaded when no place in the limit came in time, or a
+// context that ended while waiting for one); an Event with Op 0 means the
+// call cannot go on (closed client, token failure).
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, n int, first bool) (*Lock, Event, error) {
 	p, state := c.gate()
 	if p == passRejected {
 		return nil, c.reject(key, ttl, n, state), ErrCircuitOpen
 	}
-	adm, err := c.admit(ctx)
+	waitStart := time.Now()
+	adm, err := c.admit(ctx, ttl)
 	if err != nil {
 		state, _ := c.passed(p, quorumUnknown, nil)
 		switch {
@@ -261,9 +277,9 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, n int, 
 		case errors.Is(err, ErrOverloaded):
 			return nil, c.overloaded(key, ttl, n, adm.limit, state), err
 		}
-		return nil, Event{Op: OpAcquire, Key: key, Attempt: n, Quorum: c.quorum, TTL: ttl, Start: start, Limit: adm.limit}, err
+		return nil, Event{Op: OpAcquire, Key: key, Attempt: n, Quorum: c.quorum, TTL: ttl, Start: waitStart, Limit: adm.limit}, err
 	}
-	if n == 1 && c.budget != nil {
+	if first && c.budget != nil {
 		c.budget.deposit()
 	}
 	return c.attempt(ctx, key, ttl, n, p, adm)
@@ -289,8 +305,10 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
+	// Boxed once for every node's command, not once per node.
+	keyArg, tokenArg, msArg := any(key), any(token), any(ms)
 	set := func(ctx context.Context, node *redis.Client, _ int) answer {
-		cmd := redis.NewBoolCmd(ctx, "set", key, token, "px", ms, "nx")
+		cmd := redis.NewBoolCmd(ctx, "set", keyArg, tokenArg, "px", msArg, "nx")
 		if err := node.Process(ctx, cmd); err != nil {
 			return answer{err: err}
 		}
@@ -315,7 +333,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 		}
 		c.settle(base, i, key, token, c.releaseOnce(base, i, key, token), unsure, until)
 	}
-	r, err := c.fanout(ctx, min(c.timeout, ttl), set, cleanup)
+	r, err := c.fanout(base, min(c.timeout, ttl), set, cleanup)
 	if err != nil {
 		return nil, Event{}, err
 	}
@@ -328,7 +346,8 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	ev.TTL = ttl
 	ev.Probe = p == passProbe
 	ev.Limit = adm.limit
-	sig, h, counted := c.assess(t, err, ev.Elapsed)
+	var buf [8]NodeResult
+	sig, h, counted := c.assess(t, err, ev.Elapsed, adm.queued, buf[:0])
 	ev.Breaker, ev.BreakerChanged = c.passed(p, h, counted)
 	reported = true
 	// Decided: the place goes to the next attempt; late nodes and the
@@ -372,6 +391,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	expired := l.Validity() <= 0
 	keys := []string{l.key}
+	args := []any{l.token} // shared: go-redis copies a script's arguments
 	base := context.WithoutCancel(ctx)
 	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := releaseScript.Run
@@ -386,7 +406,7 @@ func (l *Lock) Release(ctx context.Context) error {
 			defer cancel()
 			run = releaseScript.Eval
 		}
-		return releaseAnswer(run(ctx, node, keys, l.token).Int64())
+		return releaseAnswer(run(ctx, node, keys, args...).Int64())
 	}
 	// Runs on each node's goroutine once Release has decided (a late node's
 	// SET has returned by then: del waited for it).
@@ -395,12 +415,15 @@ func (l *Lock) Release(ctx context.Context) error {
 			c.settle(base, i, l.key, l.token, a, unsure, time.Duration(l.expiry.Load()))
 		}
 	}
-	r, err := c.fanout(ctx, c.timeout, del, after)
+	at := c.enterRelease()
+	r, err := c.fanout(base, c.timeout, del, after)
 	if err != nil {
+		c.leaveRelease(at, 0)
 		return err
 	}
 	t := r.collect(ctx, c.quorum, true)
 	r.decide(true)
+	c.leaveRelease(at, time.Since(r.start))
 	if t.yes < c.quorum {
 		err = c.verdict(t, ErrNotHeld)
 	}
@@ -443,8 +466,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
 	keys := []string{l.key}
+	args := []any{l.token, ms}
 	pexpire := func(ctx context.Context, node *redis.Client, _ int) answer {
-		v, err := extendScript.Run(ctx, node, keys, l.token, ms).Int64()
+		v, err := extendScript.Run(ctx, node, keys, args...).Int64()
 		switch {
 		case err != nil:
 			return answer{err: err}
@@ -456,7 +480,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return answer{outcome: Taken}
 	}
 	until := time.Since(epoch) + ttl + c.cfg.drift(ttl)
-	r, err := c.fanout(ctx, min(c.timeout, ttl), pexpire, nil)
+	r, err := c.fanout(context.WithoutCancel(ctx), min(c.timeout, ttl), pexpire, nil)
 	if err != nil {
 		return err
 	}

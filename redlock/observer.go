@@ -199,9 +199,9 @@ type Event struct {
 	// through to find out whether a quorum answers again.
 	Probe bool
 
-	// Overloaded reports that the Client's concurrency limit turned the
-	// attempt away (see WithOverloadControl): nothing was sent, Nodes is
-	// empty and Err is ErrOverloaded.
+	// Overloaded reports that the attempt found no place under the
+	// Client's concurrency limit in time (see WithOverloadControl):
+	// nothing was sent, Nodes is empty and Err is ErrOverloaded.
 	Overloaded bool
 	// Limit is, for acquire attempts, the Client's bound on attempts in
 	// flight that this one was admitted under or turned away by: the

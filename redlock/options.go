@@ -175,13 +175,14 @@ func WithRequestTimeout(d time.Duration) Option {
 
 // WithMaxConcurrentAttempts replaces the adaptive limit on concurrent
 // acquire attempts (of Acquire, TryAcquire and Do; see WithOverloadControl)
-// by a fixed bound of n; n <= 0 keeps the adaptive limit (the default). Where
-// the adaptive limit turns an attempt away at once, a fixed bound makes it
-// wait for a free slot before it sends anything; the request timeout of its
-// nodes starts only once it is admitted. A caller waits for a slot on its own
-// context: when the context ends first the call fails with an error that
-// wraps the context's error (errors.Is holds), and Close makes waiters fail
-// with ErrClosed. A slot is freed as soon as the attempt's round is decided,
+// by a fixed bound of n; n <= 0 keeps the adaptive limit (the default). An
+// attempt over the bound waits in line for a free slot before it sends
+// anything; the request timeout of its nodes starts only once it is
+// admitted. Where a waiter under the adaptive limit gives up with
+// ErrOverloaded once its round could no longer finish in time, a waiter for
+// a fixed slot waits for as long as its own context lasts: when the context
+// ends first the call fails with an error that wraps the context's error
+// (errors.Is holds), and Close makes waiters fail with ErrClosed. A slot is freed as soon as the attempt's round is decided,
 // not when the background cleanup of its slow nodes ends. Release and Extend
 // are never bounded. It applies even with WithOverloadControl(false).
 func WithMaxConcurrentAttempts(n int) Option {
@@ -190,7 +191,8 @@ func WithMaxConcurrentAttempts(n int) Option {
 
 // WithOverloadControl switches the Client's overload control on (the
 // default) or off: the adaptive limit on concurrent acquire attempts, which
-// turns attempts away with ErrOverloaded once the nodes show congestion, and
+// makes attempts wait for a place once the nodes show congestion (and fail
+// with ErrOverloaded when none comes in time; see overload.go), and
 // the retry budget, which bounds the retries of attempts that found too few
 // nodes (see the package documentation, "Overload"). Switch it off to
 // measure what a deployment does without it; past the nodes' capacity, an

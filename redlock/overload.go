@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"sync"
@@ -14,7 +15,7 @@ import (
 // metastable: requests queue on the nodes, attempts time out, every timeout
 // is retried and leaves a cleanup release behind, and the extra requests
 // make the next attempts time out too. Goodput falls to a fraction of what
-// the nodes can do and does not come back while the load stays on. Two
+// the nodes can do and does not come back while the load stays on. Three
 // mechanisms break the loop, after the SRE book's client-side throttling,
 // Netflix's concurrency-limits and gRPC's retry throttling:
 //
@@ -24,12 +25,34 @@ import (
 //     vain, or took longer than half the request timeout to decide signals
 //     congestion and halves the limit (once per round trip: attempts
 //     admitted before the last cut do not cut again). A round decided in
-//     time raises it: by one per success back up to the initial limit, and
-//     above it by one per limit's worth of successes while the attempts in
-//     flight use at least half of it. An attempt that finds the limit
-//     reached is turned away at once, without sending anything: it fails
-//     with ErrOverloaded, its Event is marked Overloaded. Shedding at the
-//     client is cheap; queueing on the nodes is what turns into timeouts.
+//     time raises it: by one per success back up to the starting limit,
+//     and above it by one per limit's worth of successes while the attempts
+//     in flight use at least half of it. The fast growth (TCP's slow
+//     start) goes up to what the node clients' connection pools carry in
+//     flight, the smallest pool size: the limit starts at initialLimit (or
+//     that, when smaller) and reaches it within a few round trips unless
+//     congestion shows first. A Release's round counts among the attempts
+//     in flight without waiting for a place (see enterRelease), so that
+//     acquires and the releases that follow them do not together put twice
+//     the limit on the nodes.
+//   - Admission that waits (as Netflix's blocking limiter does). An attempt
+//     that finds the limit reached, or others already waiting, queues in
+//     arrival order without sending anything, and is admitted as soon as an
+//     attempt in flight is decided and the limit has room. It waits for as
+//     long as its round could still finish before the caller's context
+//     ends: until the context's deadline (or, without one, ttl from the
+//     start of the wait) less the request timeout. Only then does it fail
+//     with ErrOverloaded, its Event marked Overloaded, and Acquire backs off
+//     (the Client's Backoff) before it tries again while its context lasts.
+//     So a closed loop of callers, however many, is slowed to the pace the
+//     nodes keep and never turned away: while the nodes keep up, a healthy
+//     Client never fails an attempt with ErrOverloaded. An open-loop load
+//     past capacity queues instead of reaching the nodes, and the calls
+//     that cannot be served before their deadlines fail at the client;
+//     queueing at the client is cheap, queueing on the nodes is what turns
+//     into timeouts, retries and cleanups. A caller that spins on
+//     ErrOverloaded cannot starve the nodes either: it spins only once its
+//     own deadline is that close, and then through the Backoff.
 //   - A retry budget: Acquire retries an attempt that failed for want of
 //     nodes (ErrUnavailable, ErrValidityExhausted) only while the budget
 //     has a token. Every call's first attempt adds DefaultRetryRatio of a
@@ -50,9 +73,14 @@ import (
 // the network or that process is the problem, as in a partition, a crash or
 // a frozen node), or when it has answered nothing at all, to any request of
 // this Client, for silentAfter (ten request timeouts, at least a second);
-// otherwise its timeout is congestion, for the limiter. A refused
-// connection or an error reply is down at once. A majority partition thus
-// reaches the breaker as fast as before, while a saturated node set, slow
+// otherwise its timeout is congestion, for the limiter. The prompt answer
+// does not count when the attempt had to queue for its place: a Client that
+// busy is saturated itself, its CPU serves some replies at once and others
+// only past the timeout, and a breaker opened on that failed every call at
+// once, which callers in a loop turned into a spin. A refused connection or
+// an error reply is down at once. A majority partition thus reaches the
+// breaker within a few attempts on a Client that is not queueing, and
+// within silentAfter on one that is, while a saturated node set, slow
 // everywhere, reaches the limiter; only one that answers nothing at all for
 // silentAfter reaches the breaker too, which is then the right call.
 
@@ -66,21 +94,38 @@ const (
 	// while, can retry this many failed attempts in a row.
 	DefaultRetryBurst = 10
 
-	// initialLimit is the adaptive limit a Client starts with and regrows
-	// to quickly after a cut: far above the attempts in flight of a
-	// healthy deployment (an attempt takes a round trip; 32 in flight is
-	// tens of thousands of attempts per second on a LAN), so a healthy
-	// Client never turns one away.
+	// initialLimit is where the adaptive limit starts (the pools' capacity
+	// when smaller, see poolLimit), as TCP's initial window: from there it
+	// grows by one per success, doubling every round trip, up to what the
+	// pools carry. Starting at the pools' capacity itself sends a burst of
+	// that many attempts, every one needing a new connection, before any
+	// round could show congestion; on two cores, 256 of them at once time
+	// out on the dials alone.
 	initialLimit = 32
 	minLimit     = 1
 	maxLimit     = 4096
 	// cutRatio is the multiplicative decrease.
 	cutRatio = 0.5
 	// regrowAfter is how long after the last cut the limit may grow back
-	// to initialLimit quickly again (by one per success rather than one
+	// to where it started quickly again (by one per success rather than one
 	// per limit's worth): the overload that caused the cut has passed.
 	regrowAfter = time.Second
 )
+
+// poolLimit is how many acquire attempts the node clients' connection
+// pools carry in flight at once: each attempt takes one connection per
+// node, so the smallest pool size. The adaptive limit grows to it fast; an
+// attempt admitted past it would only wait inside go-redis for a
+// connection, where its wait is short (PoolTimeout) and counts against it.
+func poolLimit(nodes []*redis.Client) int {
+	pool := 0
+	for i, n := range nodes {
+		if p := n.Options().PoolSize; i == 0 || p < pool {
+			pool = p
+		}
+	}
+	return pool
+}
 
 // signal is what a decided acquire round says about the nodes' load.
 type signal uint8
@@ -91,38 +136,138 @@ const (
 	signalCongested               // timeouts on live nodes, pool waits, or a slow decision
 )
 
-// limiter is the adaptive bound on acquire attempts in flight.
+// limiter bounds the acquire attempts in flight, adaptively (AIMD) or at a
+// fixed number (WithMaxConcurrentAttempts), and queues the attempts over the
+// bound in arrival order until a place is free.
 type limiter struct {
 	mu       sync.Mutex
+	fixed    bool    // the limit never moves: signals change nothing
+	ceiling  float64 // what the limit grows to fast (slow start), and regrows to after a cut
 	limit    float64
 	ssthresh float64 // below it, the limit grows by one per success
 	inflight int
 	lastCut  time.Time
+	queue    list.List // of *waiter, oldest first
 }
 
-func newLimiter() *limiter {
-	return &limiter{limit: initialLimit, ssthresh: initialLimit}
+// waiter is an attempt queued for a place.
+type waiter struct {
+	ready    chan struct{} // closed once admitted
+	admitted bool          // under the limiter's mu
+	limit    int           // the limit it was admitted under
 }
 
-// acquire admits an attempt when fewer than the limit are in flight, and
-// returns the limit it was judged against.
-func (l *limiter) acquire() (ok bool, limit int) {
+// newLimiter returns a limiter of n attempts in flight when fixed is set;
+// otherwise an adaptive one that starts at initialLimit (n when smaller)
+// and grows by one per success up to n unless congestion shows first.
+func newLimiter(n int, fixed bool) *limiter {
+	ceiling := float64(max(n, minLimit))
+	l := &limiter{fixed: fixed, ceiling: ceiling, limit: ceiling, ssthresh: ceiling}
+	if !fixed {
+		l.limit = min(ceiling, initialLimit)
+	}
+	return l
+}
+
+// tryAcquire admits an attempt when fewer than the limit are in flight and
+// none is queued before it, and returns the limit it was judged against.
+func (l *limiter) tryAcquire() (ok bool, limit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.admitNow()
+}
+
+func (l *limiter) admitNow() (bool, int) {
 	lim := int(l.limit)
-	if l.inflight >= lim {
+	if l.queue.Len() > 0 || l.inflight >= lim {
 		return false, lim
 	}
 	l.inflight++
 	return true, lim
 }
 
-// release ends an attempt admitted at start, with what its round signalled.
+// acquire admits an attempt as tryAcquire does, or else queues it behind
+// the attempts already waiting until a place is free for it. It gives up
+// with ErrOverloaded once until has passed (the zero time: never), with
+// ctx's error when ctx ends first, and with ErrClosed when done is closed.
+// It returns the limit it was judged against, and whether it had to queue.
+func (l *limiter) acquire(ctx context.Context, until time.Time, done <-chan struct{}) (limit int, queued bool, err error) {
+	l.mu.Lock()
+	if ok, lim := l.admitNow(); ok {
+		l.mu.Unlock()
+		return lim, false, nil
+	}
+	var expired <-chan time.Time
+	if !until.IsZero() {
+		wait := time.Until(until)
+		if wait <= 0 {
+			lim := int(l.limit)
+			l.mu.Unlock()
+			return lim, true, ErrOverloaded
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		expired = t.C
+	}
+	w := &waiter{ready: make(chan struct{})}
+	e := l.queue.PushBack(w)
+	l.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return w.limit, true, nil
+	case <-expired:
+		err = ErrOverloaded
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-done:
+		err = ErrClosed
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case !w.admitted:
+		l.queue.Remove(e)
+		return int(l.limit), true, err
+	case errors.Is(err, ErrOverloaded):
+		// Admitted as the wait ran out: the place is still worth using.
+		return w.limit, true, nil
+	}
+	// Admitted as the caller's context ended or the Client closed: the
+	// place goes to the next in line.
+	l.inflight--
+	l.handOff()
+	return w.limit, true, err
+}
+
+// enter counts work in flight that does not wait for a place.
+func (l *limiter) enter() {
+	l.mu.Lock()
+	l.inflight++
+	l.mu.Unlock()
+}
+
+// handOff admits queued attempts, oldest first, while the limit has room.
+func (l *limiter) handOff() {
+	for l.queue.Len() > 0 && l.inflight < int(l.limit) {
+		w := l.queue.Remove(l.queue.Front()).(*waiter)
+		l.inflight++
+		w.admitted, w.limit = true, int(l.limit)
+		close(w.ready)
+	}
+}
+
+// release ends an attempt admitted at start, with what its round signalled,
+// and admits the attempts queued behind it that the limit now has room for.
 func (l *limiter) release(start time.Time, sig signal, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	used := l.inflight
 	l.inflight--
+	defer l.handOff()
+	if l.fixed {
+		return
+	}
 	switch sig {
 	case signalCongested:
 		if start.After(l.lastCut) {
@@ -132,7 +277,7 @@ func (l *limiter) release(start time.Time, sig signal, now time.Time) {
 		}
 	case signalOK:
 		if now.Sub(l.lastCut) > regrowAfter {
-			l.ssthresh = max(l.ssthresh, initialLimit)
+			l.ssthresh = max(l.ssthresh, l.ceiling)
 		}
 		switch {
 		case l.limit < l.ssthresh:
@@ -151,6 +296,13 @@ func (l *limiter) current() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int(l.limit)
+}
+
+// waiting returns how many attempts are queued.
+func (l *limiter) waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queue.Len()
 }
 
 // retryBudget bounds the retries of attempts that failed for want of nodes
@@ -186,48 +338,39 @@ func (b *retryBudget) withdraw() bool {
 
 // admission is an acquire attempt's place in the concurrency bound.
 type admission struct {
-	at    time.Time
-	limit int  // the limit it was judged against; 0: no bound
-	held  bool // a slot or a place in the limiter is held
+	at    time.Time // when it was admitted
+	limit int       // the limit it was judged against; 0: no bound
+	held  bool      // a place in the limiter is held
+	// queued: the limit was full when the attempt came, so the Client is
+	// as busy as the limit lets it be (see assess).
+	queued bool
 }
 
-// admit takes a place for an acquire attempt: a slot of the fixed bound
-// (WithMaxConcurrentAttempts), waiting for one on ctx, or a place under the
-// adaptive limit, which never waits: ErrOverloaded when it is reached. It
-// returns ctx's error when the context ends first, or ErrClosed when the
-// Client is closed while waiting. A held admission must be given back with
-// leave once its round is decided.
-func (c *Client) admit(ctx context.Context) (admission, error) {
-	adm := admission{at: time.Now()}
-	switch {
-	case c.slots != nil:
-		adm.limit = cap(c.slots)
-		select {
-		case c.slots <- struct{}{}:
-			adm.held = true
-			return adm, nil
-		default:
-		}
-		c.waiting.Add(1)
-		defer c.waiting.Add(-1)
-		select {
-		case c.slots <- struct{}{}:
-			adm.held, adm.at = true, time.Now()
-			return adm, nil
-		case <-ctx.Done():
-			return adm, ctx.Err()
-		case <-c.done:
-			return adm, ErrClosed
-		}
-	case c.limit != nil:
-		var ok bool
-		ok, adm.limit = c.limit.acquire()
-		if !ok {
-			return adm, ErrOverloaded
-		}
-		adm.held = true
+// admit takes a place in the limiter for an acquire attempt of ttl, waiting
+// in line for one when the limit is reached. Under the fixed bound
+// (WithMaxConcurrentAttempts) it waits for as long as ctx lasts; under the
+// adaptive limit it waits until the attempt could no longer finish its round
+// before ctx's deadline (or, for a context without one, ttl from now) and
+// then fails with ErrOverloaded. It returns ctx's error when the context
+// ends first, or ErrClosed when the Client is closed while waiting. A held
+// admission must be given back with leave once its round is decided.
+func (c *Client) admit(ctx context.Context, ttl time.Duration) (admission, error) {
+	if c.limit == nil {
+		return admission{at: time.Now()}, nil
 	}
-	return adm, nil
+	var until time.Time
+	if !c.limit.fixed {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(ttl)
+		}
+		until = deadline.Add(-min(c.timeout, ttl))
+	}
+	lim, queued, err := c.limit.acquire(ctx, until, c.done)
+	if err != nil {
+		return admission{limit: lim}, err
+	}
+	return admission{at: time.Now(), limit: lim, held: true, queued: queued}, nil
 }
 
 // leave gives back what admit took, with what the attempt's round said.
@@ -236,16 +379,40 @@ func (c *Client) leave(adm *admission, sig signal) {
 		return
 	}
 	adm.held = false
-	switch {
-	case c.slots != nil:
-		<-c.slots
-	case c.limit != nil:
-		c.limit.release(adm.at, sig, time.Now())
-	}
+	c.limit.release(adm.at, sig, time.Now())
 }
 
-// overloaded reports an attempt that the limiter turned away and returns
-// its Event.
+// enterRelease counts a Release's round among the work in flight of the
+// adaptive limit, without waiting for a place: a release frees a key that
+// others may wait for, and must not queue behind them. It still takes its
+// share of the nodes' and the Client's capacity, so while it is in flight,
+// one acquire attempt fewer is admitted. It returns when it entered (zero
+// when not counted), for leaveRelease.
+func (c *Client) enterRelease() time.Time {
+	if c.limit == nil || c.limit.fixed {
+		return time.Time{}
+	}
+	c.limit.enter()
+	return time.Now()
+}
+
+// leaveRelease ends what enterRelease counted, for a round that took
+// elapsed to decide: one slower than half the request timeout signals
+// congestion, as a slow acquire round does; a prompt one says nothing (the
+// limit grows on acquire successes only).
+func (c *Client) leaveRelease(at time.Time, elapsed time.Duration) {
+	if at.IsZero() {
+		return
+	}
+	sig := signalNone
+	if elapsed > c.timeout/2 {
+		sig = signalCongested
+	}
+	c.limit.release(at, sig, time.Now())
+}
+
+// overloaded reports an attempt that found no place in the limiter in time
+// and returns its Event.
 func (c *Client) overloaded(key string, ttl time.Duration, n, limit int, state BreakerState) Event {
 	ev := Event{
 		Op:         OpAcquire,
@@ -290,24 +457,32 @@ func (c *Client) silent(i int) bool {
 // round answered promptly (the network or the process is the problem, not
 // the load: a partition, a crash, a frozen node), or when it has answered
 // nothing at all for silentAfter; otherwise it is congested. A saturated node
-// set is slow everywhere, so no prompt answer sets it apart. The breaker
-// counts a node's failures in a row: it is given the nodes that answered and
-// those found down, not the congested ones, so that a saturated node set
-// shrinks the limit without counting its nodes out.
-func (c *Client) assess(t tally, err error, elapsed time.Duration) (signal, quorumHealth, []NodeResult) {
+// set is slow everywhere, so no prompt answer sets it apart. Neither does a
+// busy Client (busy: the attempt found the limit full): its own CPU
+// serves some replies at once and others only after the timeout, so a
+// prompt answer beside a timeout says nothing about the late node there,
+// and only silence counts it down. The breaker counts a node's failures in
+// a row: it is given the nodes that answered and those found down, not the
+// congested ones, so that a saturated node set, or a saturated Client,
+// shrinks the limit without counting its nodes out. Those are appended to
+// counted (the caller's buffer: the breaker only reads them, so a healthy
+// attempt allocates nothing for them).
+func (c *Client) assess(t tally, err error, elapsed time.Duration, busy bool, counted []NodeResult) (signal, quorumHealth, []NodeResult) {
 	if t.ctxErr != nil {
 		return signalNone, quorumUnknown, nil
 	}
 	slow := c.timeout / 2
 	prompt := false
 	for _, nr := range t.nodes {
+		if busy {
+			break
+		}
 		if (nr.Outcome == Granted || nr.Outcome == Taken || (nr.Outcome == Failed && isReply(nr.Err))) && nr.Latency <= slow {
 			prompt = true
 		}
 	}
 	congested := elapsed > slow
 	down := 0
-	counted := make([]NodeResult, 0, len(t.nodes))
 	for i, nr := range t.nodes {
 		late := false
 		switch nr.Outcome {

@@ -54,9 +54,10 @@ type nodeOp func(ctx context.Context, node *redis.Client, i int) answer
 // Abandoned or TimedOut may have answered since).
 type afterOp func(i int, a answer, won bool)
 
-// fanout starts op on every node. The node requests are detached from ctx's
-// cancellation (their results are needed for cleanup) and bounded by timeout.
-func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, after afterOp) (*round, error) {
+// fanout starts op on every node, its requests bounded by timeout under
+// detached, which must not carry the caller's cancellation (give
+// context.WithoutCancel of it): their results are needed for cleanup.
+func (c *Client) fanout(detached context.Context, timeout time.Duration, op nodeOp, after afterOp) (*round, error) {
 	n := len(c.nodes)
 	if !c.enter(n) {
 		return nil, ErrClosed
@@ -74,7 +75,7 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, op nodeOp, a
 	}
 	r.pending.Store(int32(n))
 	r.start = time.Now()
-	r.ctx, r.cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	r.ctx, r.cancel = context.WithTimeout(detached, timeout)
 	for i, node := range c.nodes {
 		go r.run(i, node, op, after)
 	}

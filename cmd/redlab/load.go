@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,9 +33,10 @@ func newLoadCmd(e *env) *cobra.Command {
 		Long: `Runs an open-loop schedule of reservations and writes summary.json,
 latency.hlog, *.hgrm and report.html to --out. Latency is measured from each
 operation's intended start. First interrupt: stop, drain, report; second:
-abort.
+abort. Each lock node's first request error is printed once, on stderr.
 
-Exit 0 ok, 1 failure, 2 usage error, 99 a threshold failed.`,
+Exit 0 ok, 1 failure (also a run in which not one request was reserved),
+2 usage error, 99 a threshold failed.`,
 		Example: `  redlab load --rate 500 --duration 30s --keys zipf:1000:0.99 --threshold 'acquire.p99<20ms'
   redlab load --guard redlock-fenced --stages 30s:500,60s:2000,30s:0 --out runs/ramp
   redlab load --target http://a:8080,http://b:8080 --rate 1000 --duration 1m --worker 0/2`,
@@ -90,5 +92,25 @@ func (o *loadOptions) run(ctx context.Context, e *env, stop <-chan struct{}) err
 	if err != nil {
 		return err
 	}
-	return report(e, r, failed)
+	err = report(e, r, failed)
+	if none := nothingReserved(r.Summary); none != nil {
+		return none
+	}
+	return err
+}
+
+// nothingReserved fails a run (exit 1) in which requests were made and not
+// one was reserved: its latencies and outcome counts describe a service
+// that did not work, and a script must not read it as a measurement.
+func nothingReserved(s loadgen.Summary) error {
+	if s.Requests == 0 || s.Outcomes[loadgen.Reserved.String()] > 0 {
+		return nil
+	}
+	var ended []string
+	for _, name := range loadgen.OutcomeNames() {
+		if c := s.Outcomes[name]; c > 0 {
+			ended = append(ended, fmt.Sprintf("%s %d", name, c))
+		}
+	}
+	return &exitError{code: exitFailure, err: fmt.Errorf("nothing reserved: 0 of %d requests (%s)", s.Requests, strings.Join(ended, ", "))}
 }

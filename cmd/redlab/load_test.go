@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,10 +265,41 @@ func TestLoadAgainstRealNodes(t *testing.T) {
 	if !strings.Contains(stderr, "rate") || !strings.Contains(stderr, "acquire p50") {
 		t.Errorf("--progress printed no status line:\n%s", stderr)
 	}
+	if strings.Contains(stderr, "first error") {
+		t.Errorf("healthy nodes: stderr reports a node error:\n%s", stderr)
+	}
 	for _, f := range []string{loadgen.HTMLFile, loadgen.HlogFile, "acquire.hgrm", "node1.hgrm", "node3.hgrm", "inventory.db"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestLoadNothingReserved runs a load against lock nodes that refuse every
+// connection: the run must say once per node what its first error was, and
+// end with exit 1 and the reason, not exit 0 with a report of nothing.
+func TestLoadNothingReserved(t *testing.T) {
+	addrs := []string{
+		fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+	}
+	code, stdout, stderr := runCmd(t, nil, "load", "--nodes", strings.Join(addrs, ","), "--guard", "redlock",
+		"--rate", "10", "--duration", "2s", "--out", filepath.Join(t.TempDir(), "run"))
+	if code != exitFailure {
+		t.Fatalf("got exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailure, stdout, stderr)
+	}
+	if want := "redlab load: nothing reserved: 0 of 20 requests"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	for i, a := range addrs {
+		want := fmt.Sprintf("node%d %s: first error: ", i+1, a)
+		if got := strings.Count(stderr, want); got != 1 {
+			t.Errorf("stderr names node %d's first error %d times, want once (%q):\n%s", i+1, got, want, stderr)
+		}
+	}
+	// The report is still written: the summary says what happened.
+	if !strings.Contains(stdout, "requests 20") {
+		t.Errorf("stdout lacks the summary:\n%s", stdout)
 	}
 }
 

@@ -77,7 +77,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
 	f.login.register(fs, lab.UserRedlock)
 	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "fixed bound on the concurrent acquire attempts of each replica's Redlock client, instead of its adaptive limit; excess attempts wait for a slot before their node timeout starts (default: the adaptive limit)")
-	fs.BoolVar(&f.overloadCtl, "overload-control", true, "the Redlock clients' overload control: an adaptive limit on acquire attempts in flight (the excess fails at once as overloaded) and a retry budget; =false to measure without")
+	fs.BoolVar(&f.overloadCtl, "overload-control", true, "the Redlock clients' overload control: an adaptive limit on acquire attempts in flight (the excess waits in line, and fails as overloaded only when no place comes before its deadline) and a retry budget; =false to measure without")
 	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")
 	fs.DurationVar(&f.interval, "interval", loadgen.DefaultInterval, "collection interval of histograms, counters and the status line")
 	fs.BoolVar(&f.progress, "progress", false, "print the status line every interval even when stderr is not a terminal")
@@ -327,6 +327,10 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 		}
 	}
 	r.rec = loadgen.NewRecorder(len(f.addrs), 0)
+	addrs := f.addrs
+	r.rec.OnFirstNodeError(func(i int, err error) {
+		fmt.Fprintf(e.stderr, "%s %s: first error: %v\n", loadgen.NodeTag(i), addrs[i], err)
+	})
 	var reg prometheus.Registerer
 	if f.metricsAddr != "" {
 		r.metrics = loadgen.NewMetrics()

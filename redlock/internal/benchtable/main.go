@@ -4,7 +4,10 @@
 // lock+unlock p99 over all runs (-count), with ratios against the
 // single-node floor, redsync's defaults and redsync WithFailFast(true),
 // followed by the headline ratios; BenchmarkSlowNodeTail lines in the same
-// input add the slow-node tail headline.
+// input add the slow-node tail headline. BenchmarkClosedLoop lines make a
+// second table: per workload and implementation the median locks/s and
+// lock+unlock p50/p99 over all runs, the failed cycles of all runs
+// together, and ratios against redsync's defaults.
 //
 //	go test -run '^$' -bench . -benchmem ./redlock/ | go run ./redlock/internal/benchtable
 package main
@@ -26,7 +29,7 @@ func main() {
 		os.Exit(1)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintln(os.Stderr, "benchtable: no BenchmarkLock results on stdin")
+		fmt.Fprintln(os.Stderr, "benchtable: no BenchmarkLock or BenchmarkClosedLoop results on stdin")
 		os.Exit(1)
 	}
 	render(os.Stdout, rows)
@@ -36,11 +39,19 @@ func main() {
 // WithFailFast(true) on a slow node; its metrics are read beside the rows.
 const tailName = "BenchmarkSlowNodeTail"
 
+// The benchmarks whose sub-benchmarks are scenario/impl rows.
+const (
+	lockName   = "BenchmarkLock"
+	closedName = "BenchmarkClosedLoop"
+)
+
 // row is one benchmark (scenario/impl), its metrics the medians over runs.
 type row struct {
+	bench          string // lockName or closedName
 	scenario, impl string
 	runs           int
 	metrics        map[string]float64 // unit -> median
+	sums           map[string]float64 // unit -> sum over runs
 }
 
 // parse reads benchmark lines such as
@@ -52,7 +63,7 @@ func parse(r io.Reader) ([]row, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLock/") && !strings.HasPrefix(f[0], tailName) {
+		if len(f) < 4 || !strings.HasPrefix(f[0], lockName+"/") && !strings.HasPrefix(f[0], closedName+"/") && !strings.HasPrefix(f[0], tailName) {
 			continue
 		}
 		name := f[0]
@@ -78,17 +89,21 @@ func parse(r io.Reader) ([]row, error) {
 	}
 	var rows []row
 	for _, name := range order {
-		parts := strings.Split(strings.TrimPrefix(name, "BenchmarkLock/"), "/")
+		bench, sub, _ := strings.Cut(name, "/")
+		parts := strings.Split(sub, "/")
 		if name == tailName {
-			parts = []string{"slow", "tail"}
+			bench, parts = lockName, []string{"slow", "tail"}
 		}
 		if len(parts) != 2 {
 			continue
 		}
-		r := row{scenario: parts[0], impl: parts[1], metrics: map[string]float64{}}
+		r := row{bench: bench, scenario: parts[0], impl: parts[1], metrics: map[string]float64{}, sums: map[string]float64{}}
 		for unit, vs := range samples[name] {
 			r.metrics[unit] = median(vs)
 			r.runs = max(r.runs, len(vs))
+			for _, v := range vs {
+				r.sums[unit] += v
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -104,9 +119,14 @@ func median(vs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// find returns BenchmarkLock's row scenario/impl.
 func find(rows []row, scenario, impl string) (row, bool) {
+	return findIn(rows, lockName, scenario, impl)
+}
+
+func findIn(rows []row, bench, scenario, impl string) (row, bool) {
 	for _, r := range rows {
-		if r.scenario == scenario && r.impl == impl {
+		if r.bench == bench && r.scenario == scenario && r.impl == impl {
 			return r, true
 		}
 	}
@@ -135,6 +155,52 @@ func ratio(a, b float64) string {
 }
 
 func render(w io.Writer, rows []row) {
+	var lock, closed []row
+	for _, r := range rows {
+		if r.bench == closedName {
+			closed = append(closed, r)
+		} else {
+			lock = append(lock, r)
+		}
+	}
+	if len(lock) > 0 {
+		renderLock(w, lock)
+	}
+	if len(closed) > 0 {
+		if len(lock) > 0 {
+			fmt.Fprintln(w)
+		}
+		renderClosed(w, closed)
+	}
+}
+
+// renderClosed writes the closed-loop table: throughput and whole-cycle
+// latency per workload, against redsync's defaults.
+func renderClosed(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| workload | implementation | runs | locks/s | lock+unlock p50 | lock+unlock p99 | errors | locks/s vs redsync | p99 vs redsync |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		vsRS, p99RS := "-", "-"
+		if rs, ok := findIn(rows, closedName, r.scenario, "redsync"); ok {
+			vsRS = ratio(r.metrics["locks/s"], rs.metrics["locks/s"])
+			p99RS = ratio(r.metrics["p99-ns"], rs.metrics["p99-ns"])
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.0f | %s | %s | %.0f | %s | %s |\n",
+			r.scenario, r.impl, r.runs, r.metrics["locks/s"], dur(r.metrics["p50-ns"]), dur(r.metrics["p99-ns"]),
+			r.sums["errors"], vsRS, p99RS)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		rs, ok := findIn(rows, closedName, r.scenario, "redsync")
+		if r.impl != "redlock" || !ok {
+			continue
+		}
+		fmt.Fprintf(w, "- %s: this library %.0f locks/s against redsync's %.0f (%s), %.0f errors against %.0f\n",
+			r.scenario, r.metrics["locks/s"], rs.metrics["locks/s"], ratio(r.metrics["locks/s"], rs.metrics["locks/s"]), r.sums["errors"], rs.sums["errors"])
+	}
+}
+
+func renderLock(w io.Writer, rows []row) {
 	floor, hasFloor := find(rows, "healthy", "floor")
 	fmt.Fprintln(w, "| scenario | implementation | runs | time/op (acquire+release) | allocs/op | acquire p50 | acquire p99 | lock+unlock p99 | time/op vs floor | time/op vs redsync | p99 vs redsync | lock+unlock p99 vs redsync FailFast |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -47,26 +47,53 @@ func TestParseMedians(t *testing.T) {
 	}
 }
 
-func TestRenderHeadlines(t *testing.T) {
-	rows, err := parse(strings.NewReader(sample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	render(&b, rows)
-	out := b.String()
-	for _, want := range []string{
-		"| healthy | redlock | 1 | 150 µs | 150 | 70 µs | 200 µs | - | 1.36× | 0.50× | 0.50× | - |",
-		"| slow | redlock | 1 | 200 µs | 160 | 80 µs | 300 µs | 600 µs | 1.82× | 0.00× | 0.01× | 0.75× |",
-		"slow, sequential lock+unlock p99 against redsync WithFailFast(true): 0.75× (600 µs vs 800 µs)",
-		"one slow node, lock+unlock p99 with the two alternating iteration by iteration (appendfsync no, median of 3 runs): 0.90× redsync WithFailFast(true)'s (5.40 ms vs 6.00 ms)",
-		"healthy, Acquire+Release against the single-node floor: 1.36× (150 µs vs 110 µs)",
-		"healthy, against redsync's defaults: 0.50× redsync's time (150 µs vs 300 µs)",
-		"one slow node, acquire p99 against redsync's defaults: 83.3× lower (300 µs vs 25.00 ms)",
-		"acquire p50: 275.0× lower, 80 µs vs 22.00 ms",
+const closedSample = `BenchmarkClosedLoop/distinct-64/fanout-2    	    2000	    265709 ns/op	         0 errors	      3800 locks/s	  15000000 p50-ns	  75000000 p99-ns
+BenchmarkClosedLoop/distinct-64/redlock-2   	    2000	    331119 ns/op	         2.000 errors	      3300 locks/s	  19000000 p50-ns	  57000000 p99-ns
+BenchmarkClosedLoop/distinct-64/redlock-2   	    2000	    331119 ns/op	         1.000 errors	      3500 locks/s	  21000000 p50-ns	  59000000 p99-ns
+BenchmarkClosedLoop/distinct-64/redsync-2   	    2000	    298023 ns/op	         0 errors	      3400 locks/s	  18000000 p50-ns	  58000000 p99-ns
+`
+
+func TestRender(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		input        string
+		want, absent []string
+	}{
+		{"BenchmarkLock and the slow-node tail", sample, []string{
+			"| healthy | redlock | 1 | 150 µs | 150 | 70 µs | 200 µs | - | 1.36× | 0.50× | 0.50× | - |",
+			"| slow | redlock | 1 | 200 µs | 160 | 80 µs | 300 µs | 600 µs | 1.82× | 0.00× | 0.01× | 0.75× |",
+			"slow, sequential lock+unlock p99 against redsync WithFailFast(true): 0.75× (600 µs vs 800 µs)",
+			"one slow node, lock+unlock p99 with the two alternating iteration by iteration (appendfsync no, median of 3 runs): 0.90× redsync WithFailFast(true)'s (5.40 ms vs 6.00 ms)",
+			"healthy, Acquire+Release against the single-node floor: 1.36× (150 µs vs 110 µs)",
+			"healthy, against redsync's defaults: 0.50× redsync's time (150 µs vs 300 µs)",
+			"one slow node, acquire p99 against redsync's defaults: 83.3× lower (300 µs vs 25.00 ms)",
+			"acquire p50: 275.0× lower, 80 µs vs 22.00 ms",
+		}, []string{"| workload |"}},
+		{"BenchmarkClosedLoop", closedSample, []string{
+			"| workload | implementation |",
+			"| distinct-64 | redlock | 2 | 3400 | 20.00 ms | 58.00 ms | 3 | 1.00× | 1.00× |",
+			"| distinct-64 | fanout | 1 | 3800 | 15.00 ms | 75.00 ms | 0 | 1.12× | 1.29× |",
+			"- distinct-64: this library 3400 locks/s against redsync's 3400 (1.00×), 3 errors against 0",
+		}, []string{"time/op"}},
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := parse(strings.NewReader(tc.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			render(&b, rows)
+			out := b.String()
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			for _, no := range tc.absent {
+				if strings.Contains(out, no) {
+					t.Errorf("output has %q, want it absent:\n%s", no, out)
+				}
+			}
+		})
 	}
 }
