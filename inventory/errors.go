@@ -21,9 +21,10 @@ var (
 	// SQLite's busy timeout).
 	ErrUnavailable = errors.New("inventory: lock unavailable")
 	// ErrOverloaded: the replica's lock client turned the request away
-	// without trying the nodes, because they have been answering too
-	// slowly for the load (redlock.ErrOverloaded). Shedding it at once is
-	// what keeps the rest of the load served; retry later.
+	// without trying the nodes: it waited in line for a place until its
+	// round could no longer finish in time (redlock.ErrOverloaded).
+	// Shedding what cannot be served in time is what keeps the rest of the
+	// load served; retry later.
 	ErrOverloaded = errors.New("inventory: lock client overloaded")
 	// ErrConflict: an optimistic reservation (GuardDBVersion) found the row
 	// changed under it on every one of its tries: others kept writing the

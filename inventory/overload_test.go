@@ -20,21 +20,25 @@ func TestOverloadedHTTP(t *testing.T) {
 	cluster := startRedis(t, 3)
 	var addrs []string
 	for _, n := range cluster.Nodes {
-		// Each node serves one request per 5 ms: the burst below queues
-		// up behind it, so more attempts are in flight than the lock
-		// client's initial limit.
+		// Each node serves one request per 20 ms: the burst below queues
+		// up behind it, more attempts than the lock client's limit.
 		p := redistest.NewProxy(t, n.Addr)
-		p.Saturate(t, 5*time.Millisecond)
+		p.Saturate(t, 20*time.Millisecond)
 		addrs = append(addrs, p.Addr)
 	}
 	ctx := context.Background()
 	r, err := OpenReplica(ctx, ReplicaConfig{
 		StoreDSN: "sqlite:" + filepath.Join(t.TempDir(), "inv.db"), Guard: GuardRedlock, Nodes: addrs,
-		// Timeouts far above the queue's 5 ms steps: a machine starved
-		// by other work must not turn the test's saturated nodes into
-		// unavailable ones. The initial limit, not a timeout, is what
-		// makes this burst overload the client.
-		NodeTimeout: 10 * time.Second, AcquireTimeout: 30 * time.Second,
+		// An attempt over the client's limit waits in line while its round
+		// could still finish: its acquire timeout less its nodes' request
+		// timeout, here 0.1 s, then backs off and tries again until the
+		// acquire timeout. The nodes pace the burst (every SET and every
+		// release waits its 20 ms turn on each node), so serving it all
+		// takes at least 4.8 s whatever the machine's speed: past the
+		// 2.1 s acquire timeout, the rest is turned away. The node
+		// timeout stays far above the nodes' queue, so that a starved
+		// machine cannot make them unavailable.
+		NodeTimeout: 2 * time.Second, AcquireTimeout: 2100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
