@@ -120,7 +120,7 @@ func TestParseErrors(t *testing.T) {
 		{"process scope with a hold", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 5s, scope: process}", 8, "faults[0].scope: scope process runs the guards as `redlab serve` processes, which have no workload hold"},
 		{"process pause too long", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 31s, scope: process}", 8, "faults[0].scope: scope process pauses a serve process for at most 30s"},
 		{"one guard in two scopes", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause, for: 5s}\n  - {at: 20s, fault: client-pause, for: 5s, scope: process, guards: [db-atomic]}", 8, "faults[0].scope: guard db-atomic is paused with scope request here and with scope process at line 9"},
-		{"comparison guard is a workload guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, redlock-fenced, db-atomic, redlock-del, dynamo]", 5, "workload.guards[4]: unknown guard \"dynamo\" (want one of none, redis-single, redlock, redlock-fenced, db-atomic, redsync, redlock-del)"},
+		{"comparison guard is a workload guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, redlock-fenced, db-atomic, redlock-del, dynamo]", 5, "workload.guards[4]: unknown guard \"dynamo\" (want one of " + inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)) + ")"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
