@@ -68,10 +68,12 @@ func createHlog(path string, start time.Time, command string) (*hlogWriter, erro
 }
 
 // write logs every histogram of one interval and flushes, so an aborted run
-// keeps what it measured.
+// keeps what it measured. An interval that ends before it starts (the wall
+// clock stepped back) is logged with length 0: readers skip a line of
+// negative length, samples and all.
 func (h *hlogWriter) write(set *HistSet, start, end time.Time) error {
 	from := formatFixed(float64(start.UnixMilli()-h.baseMs)/1000, 3)
-	length := formatFixed(float64(end.UnixMilli()-start.UnixMilli())/1000, 3)
+	length := formatFixed(float64(max(end.UnixMilli()-start.UnixMilli(), 0))/1000, 3)
 	for _, t := range set.Tagged() {
 		payload, err := t.Hist.EncodeV2()
 		if err != nil {

@@ -89,3 +89,36 @@ func TestRunHlogNamesTheCommandOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestHlogKeepsAnIntervalThatEndsBeforeItStarts(t *testing.T) {
+	dir := t.TempDir()
+	start := time.UnixMilli(1_700_000_000_123)
+	w, err := createHlog(filepath.Join(dir, HlogFile), start, "load")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := NewHistSet(0)
+	set.recordLatency(set.E2E, time.Millisecond)
+	if err := w.write(set, start.Add(time.Second), start.Add(time.Second-5*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	var e2e int64
+	err = readHlogFile(dir, func(e *hlogEntry) error {
+		if e.Tag == TagE2E {
+			e2e += e.Hist.TotalCount()
+			if e.EndMs != e.StartMs {
+				t.Errorf("read back [%d, %d), want length 0", e.StartMs, e.EndMs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2e != 1 {
+		t.Errorf("read back %d e2e samples, want 1", e2e)
+	}
+}

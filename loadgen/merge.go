@@ -118,7 +118,8 @@ func mergeHlogs(dirs []string, w *Writer, base time.Time, interval time.Duration
 	iv := &Interval{Hists: set}
 	for idx := 0; ; idx++ {
 		found, more := false, false
-		var endMs int64
+		startMs := bucketStartMs(idx, baseMs, interval)
+		endMs := startMs
 		for _, r := range readers {
 			for {
 				e, err := r.Peek()
@@ -134,9 +135,7 @@ func mergeHlogs(dirs []string, w *Writer, base time.Time, interval time.Duration
 				}
 				r.Next()
 				found = true
-				if e.EndMs > endMs {
-					endMs = e.EndMs
-				}
+				endMs = max(endMs, movedEndMs(e.StartMs, e.EndMs, startMs))
 				dst := set.ByTag(e.Tag)
 				if dst == nil {
 					if n, ok := nodeIndex(e.Tag); ok {
@@ -151,7 +150,7 @@ func mergeHlogs(dirs []string, w *Writer, base time.Time, interval time.Duration
 		}
 		if found {
 			iv.Index = idx
-			iv.Start = base.Add(time.Duration(idx) * interval)
+			iv.Start = time.UnixMilli(startMs)
 			iv.End = time.UnixMilli(endMs)
 			if err := w.hlogInterval(iv); err != nil {
 				return err
@@ -162,6 +161,22 @@ func mergeHlogs(dirs []string, w *Writer, base time.Time, interval time.Duration
 			return nil
 		}
 	}
+}
+
+// bucketStartMs is the start of interval idx of the merged run.
+func bucketStartMs(idx int, baseMs int64, interval time.Duration) int64 {
+	return baseMs + int64(idx)*interval.Milliseconds()
+}
+
+// movedEndMs is the end of a source interval [startMs, endMs) once it is
+// moved to the merged interval starting at toMs. A run that started a
+// fraction of an interval apart from the merged base has its intervals moved
+// up to half an interval either way; keeping their own ends would let a
+// short interval moved forward (a run's final one) end before it starts,
+// and a log line of negative length is skipped by HdrHistogram log readers,
+// hdrhistogram-go's among them, with its samples.
+func movedEndMs(startMs, endMs, toMs int64) int64 {
+	return toMs + max(endMs-startMs, 0)
 }
 
 // hlogInterval writes only the histograms of an interval (merge writes the
@@ -185,12 +200,11 @@ func mergeIntervals(dirs []string, w *Writer, base time.Time, interval time.Dura
 			idx := intervalIndex(rec.StartMs, baseMs, interval)
 			m := merged[idx]
 			if m == nil {
-				m = &IntervalRecord{Index: idx, StartMs: baseMs + int64(idx)*interval.Milliseconds(), Outcomes: map[string]int64{}}
+				start := bucketStartMs(idx, baseMs, interval)
+				m = &IntervalRecord{Index: idx, StartMs: start, EndMs: start, Outcomes: map[string]int64{}}
 				merged[idx] = m
 			}
-			if rec.EndMs > m.EndMs {
-				m.EndMs = rec.EndMs
-			}
+			m.EndMs = max(m.EndMs, movedEndMs(rec.StartMs, rec.EndMs, m.StartMs))
 			m.TargetRate += rec.TargetRate
 			m.Scheduled += rec.Scheduled
 			m.InFlight += rec.InFlight

@@ -420,7 +420,12 @@ func (e *Engine) collect(start time.Time, stop <-chan struct{}, end *atomic.Poin
 			final = true
 		}
 		if final {
+			// When the timer and the stop were both ready and the timer
+			// won, the run ended before this last interval's start.
 			ivEnd = *end.Load()
+			if ivEnd.Before(ivStart) {
+				ivEnd = ivStart
+			}
 		}
 		cfg.Recorder.Collect(iv.Hists)
 		sched := e.scheduled.Load()
