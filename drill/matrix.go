@@ -71,7 +71,8 @@ func NewMatrix(specs []*Spec) *Matrix {
 func guardOrder() []inventory.Guard {
 	return []inventory.Guard{
 		inventory.GuardNone, inventory.GuardRedisSingle, inventory.GuardRedlockDel, inventory.GuardRedlock,
-		inventory.GuardRedsync, inventory.GuardRedlockFenced, inventory.GuardDBAtomic,
+		inventory.GuardRedsync, inventory.GuardRedlockFenced, inventory.GuardEtcd, inventory.GuardEtcdFenced,
+		inventory.GuardDBAtomic,
 	}
 }
 
@@ -140,7 +141,7 @@ type Cell struct {
 
 func cellOf(g *GuardResult, guard string) Cell {
 	c := g.Counts
-	hasLock := inventory.Guard(guard).NeedsNodes()
+	hasLock := inventory.Guard(guard).Locks()
 	cell := Cell{
 		LockViolations: c.LockViolations, DoubleGrants: c.DoubleGrants,
 		LockFailed: c.LockViolations > 0, Outlived: c.DoubleGrants > c.LockViolations,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Guard is how a reservation's read-modify-write of the stock is protected.
@@ -36,6 +37,18 @@ const (
 	// fast) over plain go-redis clients with go-redis's default timeouts. It
 	// is the "long timeout" client of the common mistakes.
 	GuardRedsync Guard = "redsync"
+	// GuardEtcd is the critical section of GuardRedlock under etcd's own
+	// lock, go.etcd.io/etcd/client/v3/concurrency's Mutex on
+	// /redlab/lock/sku/<sku>: a lock from a consensus store, held by a
+	// lease the client keeps alive, and still no fence. A holder that stops
+	// (a process pause) outlives its lease like any TTL lock's holder.
+	GuardEtcd Guard = "etcd"
+	// GuardEtcdFenced is GuardEtcd plus the fencing token the seed article
+	// names: the lock key's create revision, which grows with every new
+	// holder of the key. The row is fenced with it before the read, in a
+	// column of its own (etcd_fence), and the write applies only while the
+	// row still carries it.
+	GuardEtcdFenced Guard = "etcd-fenced"
 
 	// GuardRedlockDel is GuardRedlock released with a plain DEL of the key,
 	// without checking that the key still holds this holder's token: the
@@ -88,6 +101,12 @@ type guardEntry struct {
 	// redlock: the guard locks with this repository's Redlock client, whose
 	// observer sees every node's reply (TimesNodes).
 	redlock bool
+	// etcd: the guard locks on an etcd cluster (NeedsEtcd).
+	etcd bool
+	// fence: the row's column the guard fences with, "" for none. Tokens
+	// from different sources live in different columns and are never
+	// compared with each other.
+	fence fenceColumn
 	// build returns the guard for s, or why s lacks what it needs.
 	build func(s *Service) (guard, error)
 }
@@ -97,11 +116,13 @@ var guardTable = []guardEntry{
 	{name: GuardNone, build: newNoneGuard},
 	{name: GuardRedisSingle, redisNodes: true, build: newSingleGuard},
 	{name: GuardRedlock, redisNodes: true, redlock: true, build: newRedlockGuard},
-	{name: GuardRedlockFenced, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
+	{name: GuardRedlockFenced, redisNodes: true, redlock: true, fence: fenceStore, build: newRedlockFencedGuard},
 	{name: GuardDBAtomic, build: newDBAtomicGuard},
 	{name: GuardRedsync, redisNodes: true, build: newRedsyncGuard},
+	{name: GuardEtcd, etcd: true, build: newEtcdGuard},
+	{name: GuardEtcdFenced, etcd: true, fence: fenceEtcd, build: newEtcdFencedGuard},
 	{name: GuardRedlockDel, use: useComparison, redisNodes: true, redlock: true, build: newRedlockGuard},
-	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, build: newRedlockFencedGuard},
+	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, fence: fenceStore, build: newRedlockFencedGuard},
 }
 
 func (g Guard) entry() (guardEntry, bool) {
@@ -186,6 +207,41 @@ func (g Guard) known() bool {
 func (g Guard) NeedsNodes() bool {
 	e, _ := g.entry()
 	return e.redisNodes
+}
+
+// NeedsEtcd reports whether the guard takes its lock on an etcd cluster
+// (and so needs etcd endpoints to run).
+func (g Guard) NeedsEtcd() bool {
+	e, _ := g.entry()
+	return e.etcd
+}
+
+// Locks reports whether the guard takes a lock at all, on Redis nodes or
+// on etcd: whether it has lock holds, a lock TTL and lock readiness.
+func (g Guard) Locks() bool {
+	e, _ := g.entry()
+	return e.redisNodes || e.etcd
+}
+
+// CheckTTL reports whether the guard can hold a lock for ttl: positive,
+// and for the etcd guards at least etcd's minimum lease TTL (see
+// MinEtcdLockTTL).
+func (g Guard) CheckTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("inventory: lock TTL must be positive, got %v", ttl)
+	}
+	if g.NeedsEtcd() && ttl < MinEtcdLockTTL {
+		return fmt.Errorf("inventory: guard %s: lock TTL %v is below etcd's minimum lease TTL of %v "+
+			"(an etcd server with default flags grants no lease shorter, and TTLs are whole seconds: longer ones are rounded up)",
+			g, ttl, MinEtcdLockTTL)
+	}
+	return nil
+}
+
+// fenceColumn is the row's column the guard's fencing tokens go to.
+func (g Guard) fenceColumn() fenceColumn {
+	e, _ := g.entry()
+	return e.fence
 }
 
 // TimesNodes reports whether the guard reports each lock node's reply (the

@@ -397,7 +397,7 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rd := h.svc.Readiness(ctx)
 	body := readyJSON{Status: "ready", Guard: h.svc.Guard(), Store: "ok", Lock: "ok"}
-	if !h.svc.Guard().NeedsNodes() {
+	if !h.svc.Guard().Locks() {
 		body.Lock = "none"
 	} else {
 		body.Nodes = &nodesJSON{Up: rd.NodesUp, Quorum: rd.Quorum}

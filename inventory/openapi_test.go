@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,6 +22,13 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		Paths      map[string]map[string]any `yaml:"paths"`
 		Components struct {
 			Schemas struct {
+				Reservation struct {
+					Properties struct {
+						Guard struct {
+							Enum []string `yaml:"enum"`
+						} `yaml:"guard"`
+					} `yaml:"properties"`
+				} `yaml:"Reservation"`
 				ErrorDetail struct {
 					Properties struct {
 						Code struct {
@@ -36,6 +44,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	if !strings.HasPrefix(spec.OpenAPI, "3.") {
 		t.Errorf("openapi: got %q, want 3.x", spec.OpenAPI)
+	}
+	if got, want := spec.Components.Schemas.Reservation.Properties.Guard.Enum, strings.Split(JoinGuards(Guards()), ", "); !slices.Equal(got, want) {
+		t.Errorf("Reservation.guard's enum: got %v, want the service's guards %v", got, want)
 	}
 
 	h, _, _ := newAPI(t, WithFaults(NewFaults()))

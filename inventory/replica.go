@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/redlocklab/redlocklab/redlock"
 	"github.com/redlocklab/redlocklab/redlock/redlockprom"
@@ -33,6 +35,14 @@ type ReplicaConfig struct {
 	// Username and Password authenticate to the lock nodes (Redis ACL; an
 	// empty Username with a Password is the default user). Empty: no AUTH.
 	Username, Password string
+	// Etcd are the etcd cluster's client URLs (http://host:port), for the
+	// guards that lock on etcd (Guard.NeedsEtcd). Ignored otherwise.
+	Etcd []string
+	// EtcdDialTimeout is the etcd client's DialTimeout (0:
+	// DefaultEtcdDialTimeout). The client connects in the background: a
+	// replica starts with its cluster down, and its reservations fail with
+	// ErrUnavailable until it answers.
+	EtcdDialTimeout time.Duration
 	// LockTTL and AcquireTimeout (0: DefaultLockTTL, DefaultAcquireTimeout).
 	LockTTL        time.Duration
 	AcquireTimeout time.Duration
@@ -59,14 +69,19 @@ type ReplicaConfig struct {
 	PauseHook PauseHook
 }
 
+// DefaultEtcdDialTimeout is ReplicaConfig.EtcdDialTimeout's default.
+const DefaultEtcdDialTimeout = 2 * time.Second
+
 // Replica is one replica of the service with everything it opened: a store
-// handle, the lock nodes' clients and the Redlock client. It is what `redlab
+// handle, the lock nodes' clients and the Redlock client, or the etcd
+// client. It is what `redlab
 // serve` runs and what the load generator runs several of in one process.
 type Replica struct {
 	svc    *Service
 	store  *Store
 	nodes  []*redis.Client
 	locker *redlock.Client
+	etcd   *clientv3.Client
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,6 +96,12 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 	}
 	if cfg.Guard.NeedsNodes() && len(cfg.Nodes) == 0 {
 		return nil, fmt.Errorf("inventory: guard %s needs lock nodes", cfg.Guard)
+	}
+	if cfg.Guard.NeedsEtcd() && len(cfg.Etcd) == 0 {
+		return nil, fmt.Errorf("inventory: guard %s needs etcd endpoints", cfg.Guard)
+	}
+	if cfg.EtcdDialTimeout < 0 {
+		return nil, fmt.Errorf("inventory: etcd dial timeout %v must not be negative", cfg.EtcdDialTimeout)
 	}
 	if cfg.NodeTimeout < 0 || cfg.PoolSize < 0 || cfg.MaxConcurrentAttempts < 0 {
 		return nil, fmt.Errorf("inventory: node timeout %v, pool size %d, max concurrent attempts %d: none may be negative",
@@ -159,6 +180,19 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 			opts = append(opts, WithSingleNode(r.nodes[0]))
 		}
 	}
+	if cfg.Guard.NeedsEtcd() {
+		dial := cfg.EtcdDialTimeout
+		if dial == 0 {
+			dial = DefaultEtcdDialTimeout
+		}
+		// No logger: the client's failures reach the caller as errors of
+		// Reserve and Readiness, and its retry warnings would flood a load
+		// run's terminal.
+		if r.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: dial, Logger: zap.NewNop()}); err != nil {
+			return nil, fmt.Errorf("inventory: etcd client: %w", err)
+		}
+		opts = append(opts, WithEtcd(r.etcd))
+	}
 	if r.svc, err = NewService(r.store, cfg.Guard, r.locker, opts...); err != nil {
 		return nil, err
 	}
@@ -218,12 +252,19 @@ func (r *Replica) Warm(ctx context.Context, conns int) {
 	wg.Wait()
 }
 
-// Close closes what the replica opened, in dependency order: the Redlock
-// client first (it waits for its background releases, which need the node
-// clients), then the node clients, then the store. It is idempotent.
+// Close closes what the replica opened, in dependency order: the service
+// (the etcd guards revoke their sessions' leases through the etcd client),
+// the Redlock client (it waits for its background releases, which need the
+// node clients), then the lock clients, then the store. It is idempotent.
 func (r *Replica) Close() error {
 	r.closeOnce.Do(func() {
 		var errs []error
+		if r.svc != nil {
+			errs = append(errs, r.svc.Close())
+		}
+		if r.etcd != nil {
+			errs = append(errs, r.etcd.Close())
+		}
 		if r.locker != nil {
 			errs = append(errs, r.locker.Close())
 		}

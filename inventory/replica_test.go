@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 )
 
@@ -31,6 +32,9 @@ func TestOpenReplicaRejects(t *testing.T) {
 		{"bad store", ReplicaConfig{StoreDSN: "mysql://x", Guard: GuardNone}, "want sqlite:PATH or postgres://"},
 		{"negative pool", ReplicaConfig{StoreDSN: dsn, Guard: GuardRedlock, Nodes: []string{"127.0.0.1:1"}, PoolSize: -1}, "pool size -1"},
 		{"negative TTL", ReplicaConfig{StoreDSN: dsn, Guard: GuardDBAtomic, LockTTL: -time.Second}, "lock TTL must be positive"},
+		{"etcd without endpoints", ReplicaConfig{StoreDSN: dsn, Guard: GuardEtcd}, "guard etcd needs etcd endpoints"},
+		{"etcd-fenced without endpoints", ReplicaConfig{StoreDSN: dsn, Guard: GuardEtcdFenced, Nodes: []string{"127.0.0.1:1"}}, "guard etcd-fenced needs etcd endpoints"},
+		{"etcd TTL below etcd's minimum", ReplicaConfig{StoreDSN: dsn, Guard: GuardEtcd, Etcd: []string{"http://127.0.0.1:1"}, LockTTL: time.Second}, "minimum lease TTL of 2s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +54,7 @@ func TestOpenReplicaRejects(t *testing.T) {
 // closes everything it opened, once.
 func TestOpenReplicaGuards(t *testing.T) {
 	c := startRedis(t, 3)
+	ec := etcdtest.Start(t, 1, etcdtest.Options{})
 	wantNodes := map[Guard]int{GuardNone: 0, GuardDBAtomic: 0, GuardRedisSingle: 1, GuardRedlock: 3, GuardRedlockFenced: 3,
 		GuardRedsync: 3, GuardRedlockDel: 3}
 	for _, g := range append(Guards(), Comparisons()...) {
@@ -57,7 +62,7 @@ func TestOpenReplicaGuards(t *testing.T) {
 			ctx := context.Background()
 			var holds, pauses atomic.Int64
 			r, err := OpenReplica(ctx, ReplicaConfig{
-				StoreDSN: sqliteDSN(t), Guard: g, Nodes: c.Addrs(), NodeTimeout: 500 * time.Millisecond,
+				StoreDSN: sqliteDSN(t), Guard: g, Nodes: c.Addrs(), Etcd: ec.Endpoints(), NodeTimeout: 500 * time.Millisecond,
 				Holder: "replica-a", LockTTL: 5 * time.Second, AcquireTimeout: 5 * time.Second,
 				OnHold:    func(Hold) { holds.Add(1) },
 				PauseHook: func(context.Context, Request) { pauses.Add(1) },
@@ -66,8 +71,9 @@ func TestOpenReplicaGuards(t *testing.T) {
 				t.Fatalf("OpenReplica: %v", err)
 			}
 			t.Cleanup(func() { r.Close() })
-			if len(r.nodes) != wantNodes[g] || (r.locker != nil) != g.redlock() {
-				t.Errorf("opened %d node clients, Redlock client %v; want %d, %v", len(r.nodes), r.locker != nil, wantNodes[g], g.redlock())
+			if len(r.nodes) != wantNodes[g] || (r.locker != nil) != g.redlock() || (r.etcd != nil) != g.NeedsEtcd() {
+				t.Errorf("opened %d node clients, Redlock client %v, etcd client %v; want %d, %v, %v",
+					len(r.nodes), r.locker != nil, r.etcd != nil, wantNodes[g], g.redlock(), g.NeedsEtcd())
 			}
 			r.Warm(ctx, 2)
 			if rd := r.Service().Readiness(ctx); !rd.Ready() {
@@ -79,7 +85,7 @@ func TestOpenReplicaGuards(t *testing.T) {
 				t.Fatalf("Reserve: got %+v, %v; want a reservation by replica-a through %s", res, err, g)
 			}
 			wantHolds := int64(0)
-			if g.NeedsNodes() {
+			if g.Locks() {
 				wantHolds = 1
 			}
 			if holds.Load() != wantHolds || pauses.Load() != 1 {
@@ -98,6 +104,15 @@ func TestOpenReplicaGuards(t *testing.T) {
 			for i, n := range r.nodes {
 				if err := n.Ping(ctx).Err(); err == nil {
 					t.Errorf("node client %d still answers after Close", i)
+				}
+			}
+			if r.etcd != nil {
+				if _, err := r.etcd.Get(ctx, "x"); err == nil {
+					t.Error("etcd client still answers after Close")
+				}
+				// The service's sessions went with it: no lease is left.
+				if ls, err := ec.Client().Leases(ctx); err != nil || len(ls.Leases) != 0 {
+					t.Errorf("leases after Close: got %v, %v; want none", ls, err)
 				}
 			}
 			if _, err := r.Service().Reserve(ctx, Request{SKU: "w", Quantity: 1, RequestID: "r2"}); err == nil {

@@ -29,7 +29,7 @@ func TestSeedMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.fence(ctx, skus[3], tok); err != nil {
+		if err := s.fence(ctx, fenceStore, skus[3], tok); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.SeedMany(ctx, skus, 20); err != nil {
@@ -52,7 +52,7 @@ func TestSeedMany(t *testing.T) {
 			}
 		}
 		// The fence survives the seed: fencing tokens never go backwards.
-		if err := s.fence(ctx, skus[3], tok); !errors.Is(err, ErrFenced) {
+		if err := s.fence(ctx, fenceStore, skus[3], tok); !errors.Is(err, ErrFenced) {
 			t.Errorf("fence with the pre-seed token after the seed: got %v, want ErrFenced", err)
 		}
 		// One bad SKU: nothing is written.

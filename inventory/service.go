@@ -1,6 +1,6 @@
 // Package inventory is the lab's protected resource: a stock reservation
-// service whose read-modify-write of a SKU's stock is guarded one of six
-// ways (see Guards; Comparisons adds a seventh that exists only to show a
+// service whose read-modify-write of a SKU's stock is guarded one of
+// several ways (see Guards; Comparisons adds one that exists only to show a
 // mistake), with every committed reservation written to a ledger in the
 // same transaction as the stock change. After any run, Store.Audit
 // proves whether stock was conserved (initial − final = Σ ledger), oversold,
@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/redlocklab/redlocklab/inventory/internal/wire"
 	"github.com/redlocklab/redlocklab/redlock"
@@ -132,6 +133,7 @@ type serviceConfig struct {
 	single         *redis.Client
 	delNodes       []*redis.Client
 	redsync        *redsyncLocker
+	etcd           *clientv3.Client
 	reg            prometheus.Registerer
 }
 
@@ -189,6 +191,13 @@ func WithRedsyncNodes(nodes []*redis.Client) ServiceOption {
 	return func(cfg *serviceConfig) { cfg.redsync = newRedsyncLocker(nodes) }
 }
 
+// WithEtcd is the etcd client of the etcd guards. The Service takes its
+// locks through it on sessions of its own, which Close ends; closing the
+// client stays the caller's.
+func WithEtcd(c *clientv3.Client) ServiceOption {
+	return func(cfg *serviceConfig) { cfg.etcd = c }
+}
+
 // Service reserves stock through one guard. It is safe for concurrent use;
 // a replica is one Service with its own lock client.
 type Service struct {
@@ -202,7 +211,8 @@ type Service struct {
 
 // NewService returns a replica reserving from store through guard. locker
 // is the Redlock client of the redlock guards and nil otherwise; the
-// redis-single guard needs WithSingleNode.
+// redis-single guard needs WithSingleNode, the etcd guards WithEtcd (and a
+// lock TTL of at least MinEtcdLockTTL). Close it when done.
 func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...ServiceOption) (*Service, error) {
 	cfg := serviceConfig{ttl: DefaultLockTTL, acquireTimeout: DefaultAcquireTimeout}
 	for _, o := range opts {
@@ -214,8 +224,8 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 	if !guard.known() {
 		return nil, fmt.Errorf("inventory: unknown guard %q", guard)
 	}
-	if cfg.ttl <= 0 {
-		return nil, fmt.Errorf("inventory: lock TTL must be positive, got %v", cfg.ttl)
+	if err := guard.CheckTTL(cfg.ttl); err != nil {
+		return nil, err
 	}
 	if cfg.acquireTimeout <= 0 {
 		return nil, fmt.Errorf("inventory: acquire timeout must be positive, got %v", cfg.acquireTimeout)
@@ -239,11 +249,22 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 			s.m.reservations.WithLabelValues(string(guard), o)
 		}
 		s.m.inFlight.WithLabelValues(string(guard))
-		if guard.NeedsNodes() {
+		if guard.Locks() {
 			s.m.lockTTL.WithLabelValues(string(guard)).Set(cfg.ttl.Seconds())
 		}
 	}
 	return s, nil
+}
+
+// Close ends what the guard keeps open between reservations (the etcd
+// guards' sessions: their keep-alives stop and their leases are revoked);
+// the clients handed to NewService stay open. Call it after the last
+// Reserve has returned. It is idempotent.
+func (s *Service) Close() error {
+	if c, ok := s.g.(interface{ close() error }); ok {
+		return c.close()
+	}
+	return nil
 }
 
 // metered reports whether the service records its reservations itself
@@ -334,7 +355,7 @@ func (s *Service) readModifyWrite(ctx context.Context, req Request, mode writeMo
 	}
 	s.pause(ctx, req)
 	return s.apply(ctx, write{
-		mode: mode, req: req, newStock: stock - req.Quantity, fence: token,
+		mode: mode, req: req, newStock: stock - req.Quantity, fence: token, column: s.guard.fenceColumn(),
 		guard: s.guard, holder: s.cfg.holder,
 	})
 }

@@ -66,7 +66,7 @@ func TestParseGuard(t *testing.T) {
 			t.Errorf("ParseAnyGuard(%q): got nil, want an error", s)
 		}
 	}
-	if got, want := len(Guards()), 6; got != want {
+	if got, want := len(Guards()), 8; got != want {
 		t.Errorf("len(Guards()): got %d, want %d", got, want)
 	}
 	// A comparison guard is named by the load generator and the drills,
@@ -105,6 +105,8 @@ func TestNewServiceValidates(t *testing.T) {
 		{"single without node", s, GuardRedisSingle, nil},
 		{"redlock-del without client", s, GuardRedlockDel, nil},
 		{"redsync without nodes", s, GuardRedsync, nil},
+		{"etcd without client", s, GuardEtcd, nil},
+		{"etcd-fenced without client", s, GuardEtcdFenced, nil},
 		{"zero ttl", s, GuardNone, []ServiceOption{WithLockTTL(0)}},
 		{"negative acquire timeout", s, GuardNone, []ServiceOption{WithAcquireTimeout(-time.Second)}},
 	}
@@ -208,13 +210,7 @@ func TestConservation(t *testing.T) {
 				}
 				seed(t, reps[0].Store(), sku, initial)
 				res := hammer(t, reps, workers, perWorker, sku, sku)
-				a := audit(t, reps[0].Store(), sku, initial)
-				if a.Drift != 0 || a.Final < 0 {
-					t.Errorf("audit: got %+v, want drift 0 and final >= 0", a)
-				}
-				if a.Reserved != res.units || a.Reservations != res.reserved {
-					t.Errorf("ledger: got %d units in %d rows, want %d in %d (what the callers were told)", a.Reserved, a.Reservations, res.units, res.reserved)
-				}
+				a := checkConserved(t, reps[0].Store(), sku, initial, res)
 				refused := res.contended + res.unavailable + res.overloaded
 				if res.reserved == 0 {
 					t.Errorf("nothing reserved (%d contended, %d unavailable, %d overloaded): conservation was not put to the test", res.contended, res.unavailable, res.overloaded)
@@ -222,9 +218,6 @@ func TestConservation(t *testing.T) {
 				if refused == 0 && (a.Final != 0 || res.reserved != initial || res.outOfStock != replicas*workers*perWorker-initial) {
 					t.Errorf("got %d reserved, %d out of stock, final %d; want %d, %d, 0",
 						res.reserved, res.outOfStock, a.Final, initial, replicas*workers*perWorker-initial)
-				}
-				if a.FencedRejections != 0 || res.fenced != 0 {
-					t.Errorf("fenced rejections without faults: got %d (callers saw %d), want 0", a.FencedRejections, res.fenced)
 				}
 				if refused > 0 {
 					t.Logf("%d contended, %d unavailable, %d overloaded (allowed; stock still conserved)", res.contended, res.unavailable, res.overloaded)
@@ -242,13 +235,52 @@ func TestConservation(t *testing.T) {
 	})
 }
 
+// checkConserved audits sku after a run without faults: no drift, no
+// oversell, the ledger is what the callers were told, no fenced rejection.
+func checkConserved(t *testing.T, s *Store, sku string, initial int64, res *tally) SKUAudit {
+	t.Helper()
+	a := audit(t, s, sku, initial)
+	if a.Drift != 0 || a.Final < 0 {
+		t.Errorf("audit: got %+v, want drift 0 and final >= 0", a)
+	}
+	if a.Reserved != res.units || a.Reservations != res.reserved {
+		t.Errorf("ledger: got %d units in %d rows, want %d in %d (what the callers were told)", a.Reserved, a.Reservations, res.units, res.reserved)
+	}
+	if a.FencedRejections != 0 || res.fenced != 0 {
+		t.Errorf("fenced rejections without faults: got %d (callers saw %d), want 0", a.FencedRejections, res.fenced)
+	}
+	return a
+}
+
 // doubleGrants counts pairs of holds of one key whose intervals overlap.
-func doubleGrants(holds []Hold) int {
+func doubleGrants(holds []Hold) int { return overlaps(holds, false) }
+
+// lockViolations counts the double grants whose overlap falls while both
+// holders were still inside their validity.
+func lockViolations(holds []Hold) int { return overlaps(holds, true) }
+
+func overlaps(holds []Hold, withinValidity bool) int {
 	n := 0
 	for i := range holds {
 		for j := i + 1; j < len(holds); j++ {
 			a, b := holds[i], holds[j]
-			if a.Key == b.Key && a.Granted.Before(b.Released) && b.Granted.Before(a.Released) {
+			if a.Key != b.Key {
+				continue
+			}
+			start, end := a.Granted, a.Released
+			ends := []time.Time{b.Released}
+			if withinValidity {
+				ends = append(ends, a.ValidUntil, b.ValidUntil)
+			}
+			if b.Granted.After(start) {
+				start = b.Granted
+			}
+			for _, e := range ends {
+				if e.Before(end) {
+					end = e
+				}
+			}
+			if start.Before(end) {
 				n++
 			}
 		}
@@ -296,14 +328,7 @@ func TestNoneLosesUpdates(t *testing.T) {
 func TestPauseScenario(t *testing.T) {
 	cluster := startRedis(t, 3)
 	const ttl = 200 * time.Millisecond
-	tests := []struct {
-		guard       Guard
-		schedule    string
-		wantAErr    error // what A, the paused holder, gets
-		wantLost    int64
-		wantFenced  int64
-		wantReserve int64 // ledger rows
-	}{
+	tests := []pauseCase{
 		{GuardRedlock, "sequential", nil, 1, 0, 2},
 		{GuardRedlock, "interleaved", nil, 1, 0, 2},
 		{GuardRedlockFenced, "sequential", ErrFenced, 0, 1, 1},
@@ -322,38 +347,8 @@ func TestPauseScenario(t *testing.T) {
 				opts := []ServiceOption{WithLockTTL(ttl), WithAcquireTimeout(10 * time.Second), WithPauseHook(g.hook), WithHoldObserver(tl.hold)}
 				a := replica(t, openStore(t, dsn), tt.guard, cluster, append(opts, WithHolder("A"))...)
 				b := replica(t, openStore(t, dsn), tt.guard, cluster, append(opts, WithHolder("B"))...)
-				sku := "pause-" + string(tt.guard) + "-" + tt.schedule
-				seed(t, a.Store(), sku, 10)
-
-				idA, idB := sku+"-a", sku+"-b"
-				stepA := g.block(idA)
-				resA := reserveAsync(a, Request{SKU: sku, Quantity: 1, RequestID: idA})
-				stepA.wait(t, "A", resA)
 				// B's Acquire retries until A's lock expires on the nodes.
-				var resB result
-				if tt.schedule == "sequential" {
-					resB = await(t, reserveAsync(b, Request{SKU: sku, Quantity: 1, RequestID: idB}), "B")
-					stepA.let()
-					got := await(t, resA, "A")
-					checkErr(t, "A", got.err, tt.wantAErr)
-				} else {
-					stepB := g.block(idB)
-					chB := reserveAsync(b, Request{SKU: sku, Quantity: 1, RequestID: idB})
-					stepB.wait(t, "B", chB)
-					stepA.let()
-					got := await(t, resA, "A")
-					checkErr(t, "A", got.err, tt.wantAErr)
-					stepB.let()
-					resB = await(t, chB, "B")
-				}
-				if resB.err != nil {
-					t.Errorf("B: got %v, want success", resB.err)
-				}
-				au := audit(t, a.Store(), sku, 10)
-				if au.Drift != -tt.wantLost || au.FencedRejections != tt.wantFenced || au.Reservations != tt.wantReserve {
-					t.Errorf("audit: got drift %d, %d fenced rejections, %d reservations; want drift %d, %d, %d",
-						au.Drift, au.FencedRejections, au.Reservations, -tt.wantLost, tt.wantFenced, tt.wantReserve)
-				}
+				tt.run(t, g, a, b)
 				// The lock itself was granted twice at once: the pause is
 				// invisible to a TTL lock, whatever the store does.
 				if dg := doubleGrants(tl.holds); dg != 1 {
@@ -362,6 +357,54 @@ func TestPauseScenario(t *testing.T) {
 			})
 		}
 	})
+}
+
+// pauseCase is one row of a pause scenario: the guard, the schedule, and
+// what A (the paused holder) gets, how many units are lost, how many stale
+// writes the store rejects and how many reservations the ledger holds.
+type pauseCase struct {
+	guard       Guard
+	schedule    string
+	wantAErr    error
+	wantLost    int64
+	wantFenced  int64
+	wantReserve int64
+}
+
+// run plays the schedule: A reserves and stops at the gate in its critical
+// section; then, "sequential", B reserves completely while A is stopped, or,
+// "interleaved", B reads while A is stopped, A writes, B writes. It checks
+// what A and B got and audits the store.
+func (tt pauseCase) run(t *testing.T, g *gate, a, b *Service) {
+	t.Helper()
+	sku := "pause-" + string(tt.guard) + "-" + tt.schedule
+	seed(t, a.Store(), sku, 10)
+	idA, idB := sku+"-a", sku+"-b"
+	stepA := g.block(idA)
+	resA := reserveAsync(a, Request{SKU: sku, Quantity: 1, RequestID: idA})
+	stepA.wait(t, "A", resA)
+	var resB result
+	if tt.schedule == "sequential" {
+		resB = await(t, reserveAsync(b, Request{SKU: sku, Quantity: 1, RequestID: idB}), "B")
+		stepA.let()
+		checkErr(t, "A", await(t, resA, "A").err, tt.wantAErr)
+	} else {
+		stepB := g.block(idB)
+		chB := reserveAsync(b, Request{SKU: sku, Quantity: 1, RequestID: idB})
+		stepB.wait(t, "B", chB)
+		stepA.let()
+		checkErr(t, "A", await(t, resA, "A").err, tt.wantAErr)
+		stepB.let()
+		resB = await(t, chB, "B")
+	}
+	if resB.err != nil {
+		t.Errorf("B: got %v, want success", resB.err)
+	}
+	au := audit(t, a.Store(), sku, 10)
+	if au.Drift != -tt.wantLost || au.FencedRejections != tt.wantFenced || au.Reservations != tt.wantReserve {
+		t.Errorf("audit: got drift %d, %d fenced rejections, %d reservations; want drift %d, %d, %d",
+			au.Drift, au.FencedRejections, au.Reservations, -tt.wantLost, tt.wantFenced, tt.wantReserve)
+	}
 }
 
 func checkErr(t *testing.T, who string, got, want error) {

@@ -293,7 +293,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Seed sets sku's stock for a run: it creates the SKU or overwrites its
 // stock, deletes its ledger rows and zeroes its fenced-rejection count. The
-// row's last fence is kept, because fencing tokens must never go backwards.
+// row's last fence is kept, because the store's fencing tokens must never go
+// backwards; its etcd fence is zeroed, because the run may lock on a new etcd
+// cluster, whose revisions start again at 1 and would all be rejected.
 func (s *Store) Seed(ctx context.Context, sku string, stock int64) error {
 	return s.SeedMany(ctx, []string{sku}, stock)
 }
@@ -323,7 +325,7 @@ func (s *Store) SeedMany(ctx context.Context, skus []string, stock int64) error 
 	}
 	defer tx.Rollback()
 	ts := now()
-	const upsert = ` ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, fenced_rejections = 0, updated_at = excluded.updated_at`
+	const upsert = ` ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, fenced_rejections = 0, etcd_fence = 0, updated_at = excluded.updated_at`
 	err = s.batches(skus, func(batch []string) error {
 		if s.dialect == dialectPostgres {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO inventory (sku, stock, last_fence, fenced_rejections, updated_at)
@@ -531,11 +533,24 @@ func (s *Store) nextFence(ctx context.Context) (int64, error) {
 	return t, nil
 }
 
-// fence marks sku's row with token t before the holder reads it, so that
-// any older holder's pending write will be rejected. A row already fenced by
-// a newer token means this holder is the stale one: ErrFenced, counted.
-func (s *Store) fence(ctx context.Context, sku string, t int64) error {
-	res, err := s.exec(ctx, "UPDATE inventory SET last_fence = $2 WHERE sku = $1 AND last_fence < $2", sku, t)
+// fenceColumn is a row's column of fencing tokens. Each token source has
+// its own: tokens from different sources are not ordered with each other.
+type fenceColumn string
+
+const (
+	// fenceStore holds tokens of the store's own counter (nextFence).
+	fenceStore fenceColumn = "last_fence"
+	// fenceEtcd holds etcd revisions, which a new etcd cluster counts from
+	// 1 again; Seed resets it.
+	fenceEtcd fenceColumn = "etcd_fence"
+)
+
+// fence marks sku's row with token t in column col before the holder reads
+// it, so that any older holder's pending write will be rejected. A row
+// already fenced by a newer token means this holder is the stale one:
+// ErrFenced, counted.
+func (s *Store) fence(ctx context.Context, col fenceColumn, sku string, t int64) error {
+	res, err := s.exec(ctx, "UPDATE inventory SET "+string(col)+" = $2 WHERE sku = $1 AND "+string(col)+" < $2", sku, t)
 	if err != nil {
 		return fmt.Errorf("inventory: fence %s: %w", sku, err)
 	}
@@ -587,8 +602,8 @@ const (
 	// writeBlind sets stock to the value the holder computed: correct only
 	// if nobody wrote since the holder's read.
 	writeBlind writeMode = iota
-	// writeFenced sets stock only if the row still carries the holder's
-	// token (set by fence before the read).
+	// writeFenced sets stock only if the row's fence column still carries
+	// the holder's token (set by fence before the read).
 	writeFenced
 	// writeNaive checks the token only now: the row's last fence must not
 	// be newer, and takes the holder's token. Loses updates when two holders'
@@ -602,8 +617,9 @@ const (
 type write struct {
 	mode     writeMode
 	req      Request
-	newStock int64 // blind, fenced, naive
-	fence    int64 // fenced, naive
+	newStock int64       // blind, fenced, naive
+	fence    int64       // fenced, naive
+	column   fenceColumn // fenced, naive: where the token is
 	guard    Guard
 	holder   string
 }
@@ -630,9 +646,9 @@ func (s *Store) apply(ctx context.Context, w write) (Reservation, error) {
 	case writeBlind:
 		query, args = "UPDATE inventory SET stock = $2, updated_at = $3 WHERE sku = $1", []any{sku, w.newStock, ts}
 	case writeFenced:
-		query, args = "UPDATE inventory SET stock = $2, updated_at = $3 WHERE sku = $1 AND last_fence = $4", []any{sku, w.newStock, ts, w.fence}
+		query, args = "UPDATE inventory SET stock = $2, updated_at = $3 WHERE sku = $1 AND "+string(w.column)+" = $4", []any{sku, w.newStock, ts, w.fence}
 	case writeNaive:
-		query, args = "UPDATE inventory SET stock = $2, updated_at = $3, last_fence = $4 WHERE sku = $1 AND last_fence <= $4", []any{sku, w.newStock, ts, w.fence}
+		query, args = "UPDATE inventory SET stock = $2, updated_at = $3, "+string(w.column)+" = $4 WHERE sku = $1 AND "+string(w.column)+" <= $4", []any{sku, w.newStock, ts, w.fence}
 	case writeAtomic:
 		query, args = "UPDATE inventory SET stock = stock - $2, updated_at = $3 WHERE sku = $1 AND stock >= $2", []any{sku, w.req.Quantity, ts}
 	default:

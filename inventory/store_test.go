@@ -106,19 +106,19 @@ func TestStoreBasics(t *testing.T) {
 		// and counted.
 		t1, _ := s.nextFence(ctx)
 		t2, _ := s.nextFence(ctx)
-		if err := s.fence(ctx, "a", t2); err != nil {
+		if err := s.fence(ctx, fenceStore, "a", t2); err != nil {
 			t.Fatalf("fence(t2): %v", err)
 		}
-		if err := s.fence(ctx, "a", t1); !errors.Is(err, ErrFenced) {
+		if err := s.fence(ctx, fenceStore, "a", t1); !errors.Is(err, ErrFenced) {
 			t.Errorf("fence(t1 after t2): got %v, want ErrFenced", err)
 		}
-		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "a", Quantity: 1, RequestID: "r4"}, newStock: 6, fence: t1}); !errors.Is(err, ErrFenced) {
+		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "a", Quantity: 1, RequestID: "r4"}, newStock: 6, fence: t1, column: fenceStore}); !errors.Is(err, ErrFenced) {
 			t.Errorf("fenced write with stale token: got %v, want ErrFenced", err)
 		}
-		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "a", Quantity: 1, RequestID: "r5"}, newStock: 6, fence: t2}); err != nil {
+		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "a", Quantity: 1, RequestID: "r5"}, newStock: 6, fence: t2, column: fenceStore}); err != nil {
 			t.Errorf("fenced write with current token: %v", err)
 		}
-		if err := s.fence(ctx, "nope", t2+100); !errors.Is(err, ErrNotFound) {
+		if err := s.fence(ctx, fenceStore, "nope", t2+100); !errors.Is(err, ErrNotFound) {
 			t.Errorf("fence(unknown sku): got %v, want ErrNotFound", err)
 		}
 		a := audit(t, s, "a", 10)
@@ -131,7 +131,7 @@ func TestStoreBasics(t *testing.T) {
 		if a := audit(t, s, "a", 5); a.Final != 5 || a.Reservations != 0 || a.FencedRejections != 0 {
 			t.Errorf("audit after re-seed: got %+v, want final 5, no reservations, no rejections", a)
 		}
-		if err := s.fence(ctx, "a", t2); !errors.Is(err, ErrFenced) {
+		if err := s.fence(ctx, fenceStore, "a", t2); !errors.Is(err, ErrFenced) {
 			t.Errorf("fence(t2) after re-seed: got %v, want ErrFenced (last_fence must survive a seed)", err)
 		}
 
@@ -197,4 +197,50 @@ func TestOpenStoreErrors(t *testing.T) {
 		t.Fatalf("OpenStore in a new directory: %v", err)
 	}
 	s.Close()
+}
+
+// TestEtcdFenceColumn: etcd revisions fence a row in a column of their own,
+// never compared with the store's tokens; a seed zeroes it (a new etcd
+// cluster counts from 1 again) and keeps last_fence; the rejections count
+// in the one fenced_rejections the audit reports.
+func TestEtcdFenceColumn(t *testing.T) {
+	forEachStore(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		seed(t, s, "e", 10)
+		// A high store token does not stop a low etcd revision.
+		if err := s.fence(ctx, fenceStore, "e", 1000); err != nil {
+			t.Fatalf("fence(last_fence, 1000): %v", err)
+		}
+		if err := s.fence(ctx, fenceEtcd, "e", 7); err != nil {
+			t.Fatalf("fence(etcd_fence, 7) after last_fence 1000: got %v, want nil (separate columns)", err)
+		}
+		if err := s.fence(ctx, fenceEtcd, "e", 5); !errors.Is(err, ErrFenced) {
+			t.Errorf("fence(etcd_fence, 5 after 7): got %v, want ErrFenced", err)
+		}
+		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "e", Quantity: 1, RequestID: "e1"}, newStock: 9, fence: 5, column: fenceEtcd}); !errors.Is(err, ErrFenced) {
+			t.Errorf("write carrying revision 5 on a row fenced by 7: got %v, want ErrFenced", err)
+		}
+		// The store's token 1000 is not what the etcd column carries.
+		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "e", Quantity: 1, RequestID: "e2"}, newStock: 9, fence: 1000, column: fenceEtcd}); !errors.Is(err, ErrFenced) {
+			t.Errorf("write carrying 1000 on etcd_fence 7: got %v, want ErrFenced", err)
+		}
+		if _, err := s.apply(ctx, write{mode: writeFenced, req: Request{SKU: "e", Quantity: 1, RequestID: "e3"}, newStock: 9, fence: 7, column: fenceEtcd}); err != nil {
+			t.Errorf("write carrying revision 7: %v", err)
+		}
+		a, err := s.Audit(ctx, []string{"e"}, map[string]int64{"e": 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.FencedRejections != 3 || a.PerSKU["e"].Final != 9 || a.LostUpdates != 0 {
+			t.Errorf("audit: got %d fenced rejections, final %d, %d lost; want 3, 9, 0", a.FencedRejections, a.PerSKU["e"].Final, a.LostUpdates)
+		}
+		seed(t, s, "e", 10)
+		if err := s.fence(ctx, fenceEtcd, "e", 1); err != nil {
+			t.Errorf("fence(etcd_fence, 1) after a seed: got %v, want nil (the seed zeroes etcd_fence)", err)
+		}
+		if err := s.fence(ctx, fenceStore, "e", 1000); !errors.Is(err, ErrFenced) {
+			t.Errorf("fence(last_fence, 1000) after a seed: got %v, want ErrFenced (last_fence survives)", err)
+		}
+	})
 }

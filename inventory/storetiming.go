@@ -29,9 +29,10 @@ func (s *Service) apply(ctx context.Context, w write) (Reservation, error) {
 	return s.store.apply(ctx, w)
 }
 
+// fence fences sku's row with token in the guard's fence column.
 func (s *Service) fence(ctx context.Context, sku string, token int64) error {
 	defer s.timeStore(storeFence, time.Now())
-	return s.store.fence(ctx, sku, token)
+	return s.store.fence(ctx, s.guard.fenceColumn(), sku, token)
 }
 
 func (s *Service) nextFence(ctx context.Context) (int64, error) {

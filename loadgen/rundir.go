@@ -37,6 +37,7 @@ type Meta struct {
 	Target      string   `json:"target"` // inventory, http, noop
 	Guard       string   `json:"guard,omitempty"`
 	Nodes       []string `json:"nodes,omitempty"`
+	Etcd        []string `json:"etcd,omitempty"`
 	URLs        []string `json:"urls,omitempty"`
 	Replicas    int      `json:"replicas,omitempty"`
 	Stages      string   `json:"stages"` // the profile, as --stages would take it

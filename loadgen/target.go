@@ -74,6 +74,8 @@ var _ Target = NoopTarget{}
 type InventoryConfig struct {
 	// Nodes are the lock nodes (host:port); redis-single uses the first.
 	Nodes []string
+	// Etcd are the etcd client URLs of the etcd guards.
+	Etcd  []string
 	Guard inventory.Guard
 	// Replicas is the number of services, each with its own Redlock client,
 	// node connection pools and store handle (default 1).
@@ -140,7 +142,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 	if cfg.RunID == "" {
 		cfg.RunID = fmt.Sprintf("load-%d", time.Now().UnixNano())
 	}
-	t := &InventoryTarget{cfg: cfg, locks: cfg.Guard.NeedsNodes()}
+	t := &InventoryTarget{cfg: cfg, locks: cfg.Guard.Locks()}
 	t.checker.Store(NewHoldChecker(time.Now()))
 	var observer redlock.Observer
 	if cfg.Recorder != nil {
@@ -148,7 +150,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 	}
 	for i := 0; i < cfg.Replicas; i++ {
 		r, err := inventory.OpenReplica(ctx, inventory.ReplicaConfig{
-			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes,
+			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes, Etcd: cfg.Etcd,
 			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
 			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
 			Observer: observer, Registerer: cfg.Registerer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
@@ -390,7 +392,7 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 		t.guard = string(st.Guard)
 		t.clients = append(t.clients, c)
 	}
-	t.locks = inventory.Guard(t.guard).NeedsNodes()
+	t.locks = inventory.Guard(t.guard).Locks()
 	if cfg.StoreDSN != "" {
 		s, err := inventory.OpenStore(ctx, cfg.StoreDSN)
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 // read when their flag is not given.
 const (
 	envNodes    = "REDLAB_NODES"
+	envEtcd     = "REDLAB_ETCD"
 	envStateDir = "REDLAB_STATE_DIR"
 	// envEtcd is the lab's etcd endpoints (client fronts), comma-separated:
 	// lab up exports it for etcd clients (clientv3.Config.Endpoints).
@@ -30,34 +32,90 @@ const (
 // `redlab lab up`) is used.
 type nodesFlag []string
 
-func (f *nodesFlag) String() string { return strings.Join(*f, ",") }
-func (f *nodesFlag) Type() string   { return "ADDR[,ADDR...]" }
-func (f *nodesFlag) Set(s string) error {
-	addrs, err := parseNodes(s)
-	if err != nil {
-		return err
-	}
-	*f = addrs
-	return nil
-}
+func (f *nodesFlag) String() string     { return strings.Join(*f, ",") }
+func (f *nodesFlag) Type() string       { return "ADDR[,ADDR...]" }
+func (f *nodesFlag) Set(s string) error { return setList((*[]string)(f), s, parseNodes) }
 
 // orEnv returns the flag's nodes, or those of REDLAB_NODES when the flag was
 // not given. It fails when neither names a node.
 func (f nodesFlag) orEnv() ([]string, error) {
-	if len(f) > 0 {
-		return f, nil
-	}
-	if v := os.Getenv(envNodes); v != "" {
-		addrs, err := parseNodes(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", envNodes, err)
-		}
-		return addrs, nil
-	}
-	return nil, fmt.Errorf("--nodes is required (or set %s: eval \"$(redlab lab up | tail -1)\")", envNodes)
+	return listOrEnv(f, envNodes, parseNodes, fmt.Errorf("--nodes is required (or set %s: eval \"$(redlab lab up | tail -1)\")", envNodes))
 }
 
 func parseNodes(s string) ([]string, error) {
+	return parseList(s, "node", func(a string) error {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return fmt.Errorf("want host:port: %w", err)
+		}
+		if host == "" {
+			return errors.New("empty host")
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return errors.New("port must be 1-65535")
+		}
+		return nil
+	})
+}
+
+// etcdFlag is the --etcd value of the commands that run the etcd guards:
+// URL[,URL…], each an etcd member's client URL, http(s)://host:port. When
+// the flag is absent, REDLAB_ETCD is used.
+type etcdFlag []string
+
+func (f *etcdFlag) String() string     { return strings.Join(*f, ",") }
+func (f *etcdFlag) Type() string       { return "URL[,URL...]" }
+func (f *etcdFlag) Set(s string) error { return setList((*[]string)(f), s, parseEtcd) }
+
+// orEnv returns the flag's endpoints, or those of REDLAB_ETCD when the flag
+// was not given. It fails when neither names one.
+func (f etcdFlag) orEnv() ([]string, error) {
+	return listOrEnv(f, envEtcd, parseEtcd, fmt.Errorf("--etcd is required (or set %s): the etcd members' client URLs, http://host:port[,...]", envEtcd))
+}
+
+func parseEtcd(s string) ([]string, error) {
+	return parseList(s, "etcd endpoint", func(a string) error {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+			return errors.New("want http://host:port or https://host:port")
+		}
+		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+			return errors.New("port must be 1-65535")
+		}
+		return nil
+	})
+}
+
+// setList is the Set of a list flag: the parsed value replaces the old.
+func setList(dst *[]string, s string, parse func(string) ([]string, error)) error {
+	vals, err := parse(s)
+	if err != nil {
+		return err
+	}
+	*dst = vals
+	return nil
+}
+
+// listOrEnv returns a list flag's values, or those of the environment
+// variable env when the flag was not given, or missing when neither has any.
+func listOrEnv(vals []string, env string, parse func(string) ([]string, error), missing error) ([]string, error) {
+	if len(vals) > 0 {
+		return vals, nil
+	}
+	if v := os.Getenv(env); v != "" {
+		out, err := parse(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", env, err)
+		}
+		return out, nil
+	}
+	return nil, missing
+}
+
+// parseList splits a comma-separated list of what (blanks around the commas
+// and empty items ignored), checks each item, and refuses repeats and an
+// empty list.
+func parseList(s, what string, check func(string) error) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for _, a := range strings.Split(s, ",") {
@@ -65,24 +123,17 @@ func parseNodes(s string) ([]string, error) {
 		if a == "" {
 			continue
 		}
-		host, port, err := net.SplitHostPort(a)
-		if err != nil {
-			return nil, fmt.Errorf("node %q: want host:port: %w", a, err)
-		}
-		if host == "" {
-			return nil, fmt.Errorf("node %q: empty host", a)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("node %q: port must be 1-65535", a)
+		if err := check(a); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, a, err)
 		}
 		if seen[a] {
-			return nil, fmt.Errorf("node %q listed twice", a)
+			return nil, fmt.Errorf("%s %q listed twice", what, a)
 		}
 		seen[a] = true
 		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no nodes in %q", s)
+		return nil, fmt.Errorf("no %ss in %q", what, s)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -55,6 +56,7 @@ func readSummary(t *testing.T, dir string) loadgen.Summary {
 
 func TestLoadUsageErrors(t *testing.T) {
 	t.Setenv("REDLAB_NODES", "")
+	t.Setenv("REDLAB_ETCD", "")
 	out := filepath.Join(t.TempDir(), "run")
 	for _, tc := range []struct {
 		name string
@@ -74,6 +76,8 @@ func TestLoadUsageErrors(t *testing.T) {
 		{"bad target", []string{"--target", "ftp://x", "--rate", "10", "--duration", "1s"}, "want noop or http"},
 		{"guard with target", []string{"--target", "noop", "--guard", "none", "--rate", "10", "--duration", "1s"}, "--guard applies"},
 		{"lock without nodes", []string{"--guard", "redlock", "--rate", "10", "--duration", "1s"}, "--nodes is required"},
+		{"etcd without endpoints", []string{"--guard", "etcd", "--rate", "10", "--duration", "1s"}, "--etcd is required"},
+		{"etcd TTL below etcd's minimum", []string{"--guard", "etcd-fenced", "--etcd", "http://127.0.0.1:2379", "--lock-ttl", "500ms", "--rate", "10", "--duration", "1s"}, "minimum lease TTL of 2s"},
 		{"bad guard", []string{"--guard", "mutex", "--rate", "10", "--duration", "1s"}, "unknown guard"},
 		{"bad store", []string{"--guard", "none", "--store", "mysql://x", "--rate", "10", "--duration", "1s"}, ""},
 		{"bad in-flight", []string{"--target", "noop", "--rate", "10", "--duration", "1s", "--max-in-flight", "0"}, "--max-in-flight"},
@@ -330,6 +334,32 @@ func TestLoadLabCPUWithoutLab(t *testing.T) {
 // TestLoadRunsRedsyncAndComparisonGuards: `redlab load` runs the redsync
 // guard and the comparison guard redlock-del (which `serve` refuses), and
 // both conserve stock when nothing fails.
+// TestLoadEtcd: `redlab load --guard etcd|etcd-fenced --etcd …` runs
+// in-process replicas locking on a real etcd cluster, checks their holds
+// and audits the store.
+func TestLoadEtcd(t *testing.T) {
+	t.Setenv("REDLAB_ETCD", "")
+	c := etcdtest.Start(t, 1, etcdtest.Options{})
+	for _, g := range []string{"etcd", "etcd-fenced"} {
+		t.Run(g, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			code, stdout, stderr := runCmd(t, nil, "load", "--etcd", strings.Join(c.Endpoints(), ","), "--guard", g,
+				"--rate", "40", "--duration", "1s", "--keys", "hot:8:0.5", "--replicas", "2", "--stock", "1000",
+				"--out", dir, "--acquire-timeout", "20s",
+				"--threshold", "safety.double_grants==0", "--threshold", "safety.lost_updates==0",
+				"--threshold", "safety.fenced_rejections==0", "--threshold", "outcomes.error==0", "--threshold", "requests==40")
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			s := readSummary(t, dir)
+			if s.Outcomes["reserved"] != 40 || s.AcquireLatencyMs.Count != 40 || !s.Safety.DoubleGrantsChecked || !s.Safety.AuditChecked {
+				t.Errorf("summary %+v: want 40 reservations with lock timings, holds and store checked", s)
+			}
+			t.Logf("%s: acquire p50 %.2fms p99 %.2fms", g, s.AcquireLatencyMs.P50, s.AcquireLatencyMs.P99)
+		})
+	}
+}
+
 func TestLoadRunsRedsyncAndComparisonGuards(t *testing.T) {
 	c := redistest.Start(t, 3, redistest.Options{})
 	for _, g := range []string{"redsync", "redlock-del"} {

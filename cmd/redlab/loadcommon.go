@@ -24,6 +24,7 @@ import (
 // loadFlags are the flags `load` and `sweep` share: what to load and how.
 type loadFlags struct {
 	nodes          nodesFlag
+	etcd           etcdFlag
 	guard          string
 	keys           keysFlag
 	quantity       quantityFlag
@@ -51,6 +52,7 @@ type loadFlags struct {
 
 	// resolved by validate
 	addrs          []string
+	etcdURLs       []string
 	g              inventory.Guard
 	user, password string
 }
@@ -60,6 +62,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	f.quantity = quantityFlag{Min: 1, Max: 1}
 	f.worker = workerFlag{Index: 0, Count: 1}
 	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or guards none/db-atomic")
+	fs.Var(&f.etcd, "etcd", "etcd client URLs of the guards etcd and etcd-fenced (default $"+envEtcd+")")
 	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards())+"; or "+inventory.JoinGuards(inventory.Comparisons())+" (release by plain DEL: the mistake, for comparisons only)")
 	fs.Var(&f.keys, "keys", "SKU distribution: uniform:N, zipf:N:θ (θ<1 YCSB-style), hot:N:fraction[:hotkeys]")
 	fs.Var(&f.quantity, "quantity", "units per reservation: N, const:N or uniform:MIN:MAX")
@@ -122,6 +125,14 @@ func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFla
 	if needsNodes {
 		if f.user, f.password, err = f.login.resolve(); err != nil {
 			return err
+		}
+	}
+	if !remote && g.NeedsEtcd() {
+		if f.etcdURLs, err = f.etcd.orEnv(); err != nil {
+			return fmt.Errorf("%w (guard %s takes its lock on etcd)", err, g)
+		}
+		if err := g.CheckTTL(f.lockTTL); err != nil {
+			return fmt.Errorf("--lock-ttl: %w", err)
 		}
 	}
 	if f.replicas < 1 || f.replicas > 64 {
@@ -224,7 +235,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 		dsn = "sqlite:" + filepath.Join(dir, "inventory.db") + "?" + scratchStorePragmas
 	}
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
-		Nodes: f.addrs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
+		Nodes: f.addrs, Etcd: f.etcdURLs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
 		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
 		LockConcurrency: f.lockConc, NoOverloadControl: !f.overloadCtl, Recorder: rec, Registerer: reg, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
@@ -240,7 +251,7 @@ func (f *loadFlags) meta(stages []loadgen.Stage, args []string, target loadgen.T
 	}
 	switch m.Target {
 	case "inventory":
-		m.Guard, m.Nodes, m.Replicas = string(f.g), f.addrs, f.replicas
+		m.Guard, m.Nodes, m.Etcd, m.Replicas = string(f.g), f.addrs, f.etcdURLs, f.replicas
 		m.LockTTLMs = float64(f.lockTTL) / 1e6
 		m.Store = "sqlite:inventory.db (in the run directory)"
 		if f.store != "" {

@@ -22,8 +22,10 @@ import (
 // serveOptions are the flags of `redlab serve`.
 type serveOptions struct {
 	nodesFlag       nodesFlag
+	etcdFlag        etcdFlag
 	guardName       string
 	nodes           []string // resolved by validate; empty for guards without a lock
+	etcd            []string // resolved by validate; empty but for the etcd guards
 	store           string
 	guard           inventory.Guard
 	listen          string
@@ -48,7 +50,9 @@ func newServeCmd(e *env) *cobra.Command {
 /v1/stock/{sku}, /healthz, /readyz, /metrics (see inventory/openapi.yaml).
 --nodes (or $REDLAB_NODES) is needed by the guards that lock: redis-single
 (uses the first node), redlock, redlock-fenced and redsync (go-redsync/redsync
-v4 with its own defaults over go-redis clients with theirs).
+v4 with its own defaults over go-redis clients with theirs). --etcd (or
+$REDLAB_ETCD) is needed by etcd and etcd-fenced, whose --lock-ttl is at least
+2s (etcd's shortest lease) and rounded up to whole seconds.
 
 The first SIGINT/SIGTERM drains: no new connections, in-flight reservations
 finish and release their locks. A second one exits at once.
@@ -62,6 +66,7 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	}
 	fs := c.Flags()
 	fs.Var(&o.nodesFlag, "nodes", "Redis nodes of the lock (default $"+envNodes+")")
+	fs.Var(&o.etcdFlag, "etcd", "etcd client URLs of the etcd guards' lock (default $"+envEtcd+")")
 	fs.StringVar(&o.store, "store", "sqlite:.redlab/inventory.db", "inventory database: sqlite:PATH or postgres://...")
 	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards()))
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "HTTP listen address, host:port (port 0 picks a free one)")
@@ -92,6 +97,11 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 			return err
 		}
 	}
+	if g.NeedsEtcd() {
+		if o.etcd, err = o.etcdFlag.orEnv(); err != nil {
+			return fmt.Errorf("guard %s: %w", g, err)
+		}
+	}
 	if err := inventory.CheckDSN(o.store); err != nil {
 		return fmt.Errorf("--store: %w", err)
 	}
@@ -104,6 +114,9 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 	}
 	if o.lockTTL < time.Millisecond {
 		return fmt.Errorf("--lock-ttl must be at least 1ms, got %v", o.lockTTL)
+	}
+	if err := g.CheckTTL(o.lockTTL); err != nil {
+		return fmt.Errorf("--lock-ttl: %w", err)
 	}
 	for _, f := range []struct {
 		name string
@@ -137,7 +150,7 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 	handlerOpts := []inventory.HandlerOption{inventory.WithLogger(logger)}
 	rcfg := inventory.ReplicaConfig{
-		StoreDSN: o.store, Guard: o.guard, Nodes: o.nodes, NodeTimeout: o.nodeTimeout,
+		StoreDSN: o.store, Guard: o.guard, Nodes: o.nodes, Etcd: o.etcd, NodeTimeout: o.nodeTimeout,
 		LockTTL: o.lockTTL, AcquireTimeout: o.acquireTimeout, Holder: o.holder,
 		Username: o.user, Password: o.password,
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/inventory"
 )
@@ -40,6 +41,7 @@ func (b *serveOutput) String() string {
 
 func TestServeFlags(t *testing.T) {
 	t.Setenv("REDLAB_NODES", "")
+	t.Setenv("REDLAB_ETCD", "")
 	dir := t.TempDir()
 	db := filepath.Join(dir, "never.db")
 	store := "sqlite:" + db
@@ -56,6 +58,11 @@ func TestServeFlags(t *testing.T) {
 		{"redsync needs nodes", []string{"--guard", "redsync", "--store", store}, exitUsage, "--nodes is required"},
 		{"redlock-del is for comparisons only", []string{"--guard", "redlock-del", "--store", store, "--nodes", "127.0.0.1:1"}, exitUsage, "releases its lock with a plain DEL"},
 		{"bad node", []string{"--nodes", "localhost", "--store", store}, exitUsage, "host:port"},
+		{"etcd needs --etcd", []string{"--guard", "etcd", "--store", store}, exitUsage, "--etcd is required"},
+		{"etcd-fenced needs --etcd", []string{"--guard", "etcd-fenced", "--store", store, "--nodes", "127.0.0.1:1"}, exitUsage, "--etcd is required"},
+		{"bad etcd endpoint", []string{"--guard", "etcd", "--store", store, "--etcd", "127.0.0.1:2379"}, exitUsage, "want http://host:port"},
+		{"etcd endpoint twice", []string{"--guard", "etcd", "--store", store, "--etcd", "http://127.0.0.1:2379,http://127.0.0.1:2379"}, exitUsage, "listed twice"},
+		{"etcd TTL below etcd's minimum", []string{"--guard", "etcd", "--store", store, "--etcd", "http://127.0.0.1:2379", "--lock-ttl", "1s"}, exitUsage, "minimum lease TTL of 2s"},
 		{"bad store", []string{"--guard", "none", "--store", "mysql://x"}, exitUsage, "--store"},
 		{"bad listen", []string{"--guard", "none", "--store", store, "--listen", "8080"}, exitUsage, "--listen"},
 		{"bad listen port", []string{"--guard", "none", "--store", store, "--listen", "127.0.0.1:70000"}, exitUsage, "--listen"},
@@ -304,5 +311,46 @@ func TestServeWithoutLock(t *testing.T) {
 	s.signals <- syscall.SIGINT
 	if code := s.waitExit(t); code != exitOK {
 		t.Errorf("exit: got %d, want 0", code)
+	}
+}
+
+// TestServeEtcd: `redlab serve --guard etcd` locks on a real etcd cluster
+// named by --etcd, or by REDLAB_ETCD without the flag; /readyz reports its
+// members, a reservation commits, and a signal drains and exits 0.
+func TestServeEtcd(t *testing.T) {
+	t.Setenv("REDLAB_NODES", "")
+	cluster := etcdtest.Start(t, 1, etcdtest.Options{})
+	for _, tt := range []struct {
+		name, guard string
+		flag        bool
+	}{{"flag", "etcd", true}, {"env", "etcd-fenced", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"--store", "sqlite:" + filepath.Join(t.TempDir(), "inventory.db"), "--guard", tt.guard}
+			if tt.flag {
+				t.Setenv("REDLAB_ETCD", "")
+				args = append(args, "--etcd", strings.Join(cluster.Endpoints(), ","))
+			} else {
+				t.Setenv("REDLAB_ETCD", strings.Join(cluster.Endpoints(), ","))
+			}
+			s := startServe(t, args...)
+			code, body := s.call(t, "GET", "/readyz", "")
+			nodes, _ := body["nodes"].(map[string]any)
+			if code != 200 || body["lock"] != "ok" || nodes["up"] != float64(1) || nodes["quorum"] != float64(1) {
+				t.Errorf("readyz: got %d %v, want 200, lock ok, 1 member up of quorum 1", code, body)
+			}
+			if code, body := s.call(t, "PUT", "/v1/stock/e", `{"stock":5}`); code != 200 {
+				t.Fatalf("seed: got %d %v", code, body)
+			}
+			if code, body := s.call(t, "POST", "/v1/reservations", `{"sku":"e","quantity":2,"request_id":"e-1"}`); code != 201 || body["guard"] != tt.guard {
+				t.Errorf("reserve: got %d %v, want 201 through %s", code, body, tt.guard)
+			}
+			if code, body := s.call(t, "GET", "/v1/stock/e", ""); code != 200 || body["stock"] != float64(3) {
+				t.Errorf("stock after the reservation: got %d %v, want 3", code, body)
+			}
+			s.signals <- syscall.SIGTERM
+			if code := s.waitExit(t); code != exitOK {
+				t.Errorf("exit: got %d, want 0; stderr: %s", code, s.stderr.String())
+			}
+		})
 	}
 }
