@@ -18,7 +18,6 @@ import (
 // read when their flag is not given.
 const (
 	envNodes    = "REDLAB_NODES"
-	envEtcd     = "REDLAB_ETCD"
 	envStateDir = "REDLAB_STATE_DIR"
 	// envEtcd is the lab's etcd endpoints (client fronts), comma-separated:
 	// lab up exports it for etcd clients (clientv3.Config.Endpoints).
