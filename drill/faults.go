@@ -92,6 +92,11 @@ type injector struct {
 	pausers map[inventory.Guard]*pauser
 	log     func(format string, a ...any)
 	nodeN   int
+	// etcd and etcdN are the lab's etcd members (drill/etcd.go); members
+	// remembers which ones each etcd fault acted on.
+	etcd    etcdFaults
+	etcdN   int
+	members resolvedMembers
 }
 
 // run applies the faults at their offsets from start, then heals every
@@ -108,8 +113,8 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 		f := f
 		steps = append(steps, step{f.At, describeFault(f), func(ctx context.Context) error { return in.apply(ctx, f) }})
 		if f.For > 0 && (f.Kind == FaultPartition || f.Kind == FaultLatency) && f.At+f.For < end {
-			steps = append(steps, step{f.At + f.For, "heal " + nodeList(f.Nodes), func(ctx context.Context) error {
-				return in.nodes.Heal(ctx, f.Nodes...)
+			steps = append(steps, step{f.At + f.For, "heal " + faultTargets(f), func(ctx context.Context) error {
+				return in.heal(ctx, f)
 			}})
 		}
 	}
@@ -146,14 +151,22 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 
 // healAll ends every network fault (partitions, latency) at the end of the
 // load, so that the drain and the audit run on a healed lab.
-func (in *injector) healAll(ctx context.Context) error { return in.nodes.Heal(ctx) }
+func (in *injector) healAll(ctx context.Context) error {
+	return errors.Join(in.nodes.Heal(ctx), in.healEtcd(ctx))
+}
 
 // apply starts one fault on all its nodes at once.
 func (in *injector) apply(ctx context.Context, f Fault) error {
+	if len(f.Etcd) > 0 {
+		return in.applyEtcd(ctx, f)
+	}
 	switch f.Kind {
 	case FaultPartition:
 		return in.nodes.Partition(ctx, f.Nodes...)
 	case FaultHeal:
+		if len(f.Nodes) == 0 {
+			return in.healAll(ctx)
+		}
 		return in.nodes.Heal(ctx, f.Nodes...)
 	case FaultClientPause:
 		for g, p := range in.pausers {
@@ -211,9 +224,9 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 func describeFault(f Fault) string {
 	var b strings.Builder
 	b.WriteString(string(f.Kind))
-	if len(f.Nodes) > 0 {
+	if len(f.Nodes) > 0 || len(f.Etcd) > 0 {
 		b.WriteString(" ")
-		b.WriteString(nodeList(f.Nodes))
+		b.WriteString(faultTargets(f))
 	}
 	switch f.Kind {
 	case FaultRestart:

@@ -115,7 +115,7 @@ func TestParseErrors(t *testing.T) {
 		{"window named like a node", "faults:\n", "windows: {node2: 10s-20s}\nfaults:\n", 7, "a phase or a metric's name"},
 		{"window with a bad name", "faults:\n", "windows: {Slow-Part: 10s-20s}\nfaults:\n", 7, "a window's name is lowercase letters"},
 		{"expectation in an unknown window", "safety.lock_violations>0", "slow.acquire.p99<5ms", 10, "expect.redlock[0]"},
-		{"comparison guard is a workload guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, redlock-fenced, db-atomic, redlock-del, dynamo]", 5, "workload.guards[4]: unknown guard \"dynamo\" (want one of none, redis-single, redlock, redlock-fenced, db-atomic, redsync, redlock-del)"},
+		{"comparison guard is a workload guard", "guards: [redlock, redlock-fenced, db-atomic]", "guards: [redlock, redlock-fenced, db-atomic, redlock-del, dynamo]", 5, "workload.guards[4]: unknown guard \"dynamo\" (want one of none, redis-single, redlock, redlock-fenced, db-atomic, redsync, etcd, etcd-fenced, redlock-del)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
