@@ -147,6 +147,11 @@ func (l *etcdLocker) withdraw(ctx context.Context, s *etcdSession, prefix string
 	if err != nil {
 		return false, err
 	}
+	// An unconditional transaction answers both operations; seen empty in
+	// a drill that partitioned the leader, so it is checked, not indexed.
+	if len(resp.Responses) != 2 || resp.Responses[1].GetResponseRange() == nil {
+		return false, fmt.Errorf("inventory: withdraw from %s: etcd answered %d of 2 operations", prefix, len(resp.Responses))
+	}
 	return len(resp.Responses[1].GetResponseRange().Kvs) > 0, nil
 }
 
