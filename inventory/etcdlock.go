@@ -112,7 +112,13 @@ func (l *etcdLocker) lock(ctx context.Context, prefix string) (*etcdLock, int, e
 			return nil, attempt, &etcdAcquireError{err: err}
 		}
 		m := concurrency.NewMutex(s.cs, prefix)
-		err = m.Lock(ctx)
+		err = mutexLock(ctx, m)
+		if errors.Is(err, errLockAbandoned) {
+			// The abandoned Lock may still put or hold the key: only the
+			// session's lease, revoked here, takes it away.
+			l.discard(s)
+			return nil, attempt, &etcdAcquireError{err: err}
+		}
 		if err == nil {
 			return &etcdLock{s: s, m: m, rev: ownerRevision(m)}, attempt, nil
 		}
@@ -130,6 +136,33 @@ func (l *etcdLocker) lock(ctx context.Context, prefix string) (*etcdLock, int, e
 			continue
 		}
 		return nil, attempt, &etcdAcquireError{held: werr == nil && held, err: err}
+	}
+}
+
+// errLockAbandoned is a Lock left to finish on its own (mutexLock).
+var errLockAbandoned = errors.New("inventory: etcd lock abandoned: its clean-up did not return")
+
+// mutexLock is m.Lock(ctx), bounded by ctx. After a failed wait Mutex.Lock
+// deletes its key on the client's own context, not ctx, so a request lost
+// on the wire (measured behind a healed partition of the etcd leader, on a
+// connection whose keep-alive pings were answered) holds the caller
+// forever. releaseTimeout past ctx's end, the Lock is left running; it
+// ends when the connection or the client does.
+func mutexLock(ctx context.Context, m *concurrency.Mutex) error {
+	done := make(chan error, 1)
+	go func() { done <- m.Lock(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(releaseTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w (%w)", errLockAbandoned, ctx.Err())
 	}
 }
 
