@@ -223,56 +223,49 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 		return in.etcd.EtcdHeal(ctx, f.Etcd...)
 	}
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
-		errs     []error
 		resolved []int
 	)
-	for _, m := range f.Etcd {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var (
-				res lab.EtcdFaultResult
-				err error
-			)
-			switch f.Kind {
-			case FaultKill:
-				res, err = in.etcd.EtcdKill(ctx, m)
-			case FaultRestart:
-				res, err = in.etcd.EtcdRestart(ctx, m, f.Delay)
-			case FaultStop:
-				res, err = in.etcd.EtcdStop(ctx, m)
-			case FaultStart:
-				res, err = in.etcd.EtcdStart(ctx, m)
-			case FaultPause:
-				res, err = in.etcd.EtcdPause(ctx, m, f.For)
-			case FaultPartition:
-				res, err = in.etcd.EtcdPartition(ctx, m)
-			case FaultLatency:
-				res, err = in.etcd.EtcdLatency(ctx, m, f.Add, f.Jitter)
-			default:
-				err = fmt.Errorf("%s does not apply to etcd members", f.Kind)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("etcd member %s: %w", memberName(m), err))
-				return
-			}
-			id := res.Status.ID
-			if id == 0 {
-				id = m
-			}
-			resolved = append(resolved, id)
-			if m == lab.TargetLeader {
-				in.log("  the etcd leader was member %d", id)
-			}
-		}()
-	}
-	wg.Wait()
+	err := onEach(f.Etcd, func(m int) string { return "etcd member " + memberName(m) }, func(m int) error {
+		var (
+			res lab.EtcdFaultResult
+			err error
+		)
+		switch f.Kind {
+		case FaultKill:
+			res, err = in.etcd.EtcdKill(ctx, m)
+		case FaultRestart:
+			res, err = in.etcd.EtcdRestart(ctx, m, f.Delay)
+		case FaultStop:
+			res, err = in.etcd.EtcdStop(ctx, m)
+		case FaultStart:
+			res, err = in.etcd.EtcdStart(ctx, m)
+		case FaultPause:
+			res, err = in.etcd.EtcdPause(ctx, m, f.For)
+		case FaultPartition:
+			res, err = in.etcd.EtcdPartition(ctx, m)
+		case FaultLatency:
+			res, err = in.etcd.EtcdLatency(ctx, m, f.Add, f.Jitter)
+		default:
+			err = fmt.Errorf("%s does not apply to etcd members", f.Kind)
+		}
+		if err != nil {
+			return err
+		}
+		id := res.Status.ID
+		if id == 0 {
+			id = m
+		}
+		if m == lab.TargetLeader {
+			in.log("  the etcd leader was member %d", id)
+		}
+		mu.Lock()
+		resolved = append(resolved, id)
+		mu.Unlock()
+		return nil
+	})
 	in.members.set(f.Line, resolved)
-	return errors.Join(errs...)
+	return err
 }
 
 // heal ends f's network fault at its `for`: on its nodes, or on the etcd

@@ -1,7 +1,6 @@
 package drill
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -82,14 +81,7 @@ func TestEtcdSpecErrors(t *testing.T) {
 				spec = strings.Replace(spec, "lab: {nodes: 5, etcd: 3}", "lab: {nodes: 5}", 1)
 				spec = strings.Replace(spec, "  etcd: [\"safety.lock_violations==0\"]\n  etcd-fenced: [\"safety.lock_violations==0\"]\n", "", 1)
 			}
-			_, err := Parse("etcd-spec.md", []byte(spec))
-			var se *SpecError
-			if !errors.As(err, &se) {
-				t.Fatalf("got %v, want a *SpecError", err)
-			}
-			if se.Line != tt.wantLine || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v (line %d), want line %d and %q", err, se.Line, tt.wantLine, tt.want)
-			}
+			wantSpecError(t, "etcd-spec.md", spec, tt.wantLine, tt.want)
 		})
 	}
 }

@@ -176,43 +176,51 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		}
 		return nil
 	}
+	return onEach(f.Nodes, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
+		var err error
+		switch f.Kind {
+		case FaultKill:
+			_, err = in.nodes.Kill(ctx, id)
+		case FaultPowerLoss:
+			_, err = in.nodes.PowerLoss(ctx, id)
+		case FaultRestart:
+			_, err = in.nodes.Restart(ctx, id, f.Delay)
+		case FaultStop:
+			_, err = in.nodes.Stop(ctx, id)
+		case FaultStart:
+			_, err = in.nodes.Start(ctx, id)
+		case FaultPause:
+			_, err = in.nodes.Pause(ctx, id, f.For)
+		case FaultLatency:
+			_, err = in.nodes.Latency(ctx, id, f.Add, f.Jitter)
+		case FaultClockJump:
+			_, err = in.nodes.ClockJump(ctx, id, f.By)
+		case FaultClockRate:
+			_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
+		case FaultFailover:
+			_, err = in.nodes.Failover(ctx, id, f.Lag)
+		default:
+			err = fmt.Errorf("unknown fault %q", f.Kind)
+		}
+		return err
+	})
+}
+
+// onEach runs do for every id at once and joins their errors, each named
+// by what(id).
+func onEach(ids []int, what func(int) string, do func(id int) error) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, id := range f.Nodes {
+	for _, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var err error
-			switch f.Kind {
-			case FaultKill:
-				_, err = in.nodes.Kill(ctx, id)
-			case FaultPowerLoss:
-				_, err = in.nodes.PowerLoss(ctx, id)
-			case FaultRestart:
-				_, err = in.nodes.Restart(ctx, id, f.Delay)
-			case FaultStop:
-				_, err = in.nodes.Stop(ctx, id)
-			case FaultStart:
-				_, err = in.nodes.Start(ctx, id)
-			case FaultPause:
-				_, err = in.nodes.Pause(ctx, id, f.For)
-			case FaultLatency:
-				_, err = in.nodes.Latency(ctx, id, f.Add, f.Jitter)
-			case FaultClockJump:
-				_, err = in.nodes.ClockJump(ctx, id, f.By)
-			case FaultClockRate:
-				_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
-			case FaultFailover:
-				_, err = in.nodes.Failover(ctx, id, f.Lag)
-			default:
-				err = fmt.Errorf("unknown fault %q", f.Kind)
-			}
-			if err != nil {
+			if err := do(id); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
+				errs = append(errs, fmt.Errorf("%s: %w", what(id), err))
 				mu.Unlock()
 			}
 		}()
