@@ -96,6 +96,11 @@ type injector struct {
 	procs map[inventory.Guard]*serveProcs
 	log   func(format string, a ...any)
 	nodeN int
+	// etcd and etcdN are the lab's etcd members (drill/etcd.go); members
+	// remembers which ones each etcd fault acted on.
+	etcd    etcdFaults
+	etcdN   int
+	members resolvedMembers
 }
 
 // run applies the faults at their offsets from start, then heals every
@@ -112,8 +117,8 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 		f := f
 		steps = append(steps, step{f.At, describeFault(f), func(ctx context.Context) error { return in.apply(ctx, f) }})
 		if f.For > 0 && (f.Kind == FaultPartition || f.Kind == FaultLatency) && f.At+f.For < end {
-			steps = append(steps, step{f.At + f.For, "heal " + nodeList(f.Nodes), func(ctx context.Context) error {
-				return in.nodes.Heal(ctx, f.Nodes...)
+			steps = append(steps, step{f.At + f.For, "heal " + faultTargets(f), func(ctx context.Context) error {
+				return in.heal(ctx, f)
 			}})
 		}
 	}
@@ -150,14 +155,22 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 
 // healAll ends every network fault (partitions, latency) at the end of the
 // load, so that the drain and the audit run on a healed lab.
-func (in *injector) healAll(ctx context.Context) error { return in.nodes.Heal(ctx) }
+func (in *injector) healAll(ctx context.Context) error {
+	return errors.Join(in.nodes.Heal(ctx), in.healEtcd(ctx))
+}
 
 // apply starts one fault on all its nodes at once.
 func (in *injector) apply(ctx context.Context, f Fault) error {
+	if len(f.Etcd) > 0 {
+		return in.applyEtcd(ctx, f)
+	}
 	switch f.Kind {
 	case FaultPartition:
 		return in.nodes.Partition(ctx, f.Nodes...)
 	case FaultHeal:
+		if len(f.Nodes) == 0 {
+			return in.healAll(ctx)
+		}
 		return in.nodes.Heal(ctx, f.Nodes...)
 	case FaultClientPause:
 		var errs []error
@@ -173,43 +186,51 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		}
 		return errors.Join(errs...)
 	}
+	return onEach(f.Nodes, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
+		var err error
+		switch f.Kind {
+		case FaultKill:
+			_, err = in.nodes.Kill(ctx, id)
+		case FaultPowerLoss:
+			_, err = in.nodes.PowerLoss(ctx, id)
+		case FaultRestart:
+			_, err = in.nodes.Restart(ctx, id, f.Delay)
+		case FaultStop:
+			_, err = in.nodes.Stop(ctx, id)
+		case FaultStart:
+			_, err = in.nodes.Start(ctx, id)
+		case FaultPause:
+			_, err = in.nodes.Pause(ctx, id, f.For)
+		case FaultLatency:
+			_, err = in.nodes.Latency(ctx, id, f.Add, f.Jitter)
+		case FaultClockJump:
+			_, err = in.nodes.ClockJump(ctx, id, f.By)
+		case FaultClockRate:
+			_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
+		case FaultFailover:
+			_, err = in.nodes.Failover(ctx, id, f.Lag)
+		default:
+			err = fmt.Errorf("unknown fault %q", f.Kind)
+		}
+		return err
+	})
+}
+
+// onEach runs do for every id at once and joins their errors, each named
+// by what(id).
+func onEach(ids []int, what func(int) string, do func(id int) error) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, id := range f.Nodes {
+	for _, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var err error
-			switch f.Kind {
-			case FaultKill:
-				_, err = in.nodes.Kill(ctx, id)
-			case FaultPowerLoss:
-				_, err = in.nodes.PowerLoss(ctx, id)
-			case FaultRestart:
-				_, err = in.nodes.Restart(ctx, id, f.Delay)
-			case FaultStop:
-				_, err = in.nodes.Stop(ctx, id)
-			case FaultStart:
-				_, err = in.nodes.Start(ctx, id)
-			case FaultPause:
-				_, err = in.nodes.Pause(ctx, id, f.For)
-			case FaultLatency:
-				_, err = in.nodes.Latency(ctx, id, f.Add, f.Jitter)
-			case FaultClockJump:
-				_, err = in.nodes.ClockJump(ctx, id, f.By)
-			case FaultClockRate:
-				_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
-			case FaultFailover:
-				_, err = in.nodes.Failover(ctx, id, f.Lag)
-			default:
-				err = fmt.Errorf("unknown fault %q", f.Kind)
-			}
-			if err != nil {
+			if err := do(id); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
+				errs = append(errs, fmt.Errorf("%s: %w", what(id), err))
 				mu.Unlock()
 			}
 		}()
@@ -221,9 +242,9 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 func describeFault(f Fault) string {
 	var b strings.Builder
 	b.WriteString(string(f.Kind))
-	if len(f.Nodes) > 0 {
+	if len(f.Nodes) > 0 || len(f.Etcd) > 0 {
 		b.WriteString(" ")
-		b.WriteString(nodeList(f.Nodes))
+		b.WriteString(faultTargets(f))
 	}
 	switch f.Kind {
 	case FaultRestart:

@@ -39,14 +39,19 @@ type FaultRecord struct {
 	Type  string `json:"type"` // "fault"
 	ID    string `json:"id"`   // pairs a start with its end
 	Fault string `json:"fault"`
-	// Nodes are numbered from 1; empty for client-pause, which names Guard.
+	// Nodes are numbered from 1; empty for client-pause, which names Guard,
+	// and for a fault on an etcd member, which names EtcdMember.
 	Nodes []int  `json:"nodes"`
 	Guard string `json:"guard,omitempty"`
 	// Scope is a client-pause's scope: request (one request's goroutine)
 	// or process (the whole service process, SIGSTOP).
 	Scope string `json:"scope,omitempty"`
-	Event string `json:"event"` // "start" | "end"
-	AtNs  int64  `json:"at_ns"`
+	// EtcdMember is the etcd member (from 1) the fault acted on; Target is
+	// "leader" when it was chosen as the leader when the fault fired.
+	EtcdMember int    `json:"etcd_member,omitempty"`
+	Target     string `json:"target,omitempty"`
+	Event      string `json:"event"` // "start" | "end"
+	AtNs       int64  `json:"at_ns"`
 }
 
 // History is a drill's record, filled concurrently while it runs.

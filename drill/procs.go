@@ -26,6 +26,8 @@ type serveConfig struct {
 	Guard    inventory.Guard
 	Replicas int
 	Nodes    []string
+	// Etcd are the lab's etcd client endpoints, for the etcd guards.
+	Etcd []string
 	// StoreDSN is the replicas' shared store.
 	StoreDSN                             string
 	LockTTL, AcquireTimeout, NodeTimeout time.Duration
@@ -135,6 +137,9 @@ func serveArgs(cfg serveConfig, i int) []string {
 		if cfg.Username != "" {
 			args = append(args, "--username", cfg.Username)
 		}
+	}
+	if cfg.Guard.NeedsEtcd() {
+		args = append(args, "--etcd", strings.Join(cfg.Etcd, ","))
 	}
 	return args
 }

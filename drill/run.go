@@ -82,12 +82,13 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg.RestartDelay = spec.Lab.RestartDelay
 	cfg.Replicas = spec.Lab.Replicas
 	cfg.Machines = cfg.Machines || spec.Lab.Machines
+	cfg.Etcd = spec.Lab.Etcd
 	if cfg.Machines {
 		if err := CheckMachines(spec); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas); err != nil {
+	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas, spec.Lab.Etcd); err != nil {
 		return nil, err
 	}
 	replicas := ""
@@ -246,7 +247,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 		store := "sqlite:" + filepath.Join(gr.dir, "inventory.db")
 		if contains(processGuards, g) {
 			gr.procs, err = startServeProcs(ctx, serveConfig{
-				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.Addrs(), StoreDSN: store,
+				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), StoreDSN: store,
 				LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 				Username: creds.Redlock.Name, Password: creds.Redlock.Password, StateDir: l.StateDir(), Dir: gr.dir,
 			}, hist, logf)
@@ -257,7 +258,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 			gr.target, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store})
 		} else {
 			gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
-				Nodes: l.Addrs(), Guard: g, Replicas: w.Replicas,
+				Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), Guard: g, Replicas: w.Replicas,
 				StoreDSN: store,
 				LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 				Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
@@ -308,7 +309,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 	}
 
 	// The fault schedule, from the instant the loads start.
-	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, procs: map[inventory.Guard]*serveProcs{}, log: logf, nodeN: spec.Lab.Nodes}
+	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, procs: map[inventory.Guard]*serveProcs{}, log: logf, nodeN: spec.Lab.Nodes, etcd: l, etcdN: spec.Lab.Etcd}
 	for _, gr := range runs {
 		in.pausers[gr.guard] = gr.pause
 		if gr.procs != nil {
@@ -369,10 +370,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 	}
 	for _, f := range labFaults {
-		hist.AddFault(f.ID, FaultKind(f.Kind), []int{f.Node}, "", "start", f.Start)
-		if !f.End.IsZero() {
-			hist.AddFault(f.ID, FaultKind(f.Kind), []int{f.Node}, "", "end", f.End)
-		}
+		hist.addLabFault(f)
 	}
 	if err := hist.WriteFile(filepath.Join(dir, HistoryFile)); err != nil {
 		return nil, err
@@ -476,12 +474,16 @@ func prepareDir(dir string) error {
 
 // freeBasePort finds a lab base port whose port ranges (three, five with
 // replicas, then the monitoring's: Prometheus on base+500 and node N's
-// exporter on base+500+N) are free for n nodes.
-func freeBasePort(n, replicas int) (int, error) {
+// exporter on base+500+N) are free for n nodes, and the etcd members'
+// ranges for etcd members.
+func freeBasePort(n, replicas, etcd int) (int, error) {
 	offsets := append(lab.PortOffsets(replicas), 499, 500)
 	step := 600
+	if etcd > 0 {
+		step = etcdPortStep
+	}
 	for base := lab.DefaultBasePort; base+step+n < 65535; base += step {
-		if portsFree(base, n, offsets) {
+		if portsFree(base, n, offsets) && portsFree(base, etcd, lab.EtcdPortOffsets()) {
 			return base, nil
 		}
 	}

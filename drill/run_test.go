@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
@@ -20,15 +21,19 @@ import (
 // the lock), the rule that prevents it (fsync always), the pause no TTL
 // lock survives without fencing, and two of the common mistakes: a release
 // by plain DEL next to the Lua release, and replicas failing over as nodes
-// (the replicated lab and the failover fault). A broken fault or checker
-// cannot land: each expects violations where the debate says they happen,
-// and none elsewhere.
+// (the replicated lab and the failover fault), and the seed's alternative
+// under its own failure: the etcd leader crashes, then the next one is cut
+// off (etcd members in the lab, faults on the leader resolved when they
+// fire). A broken fault or checker cannot land: each expects violations
+// where the debate says they happen, and none elsewhere; the etcd drill
+// expects the outage and no violation.
 var ciDrills = []string{
 	"power-loss-everysec-no-delay",
 	"power-loss-always-no-delay",
 	"client-pause",
 	"delete-release",
 	"replicas-as-nodes",
+	"etcd-leader-loss",
 }
 
 // ciMachineDrills run on a lab of machines (redlab drill --machines), about
@@ -51,9 +56,13 @@ func TestShippedDrills(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
 			dir := filepath.Join(out, strings.Join(append([]string{name}, args...), ""))
-			argv := append([]string{"drill", filepath.Join("..", "runbooks", "drills", name+".md"), "--out", dir}, args...)
+			file := filepath.Join("..", "runbooks", "drills", name+".md")
+			argv := append([]string{"drill", file, "--out", dir}, args...)
 			cmd := exec.CommandContext(ctx, cfg.Redlab, argv...)
 			cmd.Env = append(os.Environ(), "REDLAB_TF="+cfg.Terraform)
+			if etcd := requireEtcdFor(t, file); etcd != "" {
+				cmd.Env = append(cmd.Env, "REDLAB_ETCD_BIN="+etcd)
+			}
 			outb, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("redlab drill %s: %v\n%s", name, err, outb)
@@ -218,4 +227,27 @@ func checkProcessScope(t *testing.T, res *Result) {
 			t.Errorf("result.json: guard %s ran in the drill's process, want redlab serve processes", g)
 		}
 	}
+}
+
+// requireEtcdFor returns the etcd binary when the drill's lab has etcd
+// members ("" when it has none); without one the test ends by
+// testenv.Missing.
+func requireEtcdFor(t *testing.T, file string) string {
+	t.Helper()
+	spec, err := ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Lab.Etcd == 0 {
+		return ""
+	}
+	bin, err := etcdtest.Binary()
+	if err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }

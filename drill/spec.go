@@ -30,7 +30,8 @@ import (
 //	lab: {nodes: 5,                  # 1-99
 //	      persistence: always,       # always | everysec | none, or one per node: [always, everysec, ...]
 //	      restart_delay: 5s,         # after a crash; 0s restarts at once
-//	      replicas: 0}               # 1: every node gets an asynchronous replica (the failover fault)
+//	      replicas: 0,               # 1: every node gets an asynchronous replica (the failover fault)
+//	      etcd: 0}                   # 0, 1, 3 or 5 etcd members (the etcd guards need them)
 //	workload: {guards: [redlock, ...],   # Guards and Comparisons (redlock-del)
 //	           rate: 20, duration: 30s,  # per guard; every guard at once, own keys and store
 //	           keys: uniform:30, hold: uniform:5s:9s, quantity: 1,
@@ -40,6 +41,7 @@ import (
 //	           replicas: 2, stock: 1000000, seed: 1}
 //	faults:
 //	  - {at: 10s, fault: KIND, nodes: [3, 4, 5], ...}   # see FaultKind for each kind's fields
+//	  - {at: 12s, fault: kill, etcd: leader}            # or etcd: [1, 2]; see drill/etcd.go
 //	windows: {healthy: 2s-10s, slow: 12s-20s}          # named phases of the load, optional
 //	expect:
 //	  GUARD: ["safety.lock_violations>0", "during.acquire.p99<=2*before.acquire.p99", ...]
@@ -87,6 +89,8 @@ type LabSpec struct {
 	// Machines runs the drill on a lab of systemd-nspawn machines
 	// (lab.Config.Machines) instead of processes.
 	Machines bool
+	// Etcd is the number of etcd members next to the nodes (lab.Config.Etcd).
+	Etcd int
 }
 
 // Window is a named phase of a drill: [From, To) from the start of the load.
@@ -184,6 +188,10 @@ type Fault struct {
 	At    time.Duration // from the start of the load
 	Kind  FaultKind
 	Nodes []int // numbered from 1
+	// Etcd are the etcd members the fault acts on instead of nodes,
+	// numbered from 1; lab.TargetLeader (0) is the member leading when the
+	// fault fires.
+	Etcd []int
 	// For ends the fault after this long (pause, clock-rate, client-pause:
 	// required; partition, latency: optional, else until a heal or the end).
 	For    time.Duration
@@ -385,6 +393,8 @@ type specParser struct {
 	// guardOptions are workload.guard_options' entries, checked against
 	// the workload's guards once it is read.
 	guardOptions []guardOption
+	// guardsLine and etcdLine are workload.guards' and lab.etcd's lines.
+	guardsLine, etcdLine int
 }
 
 type guardOption struct {
@@ -593,7 +603,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		case "title":
 			s.Title, _ = p.scalar(e)
 		case "lab":
-			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines") {
+			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines", "etcd") {
 				switch le.key {
 				case "nodes":
 					s.Lab.Nodes = int(p.integer(le, 1, lab.MaxNodes))
@@ -605,6 +615,9 @@ func (p *specParser) spec(n ast.Node) *Spec {
 					s.Lab.Replicas = int(p.integer(le, 0, 1))
 				case "machines":
 					s.Lab.Machines = p.boolean(le)
+				case "etcd":
+					p.etcdLine = p.line(le.node)
+					s.Lab.Etcd = p.etcdCount(le)
 				}
 			}
 		case "workload":
@@ -657,6 +670,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		}
 	}
 	p.checkFaults(s)
+	p.checkEtcd(s)
 	for _, e := range windows {
 		p.window(e, s)
 	}
@@ -717,6 +731,7 @@ func (p *specParser) workload(e entry, s *Spec) {
 		have[we.key] = we
 		switch we.key {
 		case "guards":
+			p.guardsLine = p.line(we.node)
 			for _, ge := range p.list(we) {
 				v, ok := p.scalar(ge)
 				if !ok {
@@ -824,7 +839,7 @@ func trimPkg(err error) string {
 func (p *specParser) fault(e entry) Fault {
 	f := Fault{Line: p.line(e.node), Count: 1}
 	have := map[string]entry{}
-	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "for", "delay", "add", "jitter", "by", "factor", "guards", "count", "lag", "scope") {
+	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "etcd", "for", "delay", "add", "jitter", "by", "factor", "guards", "count", "lag", "scope") {
 		have[fe.key] = fe
 		switch fe.key {
 		case "at":
@@ -844,6 +859,8 @@ func (p *specParser) fault(e entry) Fault {
 				}
 				f.Nodes = append(f.Nodes, n)
 			}
+		case "etcd":
+			f.Etcd = p.etcdMembers(fe)
 		case "for":
 			f.For = p.duration(fe, time.Millisecond)
 		case "delay":
@@ -894,9 +911,13 @@ func (p *specParser) fault(e entry) Fault {
 	}
 	k := faultKinds[f.Kind]
 	_, hasNodes := have["nodes"]
+	_, hasEtcd := have["etcd"]
 	_, hasFor := have["for"]
+	if p.checkEtcdFault(e, have, f); p.err != nil {
+		return f
+	}
 	switch {
-	case k.nodes && !hasNodes:
+	case k.nodes && !hasNodes && !hasEtcd:
 		p.fail(e.node, e.field+".nodes", "%s needs the nodes it acts on (numbered from 1)", f.Kind)
 	case f.Kind == FaultClientPause && hasNodes:
 		p.fail(have["nodes"].keyNode, e.field+".nodes", "client-pause freezes a lock holder, not a node: give guards (optional), not nodes")

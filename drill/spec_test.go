@@ -128,24 +128,31 @@ func TestParseErrors(t *testing.T) {
 			if spec == goodSpec {
 				t.Fatalf("replacement %q not found", tt.from)
 			}
-			_, err := Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(spec))
-			if err == nil {
-				t.Fatal("got no error")
-			}
-			if !errors.Is(err, ErrSpec) {
-				t.Errorf("got %v, want an ErrSpec", err)
-			}
-			var se *SpecError
-			if !errors.As(err, &se) {
-				t.Fatalf("got %T, want *SpecError", err)
-			}
-			if se.File != "runbooks/drills/power-loss-everysec-no-delay.md" || se.Line != tt.wantLine {
-				t.Errorf("position: got %s:%d, want line %d (%v)", se.File, se.Line, tt.wantLine, err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("message: got %q, want it to contain %q", err, tt.want)
-			}
+			wantSpecError(t, "runbooks/drills/power-loss-everysec-no-delay.md", spec, tt.wantLine, tt.want)
 		})
+	}
+}
+
+// wantSpecError parses spec as file and checks that it fails with a
+// *SpecError (an ErrSpec) at line whose message contains want.
+func wantSpecError(t *testing.T, file, spec string, line int, want string) {
+	t.Helper()
+	_, err := Parse(file, []byte(spec))
+	if err == nil {
+		t.Fatal("got no error")
+	}
+	if !errors.Is(err, ErrSpec) {
+		t.Errorf("got %v, want an ErrSpec", err)
+	}
+	var se *SpecError
+	if !errors.As(err, &se) {
+		t.Fatalf("got %T, want *SpecError", err)
+	}
+	if se.File != file || se.Line != line {
+		t.Errorf("position: got %s:%d, want line %d (%v)", se.File, se.Line, line, err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("message: got %q, want it to contain %q", err, want)
 	}
 }
 

@@ -112,7 +112,13 @@ func (l *etcdLocker) lock(ctx context.Context, prefix string) (*etcdLock, int, e
 			return nil, attempt, &etcdAcquireError{err: err}
 		}
 		m := concurrency.NewMutex(s.cs, prefix)
-		err = m.Lock(ctx)
+		err = mutexLock(ctx, m)
+		if errors.Is(err, errLockAbandoned) {
+			// The abandoned Lock may still put or hold the key: only the
+			// session's lease, revoked here, takes it away.
+			l.discard(s)
+			return nil, attempt, &etcdAcquireError{err: err}
+		}
 		if err == nil {
 			return &etcdLock{s: s, m: m, rev: ownerRevision(m)}, attempt, nil
 		}
@@ -133,6 +139,33 @@ func (l *etcdLocker) lock(ctx context.Context, prefix string) (*etcdLock, int, e
 	}
 }
 
+// errLockAbandoned is a Lock left to finish on its own (mutexLock).
+var errLockAbandoned = errors.New("inventory: etcd lock abandoned: its clean-up did not return")
+
+// mutexLock is m.Lock(ctx), bounded by ctx. After a failed wait Mutex.Lock
+// deletes its key on the client's own context, not ctx, so a request lost
+// on the wire (measured behind a healed partition of the etcd leader, on a
+// connection whose keep-alive pings were answered) holds the caller
+// forever. releaseTimeout past ctx's end, the Lock is left running; it
+// ends when the connection or the client does.
+func mutexLock(ctx context.Context, m *concurrency.Mutex) error {
+	done := make(chan error, 1)
+	go func() { done <- m.Lock(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(releaseTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w (%w)", errLockAbandoned, ctx.Err())
+	}
+}
+
 // withdraw takes this session's key out of prefix's queue after a failed
 // Lock (whose put may have landed although its answer did not), and says
 // whether someone else holds the lock now. Its context is bounded on its
@@ -146,6 +179,11 @@ func (l *etcdLocker) withdraw(ctx context.Context, s *etcdSession, prefix string
 	).Commit()
 	if err != nil {
 		return false, err
+	}
+	// An unconditional transaction answers both operations; seen empty in
+	// a drill that partitioned the leader, so it is checked, not indexed.
+	if len(resp.Responses) != 2 || resp.Responses[1].GetResponseRange() == nil {
+		return false, fmt.Errorf("inventory: withdraw from %s: etcd answered %d of 2 operations", prefix, len(resp.Responses))
 	}
 	return len(resp.Responses[1].GetResponseRange().Kvs) > 0, nil
 }

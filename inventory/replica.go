@@ -72,6 +72,21 @@ type ReplicaConfig struct {
 // DefaultEtcdDialTimeout is ReplicaConfig.EtcdDialTimeout's default.
 const DefaultEtcdDialTimeout = 2 * time.Second
 
+// EtcdKeepAliveTime and EtcdKeepAliveTimeout are the etcd client's gRPC
+// keep-alive: a ping after this long without traffic, and the connection
+// closed when its answer does not come in time. Without them (clientv3's
+// default) a connection to a member whose traffic is lost, as behind a
+// partition, is never found dead: a request sent on it waits forever, and
+// concurrency.Mutex.Lock, whose clean-up after a failed wait runs on the
+// client's own context (not the caller's), never returns. Measured in the
+// etcd-leader-loss drill, where a partitioned leader's clients hung past
+// the end of the run. 5 s is the etcd server's default
+// --grpc-keepalive-min-time: pinging more often is answered by a GOAWAY.
+const (
+	EtcdKeepAliveTime    = 5 * time.Second
+	EtcdKeepAliveTimeout = 3 * time.Second
+)
+
 // Replica is one replica of the service with everything it opened: a store
 // handle, the lock nodes' clients and the Redlock client, or the etcd
 // client. It is what `redlab
@@ -187,8 +202,10 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		}
 		// No logger: the client's failures reach the caller as errors of
 		// Reserve and Readiness, and its retry warnings would flood a load
-		// run's terminal.
-		if r.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: dial, Logger: zap.NewNop()}); err != nil {
+		// run's terminal. Keep-alive pings, as etcdctl sends them: see
+		// EtcdKeepAliveTime.
+		if r.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: dial, Logger: zap.NewNop(),
+			DialKeepAliveTime: EtcdKeepAliveTime, DialKeepAliveTimeout: EtcdKeepAliveTimeout}); err != nil {
 			return nil, fmt.Errorf("inventory: etcd client: %w", err)
 		}
 		opts = append(opts, WithEtcd(r.etcd))

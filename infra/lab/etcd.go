@@ -45,6 +45,10 @@ const (
 // etcdPortOffsets are the offsets of the port ranges of etcd members.
 var etcdPortOffsets = []int{etcdClientFrontOffset, etcdPeerFrontOffset, etcdClientOffset, etcdPeerOffset, etcdControlOffset}
 
+// EtcdPortOffsets are the offsets from the base port of the etcd members'
+// port ranges (each holds one port per member, from 1).
+func EtcdPortOffsets() []int { return append([]int(nil), etcdPortOffsets...) }
+
 // Files in an etcd member's directory.
 const (
 	etcdConfFile  = "etcd.yml"
