@@ -172,7 +172,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		safety := rep.Safety
 		// The history holds every tenure, of replicas in the drill and in
 		// serve processes alike.
-		safety.DoubleGrants, safety.LockViolations, safety.DoubleGrantsChecked = dg, lv, gr.guard.NeedsNodes()
+		safety.DoubleGrants, safety.LockViolations, safety.DoubleGrantsChecked = dg, lv, gr.guard.Locks()
 		rep.Safety, rep.Summary.Safety = safety, safety
 		out := &GuardResult{
 			Passed: true, RunDir: string(gr.guard) + "/run",
