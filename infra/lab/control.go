@@ -175,9 +175,9 @@ func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResul
 	}
 	var f Fault
 	if delay == nil {
-		f = s.startFaultLocked(FaultKill, nil)
+		f = s.faults.startLocked(FaultKill, nil)
 	} else {
-		f = s.startFaultLocked(FaultRestart, map[string]string{"delay": delay.String()})
+		f = s.faults.startLocked(FaultRestart, map[string]string{"delay": delay.String()})
 		s.override = delay
 		s.wantUp = true
 	}
@@ -207,7 +207,7 @@ func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, nil
 	}
 	s.wantUp = false
-	f := s.startFaultLocked(FaultStop, nil)
+	f := s.faults.startLocked(FaultStop, nil)
 	p, cancelGuard := s.proc, s.cancelGuard
 	s.mu.Unlock()
 	if p != nil {
@@ -240,7 +240,7 @@ func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
 		return FaultResult{}, s.notRunningLocked()
 	}
 	s.stopPauseLocked()
-	f := s.startFaultLocked(FaultPause, map[string]string{"for": d.String()})
+	f := s.faults.startLocked(FaultPause, map[string]string{"for": d.String()})
 	signalGroup(p.pid, syscall.SIGSTOP)
 	s.pausedProc = p
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -257,7 +257,7 @@ func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
 	return FaultResult{Fault: &f}, nil
 }
 
-func (s *supervisor) resume(p *redisProc) {
+func (s *supervisor) resume(p *child) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pausedProc != p {
@@ -284,7 +284,7 @@ func (s *supervisor) stopPauseLocked() {
 		}
 		s.pausedProc = nil
 	}
-	s.endFaultLocked(FaultPause, nil)
+	s.faults.endLocked(FaultPause, nil)
 }
 
 func (s *supervisor) partition() (FaultResult, error) {
@@ -297,7 +297,7 @@ func (s *supervisor) partition() (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.st.Partitioned = true
-	f := s.startFaultLocked(FaultPartition, nil)
+	f := s.faults.startLocked(FaultPartition, nil)
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -307,8 +307,8 @@ func (s *supervisor) heal() FaultResult {
 	defer s.mu.Unlock()
 	s.proxy.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.endFaultLocked(FaultPartition, nil)
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultPartition, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.saveLocked()
 	return FaultResult{}
 }
@@ -319,14 +319,14 @@ func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
 	if err := s.proxy.latency(add, jitter); err != nil {
 		return FaultResult{}, err
 	}
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Jitter = 0
 		s.saveLocked()
 		return FaultResult{}, nil
 	}
-	f := s.startFaultLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
+	f := s.faults.startLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -340,7 +340,7 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 		return FaultResult{}, err
 	}
 	s.mu.Unlock()
-	f, err := s.rec.start(FaultClockJump, map[string]string{"by": by.String()})
+	f, err := s.faults.rec.start(FaultClockJump, map[string]string{"by": by.String()})
 	if err != nil {
 		s.log.Printf("record: %v", err)
 	}
@@ -351,7 +351,7 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 	if err != nil {
 		endParams = map[string]string{"error": err.Error()}
 	}
-	if rerr := s.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
+	if rerr := s.faults.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
 		s.log.Printf("record: %v", rerr)
 	}
 	if err != nil {
@@ -373,7 +373,7 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 	if s.rateStop != nil {
 		s.rateStop()
 	}
-	f := s.startFaultLocked(FaultClockRate, map[string]string{
+	f := s.faults.startLocked(FaultClockRate, map[string]string{
 		"factor": strconv.FormatFloat(factor, 'g', -1, 64), "for": d.String(),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -408,7 +408,7 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 				}
 				s.mu.Lock()
 				if s.st.Active[FaultClockRate] == f.ID {
-					s.endFaultLocked(FaultClockRate, map[string]string{
+					s.faults.endLocked(FaultClockRate, map[string]string{
 						"adjusted": strconv.FormatInt(adjusted, 10), "deleted": strconv.FormatInt(deleted, 10),
 					})
 				}
@@ -438,61 +438,6 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 	return FaultResult{Fault: &f}, nil
 }
 
-// startFaultLocked records the start of a fault of kind, ending an earlier
-// one of the same kind on this node.
-func (s *supervisor) startFaultLocked(kind FaultKind, params map[string]string) Fault {
-	s.endFaultLocked(kind, nil)
-	f, err := s.rec.start(kind, params)
-	if err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	if s.st.Active == nil {
-		s.st.Active = map[FaultKind]string{}
-	}
-	s.st.Active[kind] = f.ID
-	if s.faultStart == nil {
-		s.faultStart = map[FaultKind]time.Time{}
-	}
-	s.faultStart[kind] = f.Start
-	s.saveLocked()
-	return f
-}
-
-func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
-	s.endFaultAtLocked(kind, time.Now(), params)
-}
-
-// endFaultAtLocked ends the active fault of kind as of at.
-func (s *supervisor) endFaultAtLocked(kind FaultKind, at time.Time, params map[string]string) {
-	id := s.st.Active[kind]
-	// Never before its own start (a fault started while the node was
-	// already coming back).
-	if st, ok := s.faultStart[kind]; ok && at.Before(st) {
-		at = st
-	}
-	delete(s.faultStart, kind)
-	notes := s.notes[kind]
-	delete(s.notes, kind)
-	if id == "" {
-		return
-	}
-	if len(notes) > 0 {
-		merged := make(map[string]string, len(notes)+len(params))
-		for k, v := range notes {
-			merged[k] = v
-		}
-		for k, v := range params {
-			merged[k] = v
-		}
-		params = merged
-	}
-	if err := s.rec.endAt(id, kind, at, params); err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	delete(s.st.Active, kind)
-	s.saveLocked()
-}
-
 // stopBackground ends the pause timer and the clock-rate goroutine.
 func (s *supervisor) stopBackground() {
 	s.mu.Lock()
@@ -509,9 +454,7 @@ func (s *supervisor) stopBackground() {
 func (s *supervisor) endAllFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for kind := range s.st.Active {
-		s.endFaultLocked(kind, map[string]string{"ended_by": "node stop"})
-	}
+	s.faults.endAllLocked("node stop")
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
 	s.saveLocked()
 }

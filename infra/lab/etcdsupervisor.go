@@ -54,22 +54,21 @@ import (
 type etcdSupervisor struct {
 	spec   EtcdMemberSpec
 	log    *log.Logger
-	rec    *recorder
-	client *proxy // the client front
-	peer   *proxy // the peer front
-	url    string // etcd's own client URL, bypassing the front
+	faults faultBook // its status's Active, and faults.jsonl
+	client *proxy    // the client front
+	peer   *proxy    // the peer front
+	url    string    // etcd's own client URL, bypassing the front
 
 	mu           sync.Mutex
 	st           EtcdMemberStatus
-	proc         *redisProc // the etcd process (the type fits any child)
+	proc         *child // the etcd process
 	wantUp       bool
 	stopping     bool           // the current process was asked to stop
 	pendingDelay time.Duration  // the wait before the next start
 	override     *time.Duration // the restart fault's delay for the next crash
 	cancelWait   context.CancelFunc
 	pauseStop    context.CancelFunc
-	pausedProc   *redisProc
-	faultStart   map[FaultKind]time.Time
+	pausedProc   *child
 	wake         chan struct{}
 	changed      chan struct{}
 
@@ -121,12 +120,12 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	s := &etcdSupervisor{
 		spec:    spec,
 		log:     log.New(logw, fmt.Sprintf("etcd%d ", id), log.LstdFlags|log.Lmicroseconds),
-		rec:     newEtcdRecorder(spec.StateDir, spec.ID),
 		url:     "http://127.0.0.1:" + strconv.Itoa(spec.EtcdClientPort),
 		wantUp:  true,
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 	}
+	s.faults = faultBook{rec: newEtcdRecorder(spec.StateDir, spec.ID), log: s.log, active: &s.st.Active, save: s.saveLocked}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
 		return fmt.Errorf("lab: etcd member %d: %w", id, err)
 	}
@@ -208,7 +207,7 @@ func (s *etcdSupervisor) restoreStatus() {
 	// The pause timer died with the previous supervisor, and its etcd with
 	// it.
 	if id := s.st.Active[FaultPause]; id != "" {
-		_ = s.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
+		_ = s.faults.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
 		delete(s.st.Active, FaultPause)
 	}
 	if old.State == NodeStopped {
@@ -295,28 +294,11 @@ func (s *etcdSupervisor) start() error {
 	cmd := exec.Command(s.spec.EtcdServer, "--config-file", s.spec.path(etcdConfFile))
 	cmd.Dir = s.spec.dir()
 	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	// etcd dies with its supervisor: see the notes above, and loop.
+	p, err := startChild(cmd, diesWithSupervisor, &s.wg)
+	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	p := &redisProc{pid: cmd.Process.Pid, started: started, done: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := cmd.Wait()
-		p.exit = "exit status 0"
-		if err != nil {
-			p.exit = err.Error()
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-				p.killed = true
-			}
-		}
-		close(p.done)
-	}()
 	_ = writePID(s.spec.path(etcdPIDFile), p.pid)
 	s.mu.Lock()
 	s.proc = p
@@ -330,30 +312,19 @@ func (s *etcdSupervisor) start() error {
 // awaitReady waits until p answers a status request on its own client port
 // (then the member is up and the crash faults end at the last instant it
 // was seen not answering), exits, or ctx ends.
-func (s *etcdSupervisor) awaitReady(ctx context.Context, p *redisProc) {
+func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 	s.mu.Lock()
 	starting := s.st.State == NodeStarting && s.proc == p
 	s.mu.Unlock()
 	if !starting {
 		return
 	}
-	down := p.started
-	for {
-		sent := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := etcdstatus.Get(pctx, s.url)
-		cancel()
-		if err == nil {
-			break
-		}
-		down = sent
-		select {
-		case <-p.done:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(pollInterval):
-		}
+	down, ok := awaitAnswer(ctx, p, func(ctx context.Context) error {
+		_, err := etcdstatus.Get(ctx, s.url)
+		return err
+	})
+	if !ok {
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -362,13 +333,13 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *redisProc) {
 	}
 	s.setStateLocked(NodeUp)
 	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
-		s.endFaultAtLocked(k, down, nil)
+		s.faults.endAtLocked(k, down, nil)
 	}
 }
 
 // onExit records how p ended: a crash (not asked for) waits out the restart
 // delay, or the restart fault's, before the next start.
-func (s *etcdSupervisor) onExit(p *redisProc) {
+func (s *etcdSupervisor) onExit(p *child) {
 	s.mu.Lock()
 	clean := s.stopping && !p.killed
 	if !clean && s.wantUp {
@@ -398,18 +369,12 @@ func (s *etcdSupervisor) onExit(p *redisProc) {
 
 // stopProc asks p to shut down cleanly (SIGTERM) and escalates to SIGKILL
 // after stopTimeout. It returns once p is gone.
-func (s *etcdSupervisor) stopProc(p *redisProc) {
+func (s *etcdSupervisor) stopProc(p *child) {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	signalGroup(p.pid, syscall.SIGTERM)
-	signalGroup(p.pid, syscall.SIGCONT)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
+	if p.stop(stopTimeout) {
 		s.log.Printf("etcd pid %d ignored SIGTERM for %v; SIGKILL", p.pid, stopTimeout)
-		signalGroup(p.pid, syscall.SIGKILL)
-		<-p.done
 	}
 }
 
@@ -576,7 +541,7 @@ func (s *etcdSupervisor) kill(ctx context.Context, delay *time.Duration, params 
 			s.pendingDelay = *delay
 		}
 	}
-	f := s.startFaultLocked(kind, params)
+	f := s.faults.startLocked(kind, params)
 	s.mu.Unlock()
 	switch {
 	case p != nil:
@@ -601,7 +566,7 @@ func (s *etcdSupervisor) stop(ctx context.Context, params map[string]string) (Et
 	}
 	s.wantUp = false
 	s.pendingDelay = 0
-	f := s.startFaultLocked(FaultStop, params)
+	f := s.faults.startLocked(FaultStop, params)
 	p, cancelWait := s.proc, s.cancelWait
 	s.mu.Unlock()
 	if p != nil {
@@ -636,7 +601,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 	}
 	s.stopPauseLocked()
 	params["for"] = d.String()
-	f := s.startFaultLocked(FaultPause, params)
+	f := s.faults.startLocked(FaultPause, params)
 	signalGroup(p.pid, syscall.SIGSTOP)
 	s.pausedProc = p
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -676,7 +641,7 @@ func (s *etcdSupervisor) stopPauseLocked() {
 		}
 		s.pausedProc = nil
 	}
-	s.endFaultLocked(FaultPause, nil)
+	s.faults.endLocked(FaultPause, nil)
 }
 
 func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
@@ -688,7 +653,7 @@ func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
 	_ = s.client.partition()
 	_ = s.peer.partition()
 	s.st.Partitioned = true
-	f := s.startFaultLocked(FaultPartition, params)
+	f := s.faults.startLocked(FaultPartition, params)
 	return EtcdFaultResult{Fault: &f}
 }
 
@@ -698,8 +663,8 @@ func (s *etcdSupervisor) heal() EtcdFaultResult {
 	s.client.heal()
 	s.peer.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.endFaultLocked(FaultPartition, nil)
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultPartition, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.saveLocked()
 	return EtcdFaultResult{}
 }
@@ -709,7 +674,7 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 	defer s.mu.Unlock()
 	_ = s.client.latency(add, jitter)
 	_ = s.peer.latency(add, jitter)
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Latency, s.st.Jitter = 0, 0
@@ -717,53 +682,14 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 		return EtcdFaultResult{}
 	}
 	params["add"], params["jitter"] = add.String(), jitter.String()
-	f := s.startFaultLocked(FaultLatency, params)
+	f := s.faults.startLocked(FaultLatency, params)
 	return EtcdFaultResult{Fault: &f}
-}
-
-func (s *etcdSupervisor) startFaultLocked(kind FaultKind, params map[string]string) Fault {
-	s.endFaultLocked(kind, nil)
-	f, err := s.rec.start(kind, params)
-	if err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	s.st.Active[kind] = f.ID
-	if s.faultStart == nil {
-		s.faultStart = map[FaultKind]time.Time{}
-	}
-	s.faultStart[kind] = f.Start
-	s.saveLocked()
-	return f
-}
-
-func (s *etcdSupervisor) endFaultLocked(kind FaultKind, params map[string]string) {
-	s.endFaultAtLocked(kind, time.Now(), params)
-}
-
-// endFaultAtLocked ends the active fault of kind as of at (never before its
-// start).
-func (s *etcdSupervisor) endFaultAtLocked(kind FaultKind, at time.Time, params map[string]string) {
-	id := s.st.Active[kind]
-	if st, ok := s.faultStart[kind]; ok && at.Before(st) {
-		at = st
-	}
-	delete(s.faultStart, kind)
-	if id == "" {
-		return
-	}
-	if err := s.rec.endAt(id, kind, at, params); err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	delete(s.st.Active, kind)
-	s.saveLocked()
 }
 
 func (s *etcdSupervisor) endAllFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for kind := range s.st.Active {
-		s.endFaultLocked(kind, map[string]string{"ended_by": "member stop"})
-	}
+	s.faults.endAllLocked("member stop")
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
 	s.saveLocked()
 }
