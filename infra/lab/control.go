@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -60,26 +63,63 @@ type errorBody struct {
 }
 
 func (s *supervisor) handler() http.Handler {
+	mux := controlMux(func(context.Context) NodeStatus { return s.status() }, s.apply,
+		func(res FaultResult, st NodeStatus) FaultResult { res.Status = st; return res })
+	mux.Handle("GET /metrics", s.metricsHandler())
+	return mux
+}
+
+// controlMux is the part of the control endpoint every supervisor shares:
+// GET /v1/status answers status; POST /v1/faults/{kind} decodes a
+// faultRequest, runs apply and answers its result with the status after it
+// (set by withStatus), or the error (writeError).
+func controlMux[S, R any](status func(context.Context) S, apply func(context.Context, string, faultRequest) (R, error), withStatus func(R, S) R) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.status())
+		writeJSON(w, http.StatusOK, status(r.Context()))
 	})
-	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		var req faultRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
 			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
 			return
 		}
-		res, err := s.apply(r.Context(), r.PathValue("kind"), req)
+		res, err := apply(r.Context(), r.PathValue("kind"), req)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		res.Status = s.status()
-		writeJSON(w, http.StatusOK, res)
+		writeJSON(w, http.StatusOK, withStatus(res, status(r.Context())))
 	})
 	return mux
+}
+
+// serveControl serves h on 127.0.0.1:port until ctx ends, in goroutines
+// counted in wg. Once ctx ends no new fault starts; requests in flight get
+// a moment, then their connections (and contexts) are closed.
+func serveControl(ctx context.Context, port int, h http.Handler, logger *log.Logger, wg *sync.WaitGroup) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Printf("control endpoint: %v", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -2,12 +2,10 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,27 +141,9 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	defer s.peer.Stop()
 	s.reapplyNetworkFaults()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
-	if err != nil {
+	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("lab: etcd member %d control endpoint: %w", id, err)
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Printf("control endpoint: %v", err)
-		}
-	}()
-	go func() {
-		defer s.wg.Done()
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}()
 
 	// An etcd of this member still running (its supervisor was SIGKILLed
 	// and the parent-death signal did not reach it) would hold the ports.
@@ -454,25 +434,8 @@ func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
 // "heal". A request's target ("leader" when the lab resolved the leader to
 // this member) is recorded with the fault.
 func (s *etcdSupervisor) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.status(r.Context()))
-	})
-	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
-		var req faultRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
-			return
-		}
-		res, err := s.apply(r.Context(), r.PathValue("kind"), req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		res.Status = s.status(r.Context())
-		writeJSON(w, http.StatusOK, res)
-	})
-	return mux
+	return controlMux(s.status, s.apply,
+		func(res EtcdFaultResult, st EtcdMemberStatus) EtcdFaultResult { res.Status = st; return res })
 }
 
 // EtcdFaultResult is what a member reports after a fault request.

@@ -396,6 +396,12 @@ func cmdline(pid int) []string {
 
 // isSupervisor reports whether pid is `redlab node run` for this node.
 func isSupervisor(pid int, stateDir string, id int) bool {
+	return isDaemon(pid, "run", stateDir, id)
+}
+
+// isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
+// node or member id of stateDir.
+func isDaemon(pid int, sub, stateDir string, id int) bool {
 	if !alive(pid) {
 		return false
 	}
@@ -407,7 +413,7 @@ func isSupervisor(pid int, stateDir string, id int) bool {
 			next = args[i+1]
 		}
 		switch {
-		case a == "run" && i > 0 && args[i-1] == "node":
+		case a == sub && i > 0 && args[i-1] == "node":
 			run = true
 		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
 			dirOK = true

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -162,29 +161,9 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		}()
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
-	if err != nil {
+	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("lab: node %d control endpoint: %w", id, err)
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Printf("control endpoint: %v", err)
-		}
-	}()
-	go func() {
-		// No new fault once the node is going away; requests in flight get
-		// a moment, then their connections (and contexts) are closed.
-		defer s.wg.Done()
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}()
 
 	if s.aof != nil {
 		s.wg.Add(1)
