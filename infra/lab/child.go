@@ -125,3 +125,44 @@ func awaitAnswer(ctx context.Context, p *child, probe func(context.Context) erro
 		}
 	}
 }
+
+// pauseTimer is a pause fault's hold on a process: SIGSTOPped, continued
+// when the pause ends. It is guarded by its supervisor's lock.
+type pauseTimer struct {
+	proc   *child             // the paused process; nil when none is
+	cancel context.CancelFunc // ends the timer goroutine
+}
+
+// start SIGSTOPs p and calls resume(p) once d has passed, unless stop came
+// first, from a goroutine counted in wg.
+func (t *pauseTimer) start(p *child, d time.Duration, wg *sync.WaitGroup, resume func(*child)) {
+	signalGroup(p.pid, syscall.SIGSTOP)
+	t.proc = p
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.cancel = cancel
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			resume(p)
+		}
+	}()
+}
+
+// stop ends the timer and continues the paused process, unless it is gone
+// (its pid may already be someone else's).
+func (t *pauseTimer) stop() {
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
+	if p := t.proc; p != nil {
+		select {
+		case <-p.done:
+		default:
+			signalGroup(p.pid, syscall.SIGCONT)
+		}
+		t.proc = nil
+	}
+}

@@ -281,18 +281,7 @@ func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
 	}
 	s.stopPauseLocked()
 	f := s.faults.startLocked(FaultPause, map[string]string{"for": d.String()})
-	signalGroup(p.pid, syscall.SIGSTOP)
-	s.pausedProc = p
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	s.pauseStop = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		<-ctx.Done()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.resume(p)
-		}
-	}()
+	s.paused.start(p, d, &s.wg, s.resume)
 	s.setStateLocked(NodePaused)
 	return FaultResult{Fault: &f}, nil
 }
@@ -300,7 +289,7 @@ func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
 func (s *supervisor) resume(p *child) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pausedProc != p {
+	if s.paused.proc != p {
 		return
 	}
 	s.stopPauseLocked() // continues p
@@ -312,18 +301,7 @@ func (s *supervisor) resume(p *child) {
 // stopPauseLocked forgets the pause (the caller continues or lost the
 // process) and ends its fault.
 func (s *supervisor) stopPauseLocked() {
-	if s.pauseStop != nil {
-		s.pauseStop()
-		s.pauseStop = nil
-	}
-	if p := s.pausedProc; p != nil {
-		select {
-		case <-p.done: // gone: its pid may already be someone else's
-		default:
-			signalGroup(p.pid, syscall.SIGCONT)
-		}
-		s.pausedProc = nil
-	}
+	s.paused.stop()
 	s.faults.endLocked(FaultPause, nil)
 }
 

@@ -130,18 +130,11 @@ func (s EtcdMemberSpec) Validate() error {
 	if !filepath.IsAbs(s.StateDir) {
 		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
 	}
-	seen := map[int]string{}
-	for _, p := range []struct {
-		name string
-		port int
-	}{{"client port", s.ClientPort}, {"peer port", s.PeerPort}, {"etcd client port", s.EtcdClientPort}, {"etcd peer port", s.EtcdPeerPort}, {"control port", s.ControlPort}} {
-		if p.port < 1 || p.port > 65535 {
-			return fmt.Errorf("lab: etcd member %d: %s %d: want 1-65535", s.ID, p.name, p.port)
-		}
-		if other, dup := seen[p.port]; dup {
-			return fmt.Errorf("lab: etcd member %d: %s and %s are both %d", s.ID, other, p.name, p.port)
-		}
-		seen[p.port] = p.name
+	if err := checkSpecPorts(fmt.Sprintf("etcd member %d", s.ID), []namedPort{
+		{"client port", s.ClientPort}, {"peer port", s.PeerPort}, {"etcd client port", s.EtcdClientPort},
+		{"etcd peer port", s.EtcdPeerPort}, {"control port", s.ControlPort},
+	}); err != nil {
+		return err
 	}
 	if s.RestartDelay < 0 {
 		return fmt.Errorf("lab: etcd member %d: negative restart delay", s.ID)

@@ -65,8 +65,7 @@ type etcdSupervisor struct {
 	pendingDelay time.Duration  // the wait before the next start
 	override     *time.Duration // the restart fault's delay for the next crash
 	cancelWait   context.CancelFunc
-	pauseStop    context.CancelFunc
-	pausedProc   *child
+	paused       pauseTimer
 	wake         chan struct{}
 	changed      chan struct{}
 
@@ -334,7 +333,7 @@ func (s *etcdSupervisor) onExit(p *child) {
 	s.proc = nil
 	s.st.EtcdPID = 0
 	s.st.LastExit = p.exit
-	if s.pausedProc == p {
+	if s.paused.proc == p {
 		s.stopPauseLocked()
 	}
 	if s.wantUp {
@@ -565,26 +564,17 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 	s.stopPauseLocked()
 	params["for"] = d.String()
 	f := s.faults.startLocked(FaultPause, params)
-	signalGroup(p.pid, syscall.SIGSTOP)
-	s.pausedProc = p
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	s.pauseStop = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		<-ctx.Done()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.pausedProc != p {
-				return
-			}
-			s.stopPauseLocked()
-			if s.proc == p && s.st.State == NodePaused {
-				s.setStateLocked(NodeUp)
-			}
+	s.paused.start(p, d, &s.wg, func(p *child) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.paused.proc != p {
+			return
 		}
-	}()
+		s.stopPauseLocked()
+		if s.proc == p && s.st.State == NodePaused {
+			s.setStateLocked(NodeUp)
+		}
+	})
 	s.setStateLocked(NodePaused)
 	return EtcdFaultResult{Fault: &f}, nil
 }
@@ -592,18 +582,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 // stopPauseLocked continues a paused etcd (unless it is gone) and ends the
 // pause fault.
 func (s *etcdSupervisor) stopPauseLocked() {
-	if s.pauseStop != nil {
-		s.pauseStop()
-		s.pauseStop = nil
-	}
-	if p := s.pausedProc; p != nil {
-		select {
-		case <-p.done:
-		default:
-			signalGroup(p.pid, syscall.SIGCONT)
-		}
-		s.pausedProc = nil
-	}
+	s.paused.stop()
 	s.faults.endLocked(FaultPause, nil)
 }
 

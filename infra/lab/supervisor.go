@@ -66,8 +66,7 @@ type supervisor struct {
 	stopping    bool           // the current process was asked to stop
 	override    *time.Duration // REDIS_GUARD_DELAY for the next pre-start
 	cancelGuard context.CancelFunc
-	pauseStop   context.CancelFunc // ends the pause timer goroutine
-	pausedProc  *child
+	paused      pauseTimer
 	rateStop    context.CancelFunc
 	aof         *aofSampler // set for appendfsync everysec: the power-loss model
 	pendingCut  *powerCut   // a power loss waiting for its process to die
@@ -458,7 +457,7 @@ func (s *supervisor) exitedLocked(p *child, clean bool) {
 	s.proc = nil
 	s.st.RedisPID = 0
 	s.st.LastExit = p.exit
-	if s.pausedProc == p {
+	if s.paused.proc == p {
 		s.stopPauseLocked()
 	}
 	if s.wantUp {
