@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -113,59 +115,106 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 	return spec, true, spec.Validate()
 }
 
-func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
-	var o nodeOptions
-	c := &cobra.Command{
-		Use: sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64]]",
-		RunE: func(c *cobra.Command, _ []string) error {
-			spec, full, err := o.spec()
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if full {
-				if err := lab.PrepareNode(spec); err != nil {
-					return err
-				}
-			}
-			if sub == "start" {
-				self, err := os.Executable()
-				if err != nil {
-					return err
-				}
-				if err := lab.StartNode(c.Context(), self, spec.StateDir, spec.ID); err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stdout, "node %d up\n", spec.ID)
-				return nil
-			}
-			ctx, cancel := cancelOnSignal(c.Context(), e)
-			defer cancel()
-			return lab.RunNode(ctx, spec.StateDir, spec.ID, e.stdout)
-		},
+// prepare is the supervisorOptions of `node start` and `node run`.
+func (o *nodeOptions) prepare() (stateDir string, id int, write func() error, err error) {
+	spec, full, err := o.spec()
+	if err != nil || !full {
+		return spec.StateDir, spec.ID, nil, err
 	}
+	return spec.StateDir, spec.ID, func() error { return lab.PrepareNode(spec) }, nil
+}
+
+func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
+	use := sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64]]"
 	if sub == "start" {
+		c := newSupervisorCmd(&nodeOptions{}, use, startDetached(e, lab.StartNode, "node %d up\n"))
 		c.Short = "write the node's files and start its supervisor detached"
 		c.Long = `Writes the node's files and starts its supervisor detached; returns once the
 node answers through its proxy. Without --conf-b64 the files already in
 DIR/nodeN are used (restarting a supervisor that died).`
-	} else {
-		c.Short = "the node's supervisor itself, in the foreground"
-		c.Long = `The node's supervisor itself, in the foreground: restart guard, redis-server,
+		return c
+	}
+	c := newSupervisorCmd(&nodeOptions{}, use, runForeground(e, lab.RunNode))
+	c.Short = "the node's supervisor itself, in the foreground"
+	c.Long = `The node's supervisor itself, in the foreground: restart guard, redis-server,
 proxy and control endpoint. A signal stops redis-server cleanly.`
+	return c
+}
+
+func newNodeStopCmd(e *env) *cobra.Command {
+	return newSupervisorStopCmd(e, "stop", "stop the supervisor (redis-server cleanly) and anything it left", "node", "node", lab.StopNode)
+}
+
+// supervisorOptions are the flags of a supervisor's start and run commands:
+// a node's (nodeOptions) or an etcd member's (etcdMemberOptions).
+type supervisorOptions interface {
+	flags(fs *pflag.FlagSet)
+	// prepare validates the flags (an error is a usage error) and returns
+	// the state directory, the id, and write, which writes the files the
+	// flags describe (nil: resume from the files already on disk).
+	prepare() (stateDir string, id int, write func() error, err error)
+}
+
+// newSupervisorCmd is a supervisor's start or run command: it validates o,
+// writes the files and does the rest with do.
+func newSupervisorCmd(o supervisorOptions, use string, do func(c *cobra.Command, stateDir string, id int) error) *cobra.Command {
+	c := &cobra.Command{
+		Use: use,
+		RunE: func(c *cobra.Command, _ []string) error {
+			dir, id, write, err := o.prepare()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if write != nil {
+				if err := write(); err != nil {
+					return err
+				}
+			}
+			return do(c, dir, id)
+		},
 	}
 	o.flags(c.Flags())
 	return c
 }
 
-func newNodeStopCmd(e *env) *cobra.Command {
+// startDetached is what a start command does: start the supervisor
+// detached, running this binary, and print done (a format of the id).
+func startDetached(e *env, start func(ctx context.Context, redlab, stateDir string, id int) error, done string) func(*cobra.Command, string, int) error {
+	return func(c *cobra.Command, dir string, id int) error {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := start(c.Context(), self, dir, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, done, id)
+		return nil
+	}
+}
+
+// runForeground is what a run command does: run the supervisor until a
+// signal.
+func runForeground(e *env, run func(ctx context.Context, stateDir string, id int, logw io.Writer) error) func(*cobra.Command, string, int) error {
+	return func(c *cobra.Command, dir string, id int) error {
+		ctx, cancel := cancelOnSignal(c.Context(), e)
+		defer cancel()
+		return run(ctx, dir, id, e.stdout)
+	}
+}
+
+// newSupervisorStopCmd is a supervisor's stop command (sub): stop stops the
+// one with --id in --state-dir. noun names it in the flags' help ("node",
+// "member"), what in the output ("node", "etcd member").
+func newSupervisorStopCmd(e *env, sub, short, noun, what string, stop func(ctx context.Context, stateDir string, id int, purge bool) error) *cobra.Command {
 	var (
 		id    int
 		dir   string
 		purge bool
 	)
 	c := &cobra.Command{
-		Use:   "stop --id N --state-dir DIR [--purge]",
-		Short: "stop the supervisor (redis-server cleanly) and anything it left",
+		Use:   sub + " --id N --state-dir DIR [--purge]",
+		Short: short,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if id < 1 || dir == "" {
 				return usageErrorf("--id N (from 1) and --state-dir DIR are required")
@@ -174,15 +223,15 @@ func newNodeStopCmd(e *env) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			if err := lab.StopNode(c.Context(), abs, id, purge); err != nil {
+			if err := stop(c.Context(), abs, id, purge); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "node %d stopped\n", id)
+			fmt.Fprintf(e.stdout, "%s %d stopped\n", what, id)
 			return nil
 		},
 	}
-	c.Flags().IntVar(&id, "id", 0, "node number, from 1 (required)")
+	c.Flags().IntVar(&id, "id", 0, noun+" number, from 1 (required)")
 	c.Flags().StringVar(&dir, "state-dir", "", "the lab's state directory (required)")
-	c.Flags().BoolVar(&purge, "purge", false, "remove the node's directory afterwards")
+	c.Flags().BoolVar(&purge, "purge", false, "remove the "+noun+"'s directory afterwards")
 	return c
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -70,77 +69,33 @@ func (o *etcdMemberOptions) spec() (spec lab.EtcdMemberSpec, full bool, err erro
 	return spec, true, spec.Validate()
 }
 
-func newNodeEtcdStartOrRunCmd(e *env, sub string) *cobra.Command {
-	var o etcdMemberOptions
-	c := &cobra.Command{
-		Use: sub + " --id N --state-dir DIR [--client-port P --peer-port P --etcd-client-port P --etcd-peer-port P --control-port P --etcd-server PATH --conf-b64 B64]",
-		RunE: func(c *cobra.Command, _ []string) error {
-			spec, full, err := o.spec()
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if full {
-				if err := lab.PrepareEtcdMember(spec); err != nil {
-					return err
-				}
-			}
-			if sub == "etcd-start" {
-				self, err := os.Executable()
-				if err != nil {
-					return err
-				}
-				if err := lab.StartEtcdMember(c.Context(), self, spec.StateDir, spec.ID); err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stdout, "etcd member %d started\n", spec.ID)
-				return nil
-			}
-			ctx, cancel := cancelOnSignal(c.Context(), e)
-			defer cancel()
-			return lab.RunEtcdMember(ctx, spec.StateDir, spec.ID, e.stdout)
-		},
+// prepare is the supervisorOptions of `node etcd-start` and `node etcd-run`.
+func (o *etcdMemberOptions) prepare() (stateDir string, id int, write func() error, err error) {
+	spec, full, err := o.spec()
+	if err != nil || !full {
+		return spec.StateDir, spec.ID, nil, err
 	}
+	return spec.StateDir, spec.ID, func() error { return lab.PrepareEtcdMember(spec) }, nil
+}
+
+func newNodeEtcdStartOrRunCmd(e *env, sub string) *cobra.Command {
+	use := sub + " --id N --state-dir DIR [--client-port P --peer-port P --etcd-client-port P --etcd-peer-port P --control-port P --etcd-server PATH --conf-b64 B64]"
 	if sub == "etcd-start" {
+		c := newSupervisorCmd(&etcdMemberOptions{}, use, startDetached(e, lab.StartEtcdMember, "etcd member %d started\n"))
 		c.Short = "write an etcd member's files and start its supervisor detached"
 		c.Long = `Writes the etcd member's files and starts its supervisor detached; returns
 once etcd listens through its client front (healthy needs a majority of the
 cluster: 'lab up' waits for that). Without --conf-b64 the files already in
 DIR/etcdN are used (restarting a supervisor that died).`
-	} else {
-		c.Short = "an etcd member's supervisor itself, in the foreground"
-		c.Long = `The etcd member's supervisor itself, in the foreground: etcd, its client
-and peer fronts and the control endpoint. A signal stops etcd cleanly.`
+		return c
 	}
-	o.flags(c.Flags())
+	c := newSupervisorCmd(&etcdMemberOptions{}, use, runForeground(e, lab.RunEtcdMember))
+	c.Short = "an etcd member's supervisor itself, in the foreground"
+	c.Long = `The etcd member's supervisor itself, in the foreground: etcd, its client
+and peer fronts and the control endpoint. A signal stops etcd cleanly.`
 	return c
 }
 
 func newNodeEtcdStopCmd(e *env) *cobra.Command {
-	var (
-		id    int
-		dir   string
-		purge bool
-	)
-	c := &cobra.Command{
-		Use:   "etcd-stop --id N --state-dir DIR [--purge]",
-		Short: "stop an etcd member's supervisor (etcd cleanly) and anything it left",
-		RunE: func(c *cobra.Command, _ []string) error {
-			if id < 1 || dir == "" {
-				return usageErrorf("--id N (from 1) and --state-dir DIR are required")
-			}
-			abs, err := filepath.Abs(dir)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if err := lab.StopEtcdMember(c.Context(), abs, id, purge); err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "etcd member %d stopped\n", id)
-			return nil
-		},
-	}
-	c.Flags().IntVar(&id, "id", 0, "member number, from 1 (required)")
-	c.Flags().StringVar(&dir, "state-dir", "", "the lab's state directory (required)")
-	c.Flags().BoolVar(&purge, "purge", false, "remove the member's directory afterwards")
-	return c
+	return newSupervisorStopCmd(e, "etcd-stop", "stop an etcd member's supervisor (etcd cleanly) and anything it left", "member", "etcd member", lab.StopEtcdMember)
 }

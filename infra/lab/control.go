@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -60,26 +63,63 @@ type errorBody struct {
 }
 
 func (s *supervisor) handler() http.Handler {
+	mux := controlMux(func(context.Context) NodeStatus { return s.status() }, s.apply,
+		func(res FaultResult, st NodeStatus) FaultResult { res.Status = st; return res })
+	mux.Handle("GET /metrics", s.metricsHandler())
+	return mux
+}
+
+// controlMux is the part of the control endpoint every supervisor shares:
+// GET /v1/status answers status; POST /v1/faults/{kind} decodes a
+// faultRequest, runs apply and answers its result with the status after it
+// (set by withStatus), or the error (writeError).
+func controlMux[S, R any](status func(context.Context) S, apply func(context.Context, string, faultRequest) (R, error), withStatus func(R, S) R) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.status())
+		writeJSON(w, http.StatusOK, status(r.Context()))
 	})
-	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		var req faultRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
 			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
 			return
 		}
-		res, err := s.apply(r.Context(), r.PathValue("kind"), req)
+		res, err := apply(r.Context(), r.PathValue("kind"), req)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		res.Status = s.status()
-		writeJSON(w, http.StatusOK, res)
+		writeJSON(w, http.StatusOK, withStatus(res, status(r.Context())))
 	})
 	return mux
+}
+
+// serveControl serves h on 127.0.0.1:port until ctx ends, in goroutines
+// counted in wg. Once ctx ends no new fault starts; requests in flight get
+// a moment, then their connections (and contexts) are closed.
+func serveControl(ctx context.Context, port int, h http.Handler, logger *log.Logger, wg *sync.WaitGroup) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Printf("control endpoint: %v", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -175,9 +215,9 @@ func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResul
 	}
 	var f Fault
 	if delay == nil {
-		f = s.startFaultLocked(FaultKill, nil)
+		f = s.faults.startLocked(FaultKill, nil)
 	} else {
-		f = s.startFaultLocked(FaultRestart, map[string]string{"delay": delay.String()})
+		f = s.faults.startLocked(FaultRestart, map[string]string{"delay": delay.String()})
 		s.override = delay
 		s.wantUp = true
 	}
@@ -207,7 +247,7 @@ func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, nil
 	}
 	s.wantUp = false
-	f := s.startFaultLocked(FaultStop, nil)
+	f := s.faults.startLocked(FaultStop, nil)
 	p, cancelGuard := s.proc, s.cancelGuard
 	s.mu.Unlock()
 	if p != nil {
@@ -240,27 +280,16 @@ func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
 		return FaultResult{}, s.notRunningLocked()
 	}
 	s.stopPauseLocked()
-	f := s.startFaultLocked(FaultPause, map[string]string{"for": d.String()})
-	signalGroup(p.pid, syscall.SIGSTOP)
-	s.pausedProc = p
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	s.pauseStop = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		<-ctx.Done()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.resume(p)
-		}
-	}()
+	f := s.faults.startLocked(FaultPause, map[string]string{"for": d.String()})
+	s.paused.start(p, d, &s.wg, s.resume)
 	s.setStateLocked(NodePaused)
 	return FaultResult{Fault: &f}, nil
 }
 
-func (s *supervisor) resume(p *redisProc) {
+func (s *supervisor) resume(p *child) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pausedProc != p {
+	if s.paused.proc != p {
 		return
 	}
 	s.stopPauseLocked() // continues p
@@ -272,19 +301,8 @@ func (s *supervisor) resume(p *redisProc) {
 // stopPauseLocked forgets the pause (the caller continues or lost the
 // process) and ends its fault.
 func (s *supervisor) stopPauseLocked() {
-	if s.pauseStop != nil {
-		s.pauseStop()
-		s.pauseStop = nil
-	}
-	if p := s.pausedProc; p != nil {
-		select {
-		case <-p.done: // gone: its pid may already be someone else's
-		default:
-			signalGroup(p.pid, syscall.SIGCONT)
-		}
-		s.pausedProc = nil
-	}
-	s.endFaultLocked(FaultPause, nil)
+	s.paused.stop()
+	s.faults.endLocked(FaultPause, nil)
 }
 
 func (s *supervisor) partition() (FaultResult, error) {
@@ -297,7 +315,7 @@ func (s *supervisor) partition() (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.st.Partitioned = true
-	f := s.startFaultLocked(FaultPartition, nil)
+	f := s.faults.startLocked(FaultPartition, nil)
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -307,8 +325,8 @@ func (s *supervisor) heal() FaultResult {
 	defer s.mu.Unlock()
 	s.proxy.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.endFaultLocked(FaultPartition, nil)
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultPartition, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.saveLocked()
 	return FaultResult{}
 }
@@ -319,14 +337,14 @@ func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
 	if err := s.proxy.latency(add, jitter); err != nil {
 		return FaultResult{}, err
 	}
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Jitter = 0
 		s.saveLocked()
 		return FaultResult{}, nil
 	}
-	f := s.startFaultLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
+	f := s.faults.startLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -340,7 +358,7 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 		return FaultResult{}, err
 	}
 	s.mu.Unlock()
-	f, err := s.rec.start(FaultClockJump, map[string]string{"by": by.String()})
+	f, err := s.faults.rec.start(FaultClockJump, map[string]string{"by": by.String()})
 	if err != nil {
 		s.log.Printf("record: %v", err)
 	}
@@ -351,7 +369,7 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 	if err != nil {
 		endParams = map[string]string{"error": err.Error()}
 	}
-	if rerr := s.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
+	if rerr := s.faults.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
 		s.log.Printf("record: %v", rerr)
 	}
 	if err != nil {
@@ -373,7 +391,7 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 	if s.rateStop != nil {
 		s.rateStop()
 	}
-	f := s.startFaultLocked(FaultClockRate, map[string]string{
+	f := s.faults.startLocked(FaultClockRate, map[string]string{
 		"factor": strconv.FormatFloat(factor, 'g', -1, 64), "for": d.String(),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -408,7 +426,7 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 				}
 				s.mu.Lock()
 				if s.st.Active[FaultClockRate] == f.ID {
-					s.endFaultLocked(FaultClockRate, map[string]string{
+					s.faults.endLocked(FaultClockRate, map[string]string{
 						"adjusted": strconv.FormatInt(adjusted, 10), "deleted": strconv.FormatInt(deleted, 10),
 					})
 				}
@@ -438,61 +456,6 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 	return FaultResult{Fault: &f}, nil
 }
 
-// startFaultLocked records the start of a fault of kind, ending an earlier
-// one of the same kind on this node.
-func (s *supervisor) startFaultLocked(kind FaultKind, params map[string]string) Fault {
-	s.endFaultLocked(kind, nil)
-	f, err := s.rec.start(kind, params)
-	if err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	if s.st.Active == nil {
-		s.st.Active = map[FaultKind]string{}
-	}
-	s.st.Active[kind] = f.ID
-	if s.faultStart == nil {
-		s.faultStart = map[FaultKind]time.Time{}
-	}
-	s.faultStart[kind] = f.Start
-	s.saveLocked()
-	return f
-}
-
-func (s *supervisor) endFaultLocked(kind FaultKind, params map[string]string) {
-	s.endFaultAtLocked(kind, time.Now(), params)
-}
-
-// endFaultAtLocked ends the active fault of kind as of at.
-func (s *supervisor) endFaultAtLocked(kind FaultKind, at time.Time, params map[string]string) {
-	id := s.st.Active[kind]
-	// Never before its own start (a fault started while the node was
-	// already coming back).
-	if st, ok := s.faultStart[kind]; ok && at.Before(st) {
-		at = st
-	}
-	delete(s.faultStart, kind)
-	notes := s.notes[kind]
-	delete(s.notes, kind)
-	if id == "" {
-		return
-	}
-	if len(notes) > 0 {
-		merged := make(map[string]string, len(notes)+len(params))
-		for k, v := range notes {
-			merged[k] = v
-		}
-		for k, v := range params {
-			merged[k] = v
-		}
-		params = merged
-	}
-	if err := s.rec.endAt(id, kind, at, params); err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	delete(s.st.Active, kind)
-	s.saveLocked()
-}
-
 // stopBackground ends the pause timer and the clock-rate goroutine.
 func (s *supervisor) stopBackground() {
 	s.mu.Lock()
@@ -509,9 +472,7 @@ func (s *supervisor) stopBackground() {
 func (s *supervisor) endAllFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for kind := range s.st.Active {
-		s.endFaultLocked(kind, map[string]string{"ended_by": "node stop"})
-	}
+	s.faults.endAllLocked("node stop")
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
 	s.saveLocked()
 }

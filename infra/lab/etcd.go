@@ -134,18 +134,11 @@ func (s EtcdMemberSpec) Validate() error {
 	if !filepath.IsAbs(s.StateDir) {
 		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
 	}
-	seen := map[int]string{}
-	for _, p := range []struct {
-		name string
-		port int
-	}{{"client port", s.ClientPort}, {"peer port", s.PeerPort}, {"etcd client port", s.EtcdClientPort}, {"etcd peer port", s.EtcdPeerPort}, {"control port", s.ControlPort}} {
-		if p.port < 1 || p.port > 65535 {
-			return fmt.Errorf("lab: etcd member %d: %s %d: want 1-65535", s.ID, p.name, p.port)
-		}
-		if other, dup := seen[p.port]; dup {
-			return fmt.Errorf("lab: etcd member %d: %s and %s are both %d", s.ID, other, p.name, p.port)
-		}
-		seen[p.port] = p.name
+	if err := checkSpecPorts(fmt.Sprintf("etcd member %d", s.ID), []namedPort{
+		{"client port", s.ClientPort}, {"peer port", s.PeerPort}, {"etcd client port", s.EtcdClientPort},
+		{"etcd peer port", s.EtcdPeerPort}, {"control port", s.ControlPort},
+	}); err != nil {
+		return err
 	}
 	if s.RestartDelay < 0 {
 		return fmt.Errorf("lab: etcd member %d: negative restart delay", s.ID)
@@ -218,26 +211,7 @@ func LoadEtcdMemberSpec(stateDir string, id int) (EtcdMemberSpec, error) {
 // isEtcdSupervisor reports whether pid is `redlab node etcd-run` for
 // member id of stateDir.
 func isEtcdSupervisor(pid int, stateDir string, id int) bool {
-	if !alive(pid) {
-		return false
-	}
-	args := cmdline(pid)
-	var run, dirOK, idOK bool
-	for i, a := range args {
-		next := ""
-		if i+1 < len(args) {
-			next = args[i+1]
-		}
-		switch {
-		case a == "etcd-run" && i > 0 && args[i-1] == "node":
-			run = true
-		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
-			dirOK = true
-		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
-			idOK = true
-		}
-	}
-	return run && dirOK && idOK
+	return isDaemon(pid, "etcd-run", stateDir, id)
 }
 
 // StartEtcdMember starts the supervisor of a prepared member detached from
@@ -255,20 +229,10 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 	if pid := readPID(spec.path(supervisorPIDFile)); isEtcdSupervisor(pid, spec.StateDir, id) {
 		return nil
 	}
-	logf, err := os.OpenFile(spec.path(supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	pid, err := startDaemon(redlab, "etcd-run", spec.StateDir, id, spec.dir())
 	if err != nil {
 		return fmt.Errorf("lab: etcd member %d: %w", id, err)
 	}
-	defer logf.Close()
-	cmd := exec.Command(redlab, "node", "etcd-run", "--id", strconv.Itoa(id), "--state-dir", spec.StateDir)
-	cmd.Dir = spec.dir()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("lab: etcd member %d: start supervisor: %w", id, err)
-	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
 
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.RestartDelay)+30*time.Second)
 	defer cancel()
@@ -311,15 +275,8 @@ func StopEtcdMember(ctx context.Context, stateDir string, id int, purge bool) er
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	var errs []error
-	for _, pid := range scanProc(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }) {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		if !waitGoneCtx(ctx, pid, stopTimeout+5*time.Second) {
-			errs = append(errs, fmt.Errorf("lab: etcd member %d: supervisor pid %d ignored SIGTERM; killed", id, pid))
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			waitGone(pid, 5*time.Second)
-		}
-	}
+	errs := stopDaemons(ctx, fmt.Sprintf("etcd member %d", id),
+		scanProc(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }), stopTimeout+5*time.Second)
 	for _, pid := range findMentioning(filepath.Join(dir, etcdConfFile)) {
 		signalGroup(pid, syscall.SIGKILL)
 		waitGone(pid, 5*time.Second)

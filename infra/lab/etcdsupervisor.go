@@ -2,12 +2,10 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,22 +52,20 @@ import (
 type etcdSupervisor struct {
 	spec   EtcdMemberSpec
 	log    *log.Logger
-	rec    *recorder
-	client *proxy // the client front
-	peer   *proxy // the peer front
-	url    string // etcd's own client URL, bypassing the front
+	faults faultBook // its status's Active, and faults.jsonl
+	client *proxy    // the client front
+	peer   *proxy    // the peer front
+	url    string    // etcd's own client URL, bypassing the front
 
 	mu           sync.Mutex
 	st           EtcdMemberStatus
-	proc         *redisProc // the etcd process (the type fits any child)
+	proc         *child // the etcd process
 	wantUp       bool
 	stopping     bool           // the current process was asked to stop
 	pendingDelay time.Duration  // the wait before the next start
 	override     *time.Duration // the restart fault's delay for the next crash
 	cancelWait   context.CancelFunc
-	pauseStop    context.CancelFunc
-	pausedProc   *redisProc
-	faultStart   map[FaultKind]time.Time
+	paused       pauseTimer
 	wake         chan struct{}
 	changed      chan struct{}
 
@@ -121,12 +117,12 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	s := &etcdSupervisor{
 		spec:    spec,
 		log:     log.New(logw, fmt.Sprintf("etcd%d ", id), log.LstdFlags|log.Lmicroseconds),
-		rec:     newEtcdRecorder(spec.StateDir, spec.ID),
 		url:     "http://127.0.0.1:" + strconv.Itoa(spec.EtcdClientPort),
 		wantUp:  true,
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 	}
+	s.faults = faultBook{rec: newEtcdRecorder(spec.StateDir, spec.ID), log: s.log, active: &s.st.Active, save: s.saveLocked}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
 		return fmt.Errorf("lab: etcd member %d: %w", id, err)
 	}
@@ -144,27 +140,9 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	defer s.peer.Stop()
 	s.reapplyNetworkFaults()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
-	if err != nil {
+	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("lab: etcd member %d control endpoint: %w", id, err)
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Printf("control endpoint: %v", err)
-		}
-	}()
-	go func() {
-		defer s.wg.Done()
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}()
 
 	// An etcd of this member still running (its supervisor was SIGKILLed
 	// and the parent-death signal did not reach it) would hold the ports.
@@ -208,7 +186,7 @@ func (s *etcdSupervisor) restoreStatus() {
 	// The pause timer died with the previous supervisor, and its etcd with
 	// it.
 	if id := s.st.Active[FaultPause]; id != "" {
-		_ = s.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
+		_ = s.faults.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
 		delete(s.st.Active, FaultPause)
 	}
 	if old.State == NodeStopped {
@@ -295,28 +273,11 @@ func (s *etcdSupervisor) start() error {
 	cmd := exec.Command(s.spec.EtcdServer, "--config-file", s.spec.path(etcdConfFile))
 	cmd.Dir = s.spec.dir()
 	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	// etcd dies with its supervisor: see the notes above, and loop.
+	p, err := startChild(cmd, diesWithSupervisor, &s.wg)
+	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	p := &redisProc{pid: cmd.Process.Pid, started: started, done: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := cmd.Wait()
-		p.exit = "exit status 0"
-		if err != nil {
-			p.exit = err.Error()
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-				p.killed = true
-			}
-		}
-		close(p.done)
-	}()
 	_ = writePID(s.spec.path(etcdPIDFile), p.pid)
 	s.mu.Lock()
 	s.proc = p
@@ -330,30 +291,19 @@ func (s *etcdSupervisor) start() error {
 // awaitReady waits until p answers a status request on its own client port
 // (then the member is up and the crash faults end at the last instant it
 // was seen not answering), exits, or ctx ends.
-func (s *etcdSupervisor) awaitReady(ctx context.Context, p *redisProc) {
+func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 	s.mu.Lock()
 	starting := s.st.State == NodeStarting && s.proc == p
 	s.mu.Unlock()
 	if !starting {
 		return
 	}
-	down := p.started
-	for {
-		sent := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := etcdstatus.Get(pctx, s.url)
-		cancel()
-		if err == nil {
-			break
-		}
-		down = sent
-		select {
-		case <-p.done:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(pollInterval):
-		}
+	down, ok := awaitAnswer(ctx, p, func(ctx context.Context) error {
+		_, err := etcdstatus.Get(ctx, s.url)
+		return err
+	})
+	if !ok {
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -362,13 +312,13 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *redisProc) {
 	}
 	s.setStateLocked(NodeUp)
 	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
-		s.endFaultAtLocked(k, down, nil)
+		s.faults.endAtLocked(k, down, nil)
 	}
 }
 
 // onExit records how p ended: a crash (not asked for) waits out the restart
 // delay, or the restart fault's, before the next start.
-func (s *etcdSupervisor) onExit(p *redisProc) {
+func (s *etcdSupervisor) onExit(p *child) {
 	s.mu.Lock()
 	clean := s.stopping && !p.killed
 	if !clean && s.wantUp {
@@ -383,7 +333,7 @@ func (s *etcdSupervisor) onExit(p *redisProc) {
 	s.proc = nil
 	s.st.EtcdPID = 0
 	s.st.LastExit = p.exit
-	if s.pausedProc == p {
+	if s.paused.proc == p {
 		s.stopPauseLocked()
 	}
 	if s.wantUp {
@@ -398,18 +348,12 @@ func (s *etcdSupervisor) onExit(p *redisProc) {
 
 // stopProc asks p to shut down cleanly (SIGTERM) and escalates to SIGKILL
 // after stopTimeout. It returns once p is gone.
-func (s *etcdSupervisor) stopProc(p *redisProc) {
+func (s *etcdSupervisor) stopProc(p *child) {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	signalGroup(p.pid, syscall.SIGTERM)
-	signalGroup(p.pid, syscall.SIGCONT)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
+	if p.stop(stopTimeout) {
 		s.log.Printf("etcd pid %d ignored SIGTERM for %v; SIGKILL", p.pid, stopTimeout)
-		signalGroup(p.pid, syscall.SIGKILL)
-		<-p.done
 	}
 }
 
@@ -489,25 +433,8 @@ func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
 // "heal". A request's target ("leader" when the lab resolved the leader to
 // this member) is recorded with the fault.
 func (s *etcdSupervisor) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.status(r.Context()))
-	})
-	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
-		var req faultRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
-			return
-		}
-		res, err := s.apply(r.Context(), r.PathValue("kind"), req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		res.Status = s.status(r.Context())
-		writeJSON(w, http.StatusOK, res)
-	})
-	return mux
+	return controlMux(s.status, s.apply,
+		func(res EtcdFaultResult, st EtcdMemberStatus) EtcdFaultResult { res.Status = st; return res })
 }
 
 // EtcdFaultResult is what a member reports after a fault request.
@@ -576,7 +503,7 @@ func (s *etcdSupervisor) kill(ctx context.Context, delay *time.Duration, params 
 			s.pendingDelay = *delay
 		}
 	}
-	f := s.startFaultLocked(kind, params)
+	f := s.faults.startLocked(kind, params)
 	s.mu.Unlock()
 	switch {
 	case p != nil:
@@ -601,7 +528,7 @@ func (s *etcdSupervisor) stop(ctx context.Context, params map[string]string) (Et
 	}
 	s.wantUp = false
 	s.pendingDelay = 0
-	f := s.startFaultLocked(FaultStop, params)
+	f := s.faults.startLocked(FaultStop, params)
 	p, cancelWait := s.proc, s.cancelWait
 	s.mu.Unlock()
 	if p != nil {
@@ -636,27 +563,18 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 	}
 	s.stopPauseLocked()
 	params["for"] = d.String()
-	f := s.startFaultLocked(FaultPause, params)
-	signalGroup(p.pid, syscall.SIGSTOP)
-	s.pausedProc = p
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	s.pauseStop = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		<-ctx.Done()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.pausedProc != p {
-				return
-			}
-			s.stopPauseLocked()
-			if s.proc == p && s.st.State == NodePaused {
-				s.setStateLocked(NodeUp)
-			}
+	f := s.faults.startLocked(FaultPause, params)
+	s.paused.start(p, d, &s.wg, func(p *child) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.paused.proc != p {
+			return
 		}
-	}()
+		s.stopPauseLocked()
+		if s.proc == p && s.st.State == NodePaused {
+			s.setStateLocked(NodeUp)
+		}
+	})
 	s.setStateLocked(NodePaused)
 	return EtcdFaultResult{Fault: &f}, nil
 }
@@ -664,19 +582,8 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 // stopPauseLocked continues a paused etcd (unless it is gone) and ends the
 // pause fault.
 func (s *etcdSupervisor) stopPauseLocked() {
-	if s.pauseStop != nil {
-		s.pauseStop()
-		s.pauseStop = nil
-	}
-	if p := s.pausedProc; p != nil {
-		select {
-		case <-p.done:
-		default:
-			signalGroup(p.pid, syscall.SIGCONT)
-		}
-		s.pausedProc = nil
-	}
-	s.endFaultLocked(FaultPause, nil)
+	s.paused.stop()
+	s.faults.endLocked(FaultPause, nil)
 }
 
 func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
@@ -688,7 +595,7 @@ func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
 	_ = s.client.partition()
 	_ = s.peer.partition()
 	s.st.Partitioned = true
-	f := s.startFaultLocked(FaultPartition, params)
+	f := s.faults.startLocked(FaultPartition, params)
 	return EtcdFaultResult{Fault: &f}
 }
 
@@ -698,8 +605,8 @@ func (s *etcdSupervisor) heal() EtcdFaultResult {
 	s.client.heal()
 	s.peer.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.endFaultLocked(FaultPartition, nil)
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultPartition, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.saveLocked()
 	return EtcdFaultResult{}
 }
@@ -709,7 +616,7 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 	defer s.mu.Unlock()
 	_ = s.client.latency(add, jitter)
 	_ = s.peer.latency(add, jitter)
-	s.endFaultLocked(FaultLatency, nil)
+	s.faults.endLocked(FaultLatency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Latency, s.st.Jitter = 0, 0
@@ -717,53 +624,14 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 		return EtcdFaultResult{}
 	}
 	params["add"], params["jitter"] = add.String(), jitter.String()
-	f := s.startFaultLocked(FaultLatency, params)
+	f := s.faults.startLocked(FaultLatency, params)
 	return EtcdFaultResult{Fault: &f}
-}
-
-func (s *etcdSupervisor) startFaultLocked(kind FaultKind, params map[string]string) Fault {
-	s.endFaultLocked(kind, nil)
-	f, err := s.rec.start(kind, params)
-	if err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	s.st.Active[kind] = f.ID
-	if s.faultStart == nil {
-		s.faultStart = map[FaultKind]time.Time{}
-	}
-	s.faultStart[kind] = f.Start
-	s.saveLocked()
-	return f
-}
-
-func (s *etcdSupervisor) endFaultLocked(kind FaultKind, params map[string]string) {
-	s.endFaultAtLocked(kind, time.Now(), params)
-}
-
-// endFaultAtLocked ends the active fault of kind as of at (never before its
-// start).
-func (s *etcdSupervisor) endFaultAtLocked(kind FaultKind, at time.Time, params map[string]string) {
-	id := s.st.Active[kind]
-	if st, ok := s.faultStart[kind]; ok && at.Before(st) {
-		at = st
-	}
-	delete(s.faultStart, kind)
-	if id == "" {
-		return
-	}
-	if err := s.rec.endAt(id, kind, at, params); err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	delete(s.st.Active, kind)
-	s.saveLocked()
 }
 
 func (s *etcdSupervisor) endAllFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for kind := range s.st.Active {
-		s.endFaultLocked(kind, map[string]string{"ended_by": "member stop"})
-	}
+	s.faults.endAllLocked("member stop")
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
 	s.saveLocked()
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"log"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -96,6 +97,87 @@ func (r *recorder) append(ev faultlog.Event) error {
 		return fmt.Errorf("lab: fault log: %w", err)
 	}
 	return nil
+}
+
+// faultBook is a supervisor's bookkeeping of its faults, shared by the
+// node's and the etcd member's: every start and end goes to faults.jsonl,
+// and the faults in effect are in the status's Active map (fault kind to
+// ID), which save persists. At most one fault of a kind is active. Every
+// method runs under the supervisor's lock.
+type faultBook struct {
+	rec    *recorder
+	log    *log.Logger
+	active *map[FaultKind]string // the status's Active
+	save   func()                // persists the status (the lock held)
+	// start is when each active fault started (this process's own faults;
+	// a fault adopted from a previous supervisor has none).
+	start map[FaultKind]time.Time
+	// notes are parameters for the end event of an active fault.
+	notes map[FaultKind]map[string]string
+}
+
+// startLocked records the start of a fault of kind, ending an earlier one
+// of the same kind.
+func (b *faultBook) startLocked(kind FaultKind, params map[string]string) Fault {
+	b.endLocked(kind, nil)
+	f, err := b.rec.start(kind, params)
+	if err != nil {
+		b.log.Printf("record: %v", err)
+	}
+	if *b.active == nil {
+		*b.active = map[FaultKind]string{}
+	}
+	(*b.active)[kind] = f.ID
+	if b.start == nil {
+		b.start = map[FaultKind]time.Time{}
+	}
+	b.start[kind] = f.Start
+	b.save()
+	return f
+}
+
+func (b *faultBook) endLocked(kind FaultKind, params map[string]string) {
+	b.endAtLocked(kind, time.Now(), params)
+}
+
+// endAtLocked ends the active fault of kind as of at, with its notes and
+// params.
+func (b *faultBook) endAtLocked(kind FaultKind, at time.Time, params map[string]string) {
+	id := (*b.active)[kind]
+	// Never before its own start (a fault started while the process was
+	// already coming back).
+	if st, ok := b.start[kind]; ok && at.Before(st) {
+		at = st
+	}
+	delete(b.start, kind)
+	notes := b.notes[kind]
+	delete(b.notes, kind)
+	if id == "" {
+		return
+	}
+	if len(notes) > 0 {
+		merged := make(map[string]string, len(notes)+len(params))
+		for k, v := range notes {
+			merged[k] = v
+		}
+		for k, v := range params {
+			merged[k] = v
+		}
+		params = merged
+	}
+	if err := b.rec.endAt(id, kind, at, params); err != nil {
+		b.log.Printf("record: %v", err)
+	}
+	delete(*b.active, kind)
+	b.save()
+}
+
+// endAllLocked ends every active fault, its end event saying endedBy: the
+// supervisor stops for good, and the faults with it.
+func (b *faultBook) endAllLocked(endedBy string) {
+	for kind := range *b.active {
+		b.endLocked(kind, map[string]string{"ended_by": endedBy})
+	}
 }
 
 // ReadFaults returns the faults recorded in stateDir, ordered by start time.

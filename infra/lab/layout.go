@@ -137,10 +137,6 @@ func (s NodeSpec) Validate() error {
 	if !filepath.IsAbs(s.StateDir) {
 		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
 	}
-	type namedPort struct {
-		name string
-		port int
-	}
 	all := []namedPort{{"port", s.Port}, {"redis port", s.RedisPort}, {"control port", s.ControlPort}}
 	if s.ReplicaPort != 0 || s.ReplicaLinkPort != 0 || len(s.ReplicaConf) > 0 {
 		if s.ReplicaPort == 0 || s.ReplicaLinkPort == 0 || len(s.ReplicaConf) == 0 {
@@ -148,15 +144,8 @@ func (s NodeSpec) Validate() error {
 		}
 		all = append(all, namedPort{"replica port", s.ReplicaPort}, namedPort{"replica link port", s.ReplicaLinkPort})
 	}
-	ports := map[int]string{}
-	for _, p := range all {
-		if p.port < 1 || p.port > 65535 {
-			return fmt.Errorf("lab: node %d: %s %d: want 1-65535", s.ID, p.name, p.port)
-		}
-		if other, dup := ports[p.port]; dup {
-			return fmt.Errorf("lab: node %d: %s and %s are both %d", s.ID, other, p.name, p.port)
-		}
-		ports[p.port] = p.name
+	if err := checkSpecPorts(fmt.Sprintf("node %d", s.ID), all); err != nil {
+		return err
 	}
 	if s.RestartDelay < 0 {
 		return fmt.Errorf("lab: node %d: negative restart delay", s.ID)
@@ -195,6 +184,28 @@ func (s NodeSpec) Validate() error {
 		case rr.dir == "" || !filepath.IsAbs(rr.dir) || filepath.Clean(rr.dir) == filepath.Clean(rc.dir):
 			return fmt.Errorf("lab: node %d: rendered replica.conf needs an absolute dir of its own, got %q", s.ID, rr.dir)
 		}
+	}
+	return nil
+}
+
+// namedPort is one port of a spec, named for errors.
+type namedPort struct {
+	name string
+	port int
+}
+
+// checkSpecPorts checks that each port is 1-65535 and that no two are the
+// same; what ("node 2", "etcd member 1") prefixes the error.
+func checkSpecPorts(what string, ports []namedPort) error {
+	seen := map[int]string{}
+	for _, p := range ports {
+		if p.port < 1 || p.port > 65535 {
+			return fmt.Errorf("lab: %s: %s %d: want 1-65535", what, p.name, p.port)
+		}
+		if other, dup := seen[p.port]; dup {
+			return fmt.Errorf("lab: %s: %s and %s are both %d", what, other, p.name, p.port)
+		}
+		seen[p.port] = p.name
 	}
 	return nil
 }
@@ -396,6 +407,12 @@ func cmdline(pid int) []string {
 
 // isSupervisor reports whether pid is `redlab node run` for this node.
 func isSupervisor(pid int, stateDir string, id int) bool {
+	return isDaemon(pid, "run", stateDir, id)
+}
+
+// isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
+// node or member id of stateDir.
+func isDaemon(pid int, sub, stateDir string, id int) bool {
 	if !alive(pid) {
 		return false
 	}
@@ -407,7 +424,7 @@ func isSupervisor(pid int, stateDir string, id int) bool {
 			next = args[i+1]
 		}
 		switch {
-		case a == "run" && i > 0 && args[i-1] == "node":
+		case a == sub && i > 0 && args[i-1] == "node":
 			run = true
 		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
 			dirOK = true

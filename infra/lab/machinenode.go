@@ -275,8 +275,8 @@ func (s *supervisor) bootMachine(ctx context.Context) error {
 // watchPID follows a redis-server of the machine: it is not this process's
 // child, so its end is found by polling. started is the last instant it was
 // known not to run.
-func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) *redisProc {
-	p := &redisProc{pid: pid, adopted: true, started: started, done: make(chan struct{})}
+func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) *child {
+	p := &child{pid: pid, adopted: true, started: started, done: make(chan struct{})}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -297,7 +297,7 @@ func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) 
 // onMachineExit records that the machine's redis-server is gone: a crash
 // unless a stop or restart asked for it. systemd, not the supervisor,
 // restarts it.
-func (s *supervisor) onMachineExit(p *redisProc) {
+func (s *supervisor) onMachineExit(p *child) {
 	s.mu.Lock()
 	clean := s.stopping
 	s.exitedLocked(p, clean)
@@ -356,7 +356,7 @@ func (s *supervisor) machineRestart(ctx context.Context) (FaultResult, error) {
 		s.mu.Unlock()
 		return FaultResult{}, err
 	}
-	f := s.startFaultLocked(FaultRestart, map[string]string{"delay": "0s"})
+	f := s.faults.startLocked(FaultRestart, map[string]string{"delay": "0s"})
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -381,7 +381,7 @@ func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.wantUp = false
-	f := s.startFaultLocked(FaultStop, nil)
+	f := s.faults.startLocked(FaultStop, nil)
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -433,7 +433,7 @@ func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) 
 		return FaultResult{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.startFaultLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
 	mn.leader = 0
 	s.mu.Unlock()
 

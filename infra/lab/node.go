@@ -133,24 +133,52 @@ func StartNode(ctx context.Context, redlab, stateDir string, id int) error {
 		// Already supervised; whatever state it is in is its business.
 		return nil
 	}
-	logf, err := os.OpenFile(spec.path(supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	pid, err := startDaemon(redlab, "run", spec.StateDir, id, spec.dir())
 	if err != nil {
 		return fmt.Errorf("lab: node %d: %w", id, err)
 	}
+	return waitNodeUp(ctx, spec, pid)
+}
+
+// startDaemon runs `redlab node SUB --id ID --state-dir STATEDIR` (a
+// supervisor) detached in dir, its output appended to dir/supervisor.log,
+// and returns its pid.
+func startDaemon(redlab, sub, stateDir string, id int, dir string) (int, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
 	defer logf.Close()
-	cmd := exec.Command(redlab, "node", "run", "--id", strconv.Itoa(id), "--state-dir", spec.StateDir)
-	cmd.Dir = spec.dir()
+	cmd := exec.Command(redlab, "node", sub, "--id", strconv.Itoa(id), "--state-dir", stateDir)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A new session: no terminal, no signal meant for the caller's process
 	// group (terraform's included) reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("lab: node %d: start supervisor: %w", id, err)
+		return 0, fmt.Errorf("start supervisor: %w", err)
 	}
 	pid := cmd.Process.Pid
 	// Not waited for: it outlives us. Whoever reaps orphans reaps it.
 	_ = cmd.Process.Release()
-	return waitNodeUp(ctx, spec, pid)
+	return pid, nil
+}
+
+// stopDaemons SIGTERMs the supervisors sups of what ("node 2") and waits up
+// to limit for each, SIGKILLing one that outlives it (an error each).
+func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration) []error {
+	var errs []error
+	for _, pid := range sups {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for _, pid := range sups {
+		if !waitGoneCtx(ctx, pid, limit) {
+			errs = append(errs, fmt.Errorf("lab: %s: supervisor pid %d ignored SIGTERM; killed", what, pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+		}
+	}
+	return errs
 }
 
 // waitNodeUp waits until the supervisor reports the node up and it answers
@@ -218,22 +246,12 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	var errs []error
 	limit := stopTimeout + guardTimeout + 5*time.Second
 	if fileExists(filepath.Join(dir, userDataFile)) {
 		limit += 35 * time.Second // the machine's orderly shutdown (machine.Close)
 	}
-	sups := scanProc(func(pid int) bool { return isSupervisor(pid, stateDir, id) })
-	for _, pid := range sups {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	for _, pid := range sups {
-		if !waitGoneCtx(ctx, pid, limit) {
-			errs = append(errs, fmt.Errorf("lab: node %d: supervisor pid %d ignored SIGTERM; killed", id, pid))
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			waitGone(pid, 5*time.Second)
-		}
-	}
+	errs := stopDaemons(ctx, fmt.Sprintf("node %d", id),
+		scanProc(func(pid int) bool { return isSupervisor(pid, stateDir, id) }), limit)
 
 	if fileExists(filepath.Join(dir, userDataFile)) {
 		// A machine node: its redis.conf's dir is the machine's, so no

@@ -29,7 +29,7 @@ type PowerLossResult struct {
 // powerCut is a power loss between its SIGKILL and the cut, which onExit
 // applies before the restart path can run.
 type powerCut struct {
-	proc  *redisProc
+	proc  *child
 	crash time.Time
 	done  chan struct{} // closed once res and err are set
 	res   PowerLossResult
@@ -48,7 +48,7 @@ func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.startFaultLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
 	s.pendingCut = cut
 	s.mu.Unlock()
 
@@ -70,7 +70,7 @@ func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
 
 // powerLossTargetLocked returns the redis-server a power loss would crash
 // and the node's persistence profile, or why there is none to crash.
-func (s *supervisor) powerLossTargetLocked() (*redisProc, Persistence, error) {
+func (s *supervisor) powerLossTargetLocked() (*child, Persistence, error) {
 	p := s.proc
 	if p == nil {
 		return nil, "", s.notRunningLocked()
@@ -104,10 +104,10 @@ func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	}
 	s.log.Printf("power loss (%s): cut %d bytes, %d commands from %v", cut.res.Persistence, cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles)
 	s.mu.Lock()
-	if s.notes == nil {
-		s.notes = map[FaultKind]map[string]string{}
+	if s.faults.notes == nil {
+		s.faults.notes = map[FaultKind]map[string]string{}
 	}
-	s.notes[FaultPowerLoss] = powerLossParams(cut.res)
+	s.faults.notes[FaultPowerLoss] = powerLossParams(cut.res)
 	s.mu.Unlock()
 }
 

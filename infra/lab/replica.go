@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,7 +52,7 @@ type replicaSet struct {
 	direct *redis.Client // the replica process's own port, as admin
 
 	// proc is guarded by the supervisor's mu.
-	proc *redisProc
+	proc *child
 }
 
 // startReplica sets up the replica side of a replicated node: its link
@@ -108,7 +106,7 @@ func (s *supervisor) sideClient(p pairSide) *redis.Client {
 }
 
 // sideProcLocked is one side's running process, if any.
-func (s *supervisor) sideProcLocked(p pairSide) *redisProc {
+func (s *supervisor) sideProcLocked(p pairSide) *child {
 	if p == sideReplica {
 		return s.rep.proc
 	}
@@ -138,7 +136,7 @@ func (s *supervisor) superviseReplica(ctx context.Context) {
 		}
 		s.log.Printf("replica: adopting redis-server pid %d left by a previous supervisor", pid)
 		signalGroup(pid, syscall.SIGCONT)
-		p := s.adopt(pid)
+		p := adoptChild(pid, &s.wg)
 		s.setReplicaProc(p)
 	}
 	for {
@@ -161,14 +159,7 @@ func (s *supervisor) superviseReplica(ctx context.Context) {
 		select {
 		case <-p.done:
 		case <-ctx.Done():
-			signalGroup(p.pid, syscall.SIGTERM)
-			signalGroup(p.pid, syscall.SIGCONT)
-			select {
-			case <-p.done:
-			case <-time.After(stopTimeout):
-				signalGroup(p.pid, syscall.SIGKILL)
-				<-p.done
-			}
+			p.stop(stopTimeout)
 			s.replicaExited(p, false)
 			return
 		}
@@ -181,32 +172,17 @@ func (s *supervisor) superviseReplica(ctx context.Context) {
 	}
 }
 
-func (s *supervisor) startReplicaProc() (*redisProc, error) {
-	cmd := exec.Command(s.redisServer(), s.spec.path(replicaConfFile))
-	cmd.Dir = s.rep.conf.dir
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
-	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("redis-server: %w", err)
+func (s *supervisor) startReplicaProc() (*child, error) {
+	p, err := s.startRedis(replicaConfFile, s.rep.conf.dir)
+	if err != nil {
+		return nil, err
 	}
-	p := &redisProc{pid: cmd.Process.Pid, done: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := cmd.Wait()
-		p.exit = "exit status 0"
-		if err != nil {
-			p.exit = err.Error()
-		}
-		close(p.done)
-	}()
 	s.log.Printf("replica: redis-server started, pid %d", p.pid)
 	s.setReplicaProc(p)
 	return p, nil
 }
 
-func (s *supervisor) setReplicaProc(p *redisProc) {
+func (s *supervisor) setReplicaProc(p *child) {
 	_ = writePID(s.spec.path(replicaPIDFile), p.pid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,21 +194,9 @@ func (s *supervisor) setReplicaProc(p *redisProc) {
 }
 
 // awaitReplicaReady waits until p answers PING, exits, or ctx ends.
-func (s *supervisor) awaitReplicaReady(ctx context.Context, p *redisProc) {
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		err := s.rep.direct.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case <-p.done:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(pollInterval):
-		}
+func (s *supervisor) awaitReplicaReady(ctx context.Context, p *child) {
+	if _, ok := awaitAnswer(ctx, p, func(ctx context.Context) error { return s.rep.direct.Ping(ctx).Err() }); !ok {
+		return
 	}
 	s.mu.Lock()
 	if s.rep.proc == p {
@@ -242,7 +206,7 @@ func (s *supervisor) awaitReplicaReady(ctx context.Context, p *redisProc) {
 	s.mu.Unlock()
 }
 
-func (s *supervisor) replicaExited(p *redisProc, crash bool) {
+func (s *supervisor) replicaExited(p *child, crash bool) {
 	os.Remove(s.spec.path(replicaPIDFile))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -412,7 +376,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		return FaultResult{}, err
 	}
 	s.failingOver = true
-	f := s.startFaultLocked(FaultFailover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
+	f := s.faults.startLocked(FaultFailover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -426,7 +390,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 	fail := func(err error) (FaultResult, error) {
 		s.rep.link.heal()
 		s.mu.Lock()
-		s.endFaultLocked(FaultFailover, map[string]string{"error": err.Error()})
+		s.faults.endLocked(FaultFailover, map[string]string{"error": err.Error()})
 		s.mu.Unlock()
 		return FaultResult{}, fmt.Errorf("lab: node %d: failover: %w", s.spec.ID, err)
 	}
@@ -487,7 +451,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		"promoted": res.Promoted, "caught_up": strconv.FormatBool(res.CaughtUp), "lost_bytes": strconv.FormatInt(res.LostBytes, 10),
 	}
 	s.mu.Lock()
-	s.endFaultLocked(FaultFailover, end)
+	s.faults.endLocked(FaultFailover, end)
 	s.mu.Unlock()
 	s.log.Printf("failover: the %s answers as master through 127.0.0.1:%d (lost %d bytes of replication)", standby, s.spec.Port, res.LostBytes)
 	f.End = time.Now()
@@ -497,7 +461,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 	return FaultResult{Fault: &f, Failover: &res}, nil
 }
 
-func pidOf(p *redisProc) int {
+func pidOf(p *child) int {
 	if p == nil {
 		return 0
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -46,16 +45,6 @@ const (
 	pollInterval = 20 * time.Millisecond
 )
 
-// redisProc is one redis-server process, started or adopted.
-type redisProc struct {
-	pid     int
-	adopted bool
-	done    chan struct{} // closed once the process is gone
-	exit    string        // how it ended, set before done is closed
-	killed  bool          // ended by SIGKILL (only known for our own children)
-	started time.Time     // just before the exec (zero when adopted)
-}
-
 // supervisor runs one node. Its state is guarded by mu; the run loop is the
 // only goroutine that starts redis-server or reacts to its exit, fault
 // handlers only send signals and flip wantUp.
@@ -63,7 +52,7 @@ type supervisor struct {
 	spec   NodeSpec
 	conf   redisConf
 	log    *log.Logger
-	rec    *recorder
+	faults faultBook // its status's Active, and faults.jsonl
 	proxy  *proxy
 	direct *redis.Client // the private redis port, bypassing the proxy
 	auth   User          // how the supervisor logs in to its redis-servers
@@ -72,13 +61,12 @@ type supervisor struct {
 
 	mu          sync.Mutex
 	st          NodeStatus
-	proc        *redisProc
+	proc        *child
 	wantUp      bool
 	stopping    bool           // the current process was asked to stop
 	override    *time.Duration // REDIS_GUARD_DELAY for the next pre-start
 	cancelGuard context.CancelFunc
-	pauseStop   context.CancelFunc // ends the pause timer goroutine
-	pausedProc  *redisProc
+	paused      pauseTimer
 	rateStop    context.CancelFunc
 	aof         *aofSampler // set for appendfsync everysec: the power-loss model
 	pendingCut  *powerCut   // a power loss waiting for its process to die
@@ -88,13 +76,8 @@ type supervisor struct {
 	// the node from answering (see nodemetrics.go).
 	crashedAt    time.Time
 	lastDowntime time.Duration
-	// faultStart is when each active fault started (this process's own
-	// faults; a fault adopted from a previous supervisor has none).
-	faultStart map[FaultKind]time.Time
-	// notes are parameters for the end event of an active fault.
-	notes   map[FaultKind]map[string]string
-	wake    chan struct{} // the loop re-reads wantUp
-	changed chan struct{} // closed and replaced on every state change
+	wake         chan struct{} // the loop re-reads wantUp
+	changed      chan struct{} // closed and replaced on every state change
 
 	wg sync.WaitGroup // goroutines other than the loop
 }
@@ -122,12 +105,12 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		spec:    spec,
 		conf:    spec.hostConf(),
 		log:     log.New(logw, fmt.Sprintf("node%d ", id), log.LstdFlags|log.Lmicroseconds),
-		rec:     newRecorder(spec.StateDir, spec.ID),
 		wake:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		wantUp:  true,
 		auth:    auth,
 	}
+	s.faults = faultBook{rec: newRecorder(spec.StateDir, spec.ID), log: s.log, active: &s.st.Active, save: s.saveLocked}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(spec.RedisPort)
 	if spec.Machine != nil {
 		redisAddr = net.JoinHostPort(spec.Machine.Address, strconv.Itoa(spec.RedisPort))
@@ -177,29 +160,9 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		}()
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(spec.ControlPort))
-	if err != nil {
+	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("lab: node %d control endpoint: %w", id, err)
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Printf("control endpoint: %v", err)
-		}
-	}()
-	go func() {
-		// No new fault once the node is going away; requests in flight get
-		// a moment, then their connections (and contexts) are closed.
-		defer s.wg.Done()
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}()
 
 	if s.aof != nil {
 		s.wg.Add(1)
@@ -272,7 +235,7 @@ func (s *supervisor) restoreStatus() {
 	}
 	// A failover cut short by the end of the previous supervisor.
 	if id := s.st.Active[FaultFailover]; id != "" {
-		_ = s.rec.end(id, FaultFailover, map[string]string{"ended_by": "supervisor restart"})
+		_ = s.faults.rec.end(id, FaultFailover, map[string]string{"ended_by": "supervisor restart"})
 		delete(s.st.Active, FaultFailover)
 	}
 }
@@ -308,10 +271,10 @@ func (s *supervisor) adoptOrphans() {
 		// A pause timer died with the old supervisor.
 		signalGroup(pid, syscall.SIGCONT)
 		if id := s.st.Active[FaultPause]; id != "" {
-			_ = s.rec.end(id, FaultPause, nil)
+			_ = s.faults.rec.end(id, FaultPause, nil)
 			delete(s.st.Active, FaultPause)
 		}
-		p := s.adopt(pid)
+		p := adoptChild(pid, &s.wg)
 		s.mu.Lock()
 		s.proc = p
 		s.st.RedisPID = pid
@@ -408,35 +371,11 @@ func (s *supervisor) start(ctx context.Context) error {
 
 	// Only the very first start of a new node skips the delay.
 	os.Remove(s.spec.path(freshMarker))
-	cmd := exec.Command(s.redisServer(), s.spec.path(confFile))
-	cmd.Dir = s.conf.dir
-	// `supervised auto` would talk to a systemd that does not supervise it.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
-	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
-	// Own process group, no parent-death signal: see the notes above.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	p, err := s.startRedis(confFile, s.conf.dir)
+	if err != nil {
 		_ = s.guard(ctx, nil, "post-stop", "unclean")
-		return fmt.Errorf("redis-server: %w", err)
+		return err
 	}
-	p := &redisProc{pid: cmd.Process.Pid, started: started, done: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := cmd.Wait()
-		p.exit = "exit status 0"
-		if err != nil {
-			p.exit = err.Error()
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-				p.killed = true
-			}
-		}
-		close(p.done)
-	}()
 	_ = writePID(s.spec.path(redisPIDFile), p.pid)
 	s.mu.Lock()
 	s.proc = p
@@ -447,16 +386,30 @@ func (s *supervisor) start(ctx context.Context) error {
 	return nil
 }
 
-func (s *supervisor) redisServer() string {
-	if s.spec.RedisServer != "" {
-		return s.spec.RedisServer
+// startRedis starts a redis-server of the node (the original process or the
+// replica) from conf, a file in the node's directory, in its data directory.
+func (s *supervisor) startRedis(conf, dataDir string) (*child, error) {
+	bin := s.spec.RedisServer
+	if bin == "" {
+		bin = "redis-server"
 	}
-	return "redis-server"
+	cmd := exec.Command(bin, s.spec.path(conf))
+	cmd.Dir = dataDir
+	// `supervised auto` would talk to a systemd that does not supervise it.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
+	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
+	// Redis outlives a crashed supervisor, which the next one adopts: see
+	// the notes above.
+	p, err := startChild(cmd, survivesSupervisor, &s.wg)
+	if err != nil {
+		return nil, fmt.Errorf("redis-server: %w", err)
+	}
+	return p, nil
 }
 
 // awaitReady waits until p answers PING (then the node is up and the
 // faults that ended with its return are closed), exits, or ctx ends.
-func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
+func (s *supervisor) awaitReady(ctx context.Context, p *child) {
 	s.mu.Lock()
 	starting := s.st.State == NodeStarting && s.proc == p
 	s.mu.Unlock()
@@ -464,24 +417,8 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		return
 	}
 	logged := false
-	// down is the last instant the node is known not to answer: the send
-	// of the last PING that failed, or the process's start. The crash
-	// faults end there, not when the poll noticed the answer, so that a
-	// client that reached the node between the two is not counted inside
-	// the fault.
-	down := p.started
-	if down.IsZero() {
-		down = time.Now()
-	}
-	for {
-		sent := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		err := s.direct.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			break
-		}
-		down = sent
+	down, ok := awaitAnswer(ctx, p, func(ctx context.Context) error {
+		err := s.direct.Ping(ctx).Err()
 		// A refused login (wrong credentials) would otherwise look like a
 		// node that never comes up.
 		var reply redis.Error
@@ -489,13 +426,10 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 			s.log.Printf("redis-server answers PING with an error: %v", err)
 			logged = true
 		}
-		select {
-		case <-p.done:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(pollInterval):
-		}
+		return err
+	})
+	if !ok {
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -507,14 +441,14 @@ func (s *supervisor) awaitReady(ctx context.Context, p *redisProc) {
 		s.lastDowntime, s.crashedAt = time.Since(s.crashedAt), time.Time{}
 	}
 	for _, k := range []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop} {
-		s.endFaultAtLocked(k, down, nil)
+		s.faults.endAtLocked(k, down, nil)
 	}
 }
 
 // exitedLocked records that redis-server p ended, cleanly (a stop or
 // restart asked for it) or not (a crash, counted as a restart when the node
 // should be up), and moves the node to waiting or stopped.
-func (s *supervisor) exitedLocked(p *redisProc, clean bool) {
+func (s *supervisor) exitedLocked(p *child, clean bool) {
 	if !clean && s.wantUp {
 		s.st.Restarts++
 		s.crashedAt = time.Now()
@@ -523,7 +457,7 @@ func (s *supervisor) exitedLocked(p *redisProc, clean bool) {
 	s.proc = nil
 	s.st.RedisPID = 0
 	s.st.LastExit = p.exit
-	if s.pausedProc == p {
+	if s.paused.proc == p {
 		s.stopPauseLocked()
 	}
 	if s.wantUp {
@@ -543,7 +477,7 @@ func cleanness(clean bool) string {
 
 // onExit records how p ended, applies a power loss that killed it (before
 // anything can start redis-server again), and tells the restart guard.
-func (s *supervisor) onExit(p *redisProc) {
+func (s *supervisor) onExit(p *child) {
 	s.mu.Lock()
 	cut := s.pendingCut
 	if cut != nil && cut.proc == p {
@@ -570,19 +504,12 @@ func (s *supervisor) onExit(p *redisProc) {
 // stopProc asks p to shut down cleanly (SIGTERM: redis-server runs its
 // SHUTDOWN path, fsyncing the AOF) and escalates to SIGKILL after
 // stopTimeout. It returns once p is gone.
-func (s *supervisor) stopProc(p *redisProc) {
+func (s *supervisor) stopProc(p *child) {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	signalGroup(p.pid, syscall.SIGTERM)
-	// A paused process acts on SIGTERM only once continued.
-	signalGroup(p.pid, syscall.SIGCONT)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
+	if p.stop(stopTimeout) {
 		s.log.Printf("redis-server pid %d ignored SIGTERM for %v; SIGKILL", p.pid, stopTimeout)
-		signalGroup(p.pid, syscall.SIGKILL)
-		<-p.done
 	}
 }
 
@@ -690,21 +617,4 @@ func (s *supervisor) status() NodeStatus {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// adopt watches a redis-server left by a previous supervisor: it is not
-// this process's child, so its end is found by polling, and how it ended
-// is unknown.
-func (s *supervisor) adopt(pid int) *redisProc {
-	p := &redisProc{pid: pid, adopted: true, done: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for alive(p.pid) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		p.exit = "exited (adopted: status unknown)"
-		close(p.done)
-	}()
-	return p
 }
