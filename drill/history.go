@@ -19,7 +19,10 @@ import (
 // recompute the drill's double grants and lock violations from it alone.
 const HistoryFile = "history.jsonl"
 
-// HoldRecord is a lock tenure in the history ("type":"hold").
+// HoldRecord is the wire form of an inventory.Hold, a lock tenure, in the
+// history and in a serve process's event stream ("type":"hold"): the hold
+// with its guard, its times in ns on the stream's clock. newHoldRecord is
+// its one writer, Hold its one reader.
 type HoldRecord struct {
 	Type   string `json:"type"` // "hold"
 	Guard  string `json:"guard"`
@@ -32,6 +35,26 @@ type HoldRecord struct {
 	GrantedNs    int64 `json:"granted_ns"`
 	ValidUntilNs int64 `json:"valid_until_ns"`
 	ReleasedNs   int64 `json:"released_ns"`
+}
+
+// newHoldRecord encodes guard g's hold h, reading its times with ns. An
+// unknown validity (zero ValidUntil) is written as the release: valid until
+// released, as the checker counts it.
+func newHoldRecord(g inventory.Guard, h inventory.Hold, ns func(time.Time) int64) HoldRecord {
+	r := HoldRecord{Type: "hold", Guard: string(g), Key: h.Key, Holder: h.Holder, Token: h.Token,
+		GrantedNs: ns(h.Granted), ReleasedNs: ns(h.Released)}
+	if h.ValidUntil.IsZero() {
+		r.ValidUntilNs = r.ReleasedNs
+	} else {
+		r.ValidUntilNs = ns(h.ValidUntil)
+	}
+	return r
+}
+
+// Hold decodes the record, placing its times with at.
+func (r HoldRecord) Hold(at func(ns int64) time.Time) inventory.Hold {
+	return inventory.Hold{Key: r.Key, Holder: r.Holder, Token: r.Token,
+		Granted: at(r.GrantedNs), Released: at(r.ReleasedNs), ValidUntil: at(r.ValidUntilNs)}
 }
 
 // FaultRecord is a fault's start or end in the history ("type":"fault").
@@ -81,15 +104,9 @@ func (h *History) ns(t time.Time) int64 {
 	return int64(t.Sub(h.start))
 }
 
-// AddHold records a guard's lock tenure.
-func (h *History) AddHold(g inventory.Guard, key, holder, token string, granted, validUntil, released time.Time) {
-	r := HoldRecord{Type: "hold", Guard: string(g), Key: key, Holder: holder, Token: token,
-		GrantedNs: h.ns(granted), ReleasedNs: h.ns(released)}
-	if validUntil.IsZero() {
-		r.ValidUntilNs = r.ReleasedNs
-	} else {
-		r.ValidUntilNs = h.ns(validUntil)
-	}
+// AddHold records guard g's lock tenure hold.
+func (h *History) AddHold(g inventory.Guard, hold inventory.Hold) {
+	r := newHoldRecord(g, hold, h.ns)
 	h.mu.Lock()
 	h.holds = append(h.holds, r)
 	h.mu.Unlock()

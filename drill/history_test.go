@@ -41,10 +41,12 @@ func TestOverlaps(t *testing.T) {
 func TestHistoryRoundTrip(t *testing.T) {
 	t0 := time.Now()
 	h := NewHistory(t0)
-	h.AddHold(inventory.GuardRedlock, "lock:sku:x", "replica-0", "tok1", t0.Add(time.Second), t0.Add(9*time.Second), t0.Add(3*time.Second))
+	h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:x", Holder: "replica-0", Token: "tok1",
+		Granted: t0.Add(time.Second), ValidUntil: t0.Add(9 * time.Second), Released: t0.Add(3 * time.Second)})
 	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "start", t0.Add(2*time.Second))
 	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "end", t0.Add(4*time.Second))
-	h.AddHold(inventory.GuardRedlock, "lock:sku:x", "replica-1", "tok2", t0.Add(2500*time.Millisecond), time.Time{}, t0.Add(5*time.Second))
+	h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:x", Holder: "replica-1", Token: "tok2",
+		Granted: t0.Add(2500 * time.Millisecond), Released: t0.Add(5 * time.Second)})
 	path := filepath.Join(t.TempDir(), HistoryFile)
 	if err := h.WriteFile(path); err != nil {
 		t.Fatal(err)
@@ -63,6 +65,14 @@ func TestHistoryRoundTrip(t *testing.T) {
 	}
 	if holds[0].GrantedNs != int64(time.Second) || holds[0].ValidUntilNs != int64(9*time.Second) || holds[0].ReleasedNs != int64(3*time.Second) {
 		t.Errorf("hold 0: got %+v", holds[0])
+	}
+	// Read back, the record is the hold that was written.
+	first := inventory.Hold{Key: "lock:sku:x", Holder: "replica-0", Token: "tok1",
+		Granted: t0.Add(time.Second), ValidUntil: t0.Add(9 * time.Second), Released: t0.Add(3 * time.Second)}
+	got := holds[0].Hold(func(ns int64) time.Time { return t0.Add(time.Duration(ns)) })
+	if got.Key != first.Key || got.Holder != first.Holder || got.Token != first.Token ||
+		!got.Granted.Equal(first.Granted) || !got.ValidUntil.Equal(first.ValidUntil) || !got.Released.Equal(first.Released) {
+		t.Errorf("hold 0 read back: got %+v, want %+v", got, first)
 	}
 	// Unknown validity: valid until released.
 	if holds[1].ValidUntilNs != holds[1].ReleasedNs {

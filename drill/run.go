@@ -262,10 +262,8 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 				LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 				Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
 				Username: creds.Redlock.Name, Password: creds.Redlock.Password,
-				OnHold: func(h loadgen.Hold) {
-					hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
-				},
-				RunID: "drill-" + spec.Name + "-" + string(g),
+				OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
+				RunID:  "drill-" + spec.Name + "-" + string(g),
 			})
 		}
 		if err != nil {

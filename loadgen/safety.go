@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 // Safety is the verdict of a run: the two independent checks of the
@@ -60,16 +62,6 @@ func (s *Safety) Add(o Safety) {
 // Violations is the total of every safety count.
 func (s Safety) Violations() int64 {
 	return s.DoubleGrants + s.LostUpdates + s.Oversell
-}
-
-// Hold is one lock holder's tenure on a key, as the service saw it: from the
-// grant to the release, both read from the same in-process clock. ValidUntil
-// is the end of the lock's validity as the lock client computed it at the
-// grant (zero when unknown: the hold then counts as valid until released).
-type Hold struct {
-	Key, Holder, Token string
-	Granted, Released  time.Time
-	ValidUntil         time.Time
 }
 
 // DoubleGrant is one overlap the checker found.
@@ -143,7 +135,7 @@ func NewHoldChecker(base time.Time) *HoldChecker {
 
 // Observe records one hold; it is checked once no earlier-released hold can
 // still be reported (reorderWindow later), or at Flush.
-func (c *HoldChecker) Observe(h Hold) {
+func (c *HoldChecker) Observe(h inventory.Hold) {
 	s := span{key: h.Key, g: int64(h.Granted.Sub(c.base)), r: int64(h.Released.Sub(c.base)), holder: h.Holder, token: h.Token}
 	if h.Released.IsZero() || s.r < s.g {
 		s.r = s.g

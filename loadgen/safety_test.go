@@ -6,28 +6,30 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 func TestHoldChecker(t *testing.T) {
 	base := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	hold := func(key, holder, token string, g, r int) Hold {
-		return Hold{Key: key, Holder: holder, Token: token, Granted: at(g), Released: at(r)}
+	hold := func(key, holder, token string, g, r int) inventory.Hold {
+		return inventory.Hold{Key: key, Holder: holder, Token: token, Granted: at(g), Released: at(r)}
 	}
 	for _, tc := range []struct {
 		name  string
-		holds []Hold
+		holds []inventory.Hold
 		want  int64
 	}{
-		{"back to back", []Hold{hold("k", "a", "1", 0, 10), hold("k", "b", "2", 10, 20), hold("k", "a", "3", 20, 30)}, 0},
-		{"overlap", []Hold{hold("k", "a", "1", 0, 10), hold("k", "b", "2", 5, 15)}, 1},
-		{"reported out of order", []Hold{hold("k", "b", "2", 5, 15), hold("k", "a", "1", 0, 10)}, 1},
-		{"later hold reported first is no overlap", []Hold{hold("k", "b", "2", 20, 30), hold("k", "a", "1", 0, 10)}, 0},
-		{"other keys do not interact", []Hold{hold("k1", "a", "1", 0, 10), hold("k2", "b", "2", 5, 15)}, 0},
-		{"one long hold over two short ones", []Hold{hold("k", "a", "1", 0, 100), hold("k", "b", "2", 10, 20), hold("k", "c", "3", 30, 40)}, 2},
-		{"three at once", []Hold{hold("k", "a", "1", 0, 30), hold("k", "b", "2", 10, 40), hold("k", "c", "3", 20, 50)}, 3},
-		{"zero release counts as an instant", []Hold{hold("k", "a", "1", 0, 10), {Key: "k", Token: "2", Granted: at(5)}}, 1},
-		{"same token twice is not a double grant", []Hold{hold("k", "a", "1", 0, 10), hold("k", "a", "1", 0, 10)}, 0},
+		{"back to back", []inventory.Hold{hold("k", "a", "1", 0, 10), hold("k", "b", "2", 10, 20), hold("k", "a", "3", 20, 30)}, 0},
+		{"overlap", []inventory.Hold{hold("k", "a", "1", 0, 10), hold("k", "b", "2", 5, 15)}, 1},
+		{"reported out of order", []inventory.Hold{hold("k", "b", "2", 5, 15), hold("k", "a", "1", 0, 10)}, 1},
+		{"later hold reported first is no overlap", []inventory.Hold{hold("k", "b", "2", 20, 30), hold("k", "a", "1", 0, 10)}, 0},
+		{"other keys do not interact", []inventory.Hold{hold("k1", "a", "1", 0, 10), hold("k2", "b", "2", 5, 15)}, 0},
+		{"one long hold over two short ones", []inventory.Hold{hold("k", "a", "1", 0, 100), hold("k", "b", "2", 10, 20), hold("k", "c", "3", 30, 40)}, 2},
+		{"three at once", []inventory.Hold{hold("k", "a", "1", 0, 30), hold("k", "b", "2", 10, 40), hold("k", "c", "3", 20, 50)}, 3},
+		{"zero release counts as an instant", []inventory.Hold{hold("k", "a", "1", 0, 10), {Key: "k", Token: "2", Granted: at(5)}}, 1},
+		{"same token twice is not a double grant", []inventory.Hold{hold("k", "a", "1", 0, 10), hold("k", "a", "1", 0, 10)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewHoldChecker(base)
@@ -58,8 +60,8 @@ func TestHoldChecker(t *testing.T) {
 func TestHoldCheckerLockViolations(t *testing.T) {
 	base := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	hold := func(token string, g, v, r int) Hold {
-		h := Hold{Key: "k", Holder: token, Token: token, Granted: at(g), Released: at(r)}
+	hold := func(token string, g, v, r int) inventory.Hold {
+		h := inventory.Hold{Key: "k", Holder: token, Token: token, Granted: at(g), Released: at(r)}
 		if v >= 0 {
 			h.ValidUntil = at(v)
 		}
@@ -67,13 +69,13 @@ func TestHoldCheckerLockViolations(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		holds  []Hold
+		holds  []inventory.Hold
 		dg, lv int64
 	}{
-		{"holder outlived its validity", []Hold{hold("1", 0, 8, 10), hold("2", 9, 30, 20)}, 1, 0},
-		{"both valid", []Hold{hold("1", 0, 10, 10), hold("2", 5, 30, 20)}, 1, 1},
-		{"no validity known: valid until released", []Hold{hold("1", 0, -1, 10), hold("2", 5, -1, 20)}, 1, 1},
-		{"validity ends exactly at the second grant", []Hold{hold("1", 0, 5, 10), hold("2", 5, 30, 20)}, 1, 0},
+		{"holder outlived its validity", []inventory.Hold{hold("1", 0, 8, 10), hold("2", 9, 30, 20)}, 1, 0},
+		{"both valid", []inventory.Hold{hold("1", 0, 10, 10), hold("2", 5, 30, 20)}, 1, 1},
+		{"no validity known: valid until released", []inventory.Hold{hold("1", 0, -1, 10), hold("2", 5, -1, 20)}, 1, 1},
+		{"validity ends exactly at the second grant", []inventory.Hold{hold("1", 0, 5, 10), hold("2", 5, 30, 20)}, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewHoldChecker(base)
@@ -105,7 +107,7 @@ func TestHoldCheckerConcurrentAndBounded(t *testing.T) {
 					return
 				}
 				g := base.Add(time.Duration(i) * 10 * time.Millisecond)
-				c.Observe(Hold{Key: "k", Holder: "w", Token: strconv.FormatInt(i, 10), Granted: g, Released: g.Add(5 * time.Millisecond)})
+				c.Observe(inventory.Hold{Key: "k", Holder: "w", Token: strconv.FormatInt(i, 10), Granted: g, Released: g.Add(5 * time.Millisecond)})
 			}
 		}()
 	}
@@ -123,7 +125,7 @@ func TestHoldCheckerConcurrentAndBounded(t *testing.T) {
 		t.Errorf("disjoint holds: got %d double grants", c.DoubleGrants())
 	}
 	// A hold reported far too late, in a free slot, matches nothing.
-	c.Observe(Hold{Key: "k", Token: "late", Granted: base.Add(6 * time.Millisecond), Released: base.Add(9 * time.Millisecond)})
+	c.Observe(inventory.Hold{Key: "k", Token: "late", Granted: base.Add(6 * time.Millisecond), Released: base.Add(9 * time.Millisecond)})
 	c.Flush()
 	if c.DoubleGrants() != 0 {
 		t.Errorf("a very late hold in a free slot: got %d double grants", c.DoubleGrants())
