@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/loadgen"
 )
 
 // HistoryFile is the raw history of a drill in its directory: one JSON
 // object a line, every lock tenure and every fault event, with times in
 // nanoseconds since the start of the load on one monotonic clock. Anyone can
-// recompute the drill's double grants and lock violations from it alone.
+// recompute the drill's double grants and lock violations from it alone
+// (loadgen.HoldChecker over its holds: checkHolds).
 const HistoryFile = "history.jsonl"
 
 // HoldRecord is the wire form of an inventory.Hold, a lock tenure, in the
@@ -233,40 +235,17 @@ func scanRecords(r io.Reader, what string, fn func(h *HoldRecord, f *FaultRecord
 	return nil
 }
 
-// Overlaps counts, for one guard's holds, the double grants (pairs of holds
-// of one key with different tokens whose [granted, released) intervals
-// overlap) and the lock violations among them (pairs whose overlap falls
-// while both holders were inside their validity:
-// [granted, min(released, valid_until)) overlap too). Holds of other guards
-// are ignored when guard is set.
-func Overlaps(holds []HoldRecord, guard string) (doubleGrants, lockViolations int64) {
-	byKey := map[string][]HoldRecord{}
+// checkHolds runs the load generator's double-grant checker over guard's
+// holds (every guard's when guard is ""): the drill's double grants and lock
+// violations, with examples timed from the history's time zero.
+func checkHolds(holds []HoldRecord, guard string) *loadgen.HoldChecker {
+	zero := time.Unix(0, 0)
+	at := func(ns int64) time.Time { return zero.Add(time.Duration(ns)) }
+	c := loadgen.NewHoldChecker(zero)
 	for _, h := range holds {
-		if guard != "" && h.Guard != guard {
-			continue
-		}
-		byKey[h.Key] = append(byKey[h.Key], h)
-	}
-	for _, hs := range byKey {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].GrantedNs < hs[j].GrantedNs })
-		for i, a := range hs {
-			for _, b := range hs[i+1:] {
-				if b.GrantedNs >= a.ReleasedNs {
-					break // sorted by grant: no later hold overlaps a
-				}
-				if a.Token == b.Token {
-					continue
-				}
-				doubleGrants++
-				if b.GrantedNs < validEnd(a) && a.GrantedNs < validEnd(b) {
-					lockViolations++
-				}
-			}
+		if guard == "" || h.Guard == guard {
+			c.Observe(h.Hold(at))
 		}
 	}
-	return doubleGrants, lockViolations
+	return c
 }
-
-// validEnd is when a hold stopped being a valid lock: its release or the end
-// of its validity, whichever came first.
-func validEnd(h HoldRecord) int64 { return min(h.ReleasedNs, h.ValidUntilNs) }

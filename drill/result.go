@@ -168,11 +168,12 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		res.GuardOrder = append(res.GuardOrder, g)
 		rep := gr.report
 		s := rep.Summary
-		dg, lv := Overlaps(holds, g)
-		safety := rep.Safety
 		// The history holds every tenure, of replicas in the drill and in
-		// serve processes alike.
-		safety.DoubleGrants, safety.LockViolations, safety.DoubleGrantsChecked = dg, lv, gr.guard.NeedsNodes()
+		// serve processes alike: the double grants are its.
+		checked := checkHolds(holds, g)
+		dg, lv := checked.DoubleGrants(), checked.LockViolations()
+		safety := rep.Safety
+		safety.DoubleGrants, safety.LockViolations, safety.Examples, safety.DoubleGrantsChecked = dg, lv, checked.Examples(), gr.guard.NeedsNodes()
 		rep.Safety, rep.Summary.Safety = safety, safety
 		out := &GuardResult{
 			Passed: true, RunDir: string(gr.guard) + "/run",

@@ -294,7 +294,6 @@ func (t *InventoryTarget) LockViolations() int64 { return t.checker.Load().LockV
 func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	s := Safety{DoubleGrantsChecked: t.cfg.Guard.Locks()}
 	c := t.checker.Load()
-	c.Flush()
 	s.DoubleGrants, s.LockViolations, s.Examples = c.DoubleGrants(), c.LockViolations(), c.Examples()
 	if len(t.skus) == 0 {
 		return s, nil
