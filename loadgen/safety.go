@@ -60,7 +60,9 @@ func (s *Safety) Add(o Safety) {
 	}
 }
 
-// Violations is the total of every safety count.
+// Violations is what the threshold safety.violations judges: double grants,
+// lost updates and oversold SKUs summed. Reports name the counts one by one
+// instead.
 func (s Safety) Violations() int64 {
 	return s.DoubleGrants + s.LostUpdates + s.Oversell
 }
