@@ -40,14 +40,7 @@ func NewEventWriter(w io.Writer, g inventory.Guard, holder string) *EventWriter 
 
 // Hold writes a lock tenure; it is the service's hold observer.
 func (w *EventWriter) Hold(h inventory.Hold) {
-	r := HoldRecord{Type: "hold", Guard: string(w.guard), Key: h.Key, Holder: h.Holder, Token: h.Token,
-		GrantedNs: w.clock.mono(h.Granted), ReleasedNs: w.clock.mono(h.Released)}
-	if h.ValidUntil.IsZero() {
-		r.ValidUntilNs = r.ReleasedNs
-	} else {
-		r.ValidUntilNs = w.clock.mono(h.ValidUntil)
-	}
-	w.write(r)
+	w.write(newHoldRecord(w.guard, h, w.clock.mono))
 }
 
 // ProcessPause writes the start of a process-scope pause, just before the

@@ -11,15 +11,20 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/loadgen"
 )
 
 // HistoryFile is the raw history of a drill in its directory: one JSON
 // object a line, every lock tenure and every fault event, with times in
 // nanoseconds since the start of the load on one monotonic clock. Anyone can
-// recompute the drill's double grants and lock violations from it alone.
+// recompute the drill's double grants and lock violations from it alone
+// (loadgen.HoldChecker over its holds: checkHolds).
 const HistoryFile = "history.jsonl"
 
-// HoldRecord is a lock tenure in the history ("type":"hold").
+// HoldRecord is the wire form of an inventory.Hold, a lock tenure, in the
+// history and in a serve process's event stream ("type":"hold"): the hold
+// with its guard, its times in ns on the stream's clock. newHoldRecord is
+// its one writer, Hold its one reader.
 type HoldRecord struct {
 	Type   string `json:"type"` // "hold"
 	Guard  string `json:"guard"`
@@ -32,6 +37,26 @@ type HoldRecord struct {
 	GrantedNs    int64 `json:"granted_ns"`
 	ValidUntilNs int64 `json:"valid_until_ns"`
 	ReleasedNs   int64 `json:"released_ns"`
+}
+
+// newHoldRecord encodes guard g's hold h, reading its times with ns. An
+// unknown validity (zero ValidUntil) is written as the release: valid until
+// released, as the checker counts it.
+func newHoldRecord(g inventory.Guard, h inventory.Hold, ns func(time.Time) int64) HoldRecord {
+	r := HoldRecord{Type: "hold", Guard: string(g), Key: h.Key, Holder: h.Holder, Token: h.Token,
+		GrantedNs: ns(h.Granted), ReleasedNs: ns(h.Released)}
+	if h.ValidUntil.IsZero() {
+		r.ValidUntilNs = r.ReleasedNs
+	} else {
+		r.ValidUntilNs = ns(h.ValidUntil)
+	}
+	return r
+}
+
+// Hold decodes the record, placing its times with at.
+func (r HoldRecord) Hold(at func(ns int64) time.Time) inventory.Hold {
+	return inventory.Hold{Key: r.Key, Holder: r.Holder, Token: r.Token,
+		Granted: at(r.GrantedNs), Released: at(r.ReleasedNs), ValidUntil: at(r.ValidUntilNs)}
 }
 
 // FaultRecord is a fault's start or end in the history ("type":"fault").
@@ -86,15 +111,9 @@ func (h *History) ns(t time.Time) int64 {
 	return int64(t.Sub(h.start))
 }
 
-// AddHold records a guard's lock tenure.
-func (h *History) AddHold(g inventory.Guard, key, holder, token string, granted, validUntil, released time.Time) {
-	r := HoldRecord{Type: "hold", Guard: string(g), Key: key, Holder: holder, Token: token,
-		GrantedNs: h.ns(granted), ReleasedNs: h.ns(released)}
-	if validUntil.IsZero() {
-		r.ValidUntilNs = r.ReleasedNs
-	} else {
-		r.ValidUntilNs = h.ns(validUntil)
-	}
+// AddHold records guard g's lock tenure hold.
+func (h *History) AddHold(g inventory.Guard, hold inventory.Hold) {
+	r := newHoldRecord(g, hold, h.ns)
 	h.mu.Lock()
 	h.holds = append(h.holds, r)
 	h.mu.Unlock()
@@ -221,40 +240,17 @@ func scanRecords(r io.Reader, what string, fn func(h *HoldRecord, f *FaultRecord
 	return nil
 }
 
-// Overlaps counts, for one guard's holds, the double grants (pairs of holds
-// of one key with different tokens whose [granted, released) intervals
-// overlap) and the lock violations among them (pairs whose overlap falls
-// while both holders were inside their validity:
-// [granted, min(released, valid_until)) overlap too). Holds of other guards
-// are ignored when guard is set.
-func Overlaps(holds []HoldRecord, guard string) (doubleGrants, lockViolations int64) {
-	byKey := map[string][]HoldRecord{}
+// checkHolds runs the load generator's double-grant checker over guard's
+// holds (every guard's when guard is ""): the drill's double grants and lock
+// violations, with examples timed from the history's time zero.
+func checkHolds(holds []HoldRecord, guard string) *loadgen.HoldChecker {
+	zero := time.Unix(0, 0)
+	at := func(ns int64) time.Time { return zero.Add(time.Duration(ns)) }
+	c := loadgen.NewHoldChecker(zero)
 	for _, h := range holds {
-		if guard != "" && h.Guard != guard {
-			continue
-		}
-		byKey[h.Key] = append(byKey[h.Key], h)
-	}
-	for _, hs := range byKey {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].GrantedNs < hs[j].GrantedNs })
-		for i, a := range hs {
-			for _, b := range hs[i+1:] {
-				if b.GrantedNs >= a.ReleasedNs {
-					break // sorted by grant: no later hold overlaps a
-				}
-				if a.Token == b.Token {
-					continue
-				}
-				doubleGrants++
-				if b.GrantedNs < validEnd(a) && a.GrantedNs < validEnd(b) {
-					lockViolations++
-				}
-			}
+		if guard == "" || h.Guard == guard {
+			c.Observe(h.Hold(at))
 		}
 	}
-	return doubleGrants, lockViolations
+	return c
 }
-
-// validEnd is when a hold stopped being a valid lock: its release or the end
-// of its validity, whichever came first.
-func validEnd(h HoldRecord) int64 { return min(h.ReleasedNs, h.ValidUntilNs) }

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
-func TestOverlaps(t *testing.T) {
+func TestCheckHolds(t *testing.T) {
 	hold := func(key, token string, g, v, r int64) HoldRecord {
 		return HoldRecord{Type: "hold", Guard: "redlock", Key: key, Token: token, GrantedNs: g, ValidUntilNs: v, ReleasedNs: r}
 	}
@@ -31,8 +32,8 @@ func TestOverlaps(t *testing.T) {
 		{"other guard ignored", []HoldRecord{hold("k", "a", 0, 10, 10), {Guard: "redis-single", Key: "k", Token: "b", GrantedNs: 5, ValidUntilNs: 20, ReleasedNs: 12}}, 0, 0},
 	}
 	for _, tt := range tests {
-		dg, lv := Overlaps(tt.holds, "redlock")
-		if dg != tt.dg || lv != tt.lv {
+		c := checkHolds(tt.holds, "redlock")
+		if dg, lv := c.DoubleGrants(), c.LockViolations(); dg != tt.dg || lv != tt.lv {
 			t.Errorf("%s: got %d double grants, %d lock violations; want %d, %d", tt.name, dg, lv, tt.dg, tt.lv)
 		}
 	}
@@ -41,10 +42,12 @@ func TestOverlaps(t *testing.T) {
 func TestHistoryRoundTrip(t *testing.T) {
 	t0 := time.Now()
 	h := NewHistory(t0)
-	h.AddHold(inventory.GuardRedlock, "lock:sku:x", "replica-0", "tok1", t0.Add(time.Second), t0.Add(9*time.Second), t0.Add(3*time.Second))
+	h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:x", Holder: "replica-0", Token: "tok1",
+		Granted: t0.Add(time.Second), ValidUntil: t0.Add(9 * time.Second), Released: t0.Add(3 * time.Second)})
 	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "start", t0.Add(2*time.Second))
 	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "end", t0.Add(4*time.Second))
-	h.AddHold(inventory.GuardRedlock, "lock:sku:x", "replica-1", "tok2", t0.Add(2500*time.Millisecond), time.Time{}, t0.Add(5*time.Second))
+	h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:x", Holder: "replica-1", Token: "tok2",
+		Granted: t0.Add(2500 * time.Millisecond), Released: t0.Add(5 * time.Second)})
 	path := filepath.Join(t.TempDir(), HistoryFile)
 	if err := h.WriteFile(path); err != nil {
 		t.Fatal(err)
@@ -64,6 +67,14 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if holds[0].GrantedNs != int64(time.Second) || holds[0].ValidUntilNs != int64(9*time.Second) || holds[0].ReleasedNs != int64(3*time.Second) {
 		t.Errorf("hold 0: got %+v", holds[0])
 	}
+	// Read back, the record is the hold that was written.
+	first := inventory.Hold{Key: "lock:sku:x", Holder: "replica-0", Token: "tok1",
+		Granted: t0.Add(time.Second), ValidUntil: t0.Add(9 * time.Second), Released: t0.Add(3 * time.Second)}
+	got := holds[0].Hold(func(ns int64) time.Time { return t0.Add(time.Duration(ns)) })
+	if got.Key != first.Key || got.Holder != first.Holder || got.Token != first.Token ||
+		!got.Granted.Equal(first.Granted) || !got.ValidUntil.Equal(first.ValidUntil) || !got.Released.Equal(first.Released) {
+		t.Errorf("hold 0 read back: got %+v, want %+v", got, first)
+	}
 	// Unknown validity: valid until released.
 	if holds[1].ValidUntilNs != holds[1].ReleasedNs {
 		t.Errorf("hold 1: valid until %d, want its release %d", holds[1].ValidUntilNs, holds[1].ReleasedNs)
@@ -71,7 +82,8 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if faults[0].Event != "start" || faults[0].Nodes[0] != 3 || faults[1].AtNs != int64(4*time.Second) {
 		t.Errorf("faults: got %+v", faults)
 	}
-	if dg, lv := Overlaps(holds, ""); dg != 1 || lv != 1 {
+	if c := checkHolds(holds, ""); c.DoubleGrants() != 1 || c.LockViolations() != 1 {
+		dg, lv := c.DoubleGrants(), c.LockViolations()
 		t.Errorf("got %d double grants, %d lock violations; want 1, 1", dg, lv)
 	}
 }
@@ -121,5 +133,38 @@ func TestEventStream(t *testing.T) {
 	if f.Fault != "client-pause" || f.Scope != "process" || f.Event != "start" || f.Guard != "redlock" || f.ID != "client-pause-redlock-proc-0-1" ||
 		!(h.GrantedNs < f.AtNs && f.AtNs < h.ValidUntilNs) {
 		t.Errorf("pause: got %+v", f)
+	}
+}
+
+// TestTwentyHoldersInTheHistory: twenty holders of one key whose tenures
+// all overlap, recorded, written to history.jsonl and read back, are 190
+// double grants (20·19/2) and 190 lock violations while all are valid: the
+// count `redlab load` reports for the same holds (loadgen's
+// TestHoldCheckerTwentyAtOnce).
+func TestTwentyHoldersInTheHistory(t *testing.T) {
+	t0 := time.Now()
+	h := NewHistory(t0)
+	for i := range 20 {
+		g := t0.Add(time.Duration(i) * time.Millisecond)
+		h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:hot", Holder: "replica-" + strconv.Itoa(i), Token: "t" + strconv.Itoa(i),
+			Granted: g, Released: g.Add(100 * time.Millisecond), ValidUntil: g.Add(time.Second)})
+	}
+	h.AddHold(inventory.GuardRedisSingle, inventory.Hold{Key: "lock:sku:hot", Holder: "other", Token: "o", Granted: t0, Released: t0.Add(time.Second)})
+	path := filepath.Join(t.TempDir(), HistoryFile)
+	if err := h.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	holds, _, err := ReadHistory(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checkHolds(holds, string(inventory.GuardRedlock))
+	if dg, lv := c.DoubleGrants(), c.LockViolations(); dg != 190 || lv != 190 {
+		t.Errorf("got %d double grants, %d lock violations; want 190, 190", dg, lv)
 	}
 }

@@ -226,7 +226,7 @@ func (p *serveProc) waitReady(ctx context.Context) error {
 func (s *serveProcs) read(p *serveProc, r *os.File) {
 	err := scanRecords(r, "events of "+p.holder, func(h *HoldRecord, f *FaultRecord) {
 		if h != nil {
-			s.hist.AddHold(s.guard, h.Key, h.Holder, h.Token, s.clock.time(h.GrantedNs), s.clock.time(h.ValidUntilNs), s.clock.time(h.ReleasedNs))
+			s.hist.AddHold(s.guard, h.Hold(s.clock.time))
 			return
 		}
 		if f.Fault == string(FaultClientPause) && f.Event == "start" {

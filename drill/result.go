@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
@@ -168,11 +167,12 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		res.GuardOrder = append(res.GuardOrder, g)
 		rep := gr.report
 		s := rep.Summary
-		dg, lv := Overlaps(holds, g)
-		safety := rep.Safety
 		// The history holds every tenure, of replicas in the drill and in
-		// serve processes alike.
-		safety.DoubleGrants, safety.LockViolations, safety.DoubleGrantsChecked = dg, lv, gr.guard.Locks()
+		// serve processes alike: the double grants are its.
+		checked := checkHolds(holds, g)
+		dg, lv := checked.DoubleGrants(), checked.LockViolations()
+		safety := rep.Safety
+		safety.DoubleGrants, safety.LockViolations, safety.Examples, safety.DoubleGrantsChecked = dg, lv, checked.Examples(), gr.guard.Locks()
 		rep.Safety, rep.Summary.Safety = safety, safety
 		out := &GuardResult{
 			Passed: true, RunDir: string(gr.guard) + "/run",
@@ -181,10 +181,10 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			Counts: Counts{
 				DoubleGrants: dg, LockViolations: lv, LostUpdates: safety.LostUpdates, Oversell: safety.Oversell,
 				FencedRejections: safety.FencedRejections, Requests: s.Requests,
-				Reserved: s.Outcomes["reserved"], OutOfStock: s.Outcomes["out_of_stock"], Contended: s.Outcomes["contended"],
-				Unavailable: s.Outcomes["unavailable"], Overloaded: s.Outcomes["overloaded"], Fenced: s.Outcomes["fenced"],
-				VersionConflict: s.Outcomes["version_conflict"], VersionConflicts: s.VersionConflicts,
-				Error: s.Outcomes["error"], Late: s.Outcomes["late"],
+				Reserved: s.Outcome(loadgen.Reserved), OutOfStock: s.Outcome(loadgen.OutOfStock), Contended: s.Outcome(loadgen.Contended),
+				Unavailable: s.Outcome(loadgen.Unavailable), Overloaded: s.Outcome(loadgen.Overloaded), Fenced: s.Outcome(loadgen.Fenced),
+				VersionConflict: s.Outcome(loadgen.Conflict), VersionConflicts: s.VersionConflicts,
+				Error: s.Outcome(loadgen.Error), Late: s.Outcome(loadgen.Late),
 			},
 			Phases: map[Phase]PhaseResult{},
 		}
@@ -246,10 +246,10 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			pr.Finish(safety)
 			ps := pr.Summary
 			r := PhaseResult{
-				Requests: ps.Requests, Reserved: ps.Outcomes["reserved"], OutOfStock: ps.Outcomes["out_of_stock"],
-				Contended: ps.Outcomes["contended"], Unavailable: ps.Outcomes["unavailable"], Overloaded: ps.Outcomes["overloaded"],
-				Fenced: ps.Outcomes["fenced"], VersionConflict: ps.Outcomes["version_conflict"],
-				Error: ps.Outcomes["error"], Grants: grants[ph],
+				Requests: ps.Requests, Reserved: ps.Outcome(loadgen.Reserved), OutOfStock: ps.Outcome(loadgen.OutOfStock),
+				Contended: ps.Outcome(loadgen.Contended), Unavailable: ps.Outcome(loadgen.Unavailable), Overloaded: ps.Outcome(loadgen.Overloaded),
+				Fenced: ps.Outcome(loadgen.Fenced), VersionConflict: ps.Outcome(loadgen.Conflict),
+				Error: ps.Outcome(loadgen.Error), Grants: grants[ph],
 				AcquireP50Ms: ps.AcquireLatencyMs.P50, AcquireP99Ms: ps.AcquireLatencyMs.P99,
 			}
 			r.Availability = availability(r.Requests, r.Unavailable+r.Overloaded+r.Error)
@@ -264,21 +264,21 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			case x.Recovery:
 				if rec, ok := recovery(holds, g, phases[PhaseDuring]); ok {
 					er.Observed = time.Duration(rec).Round(time.Millisecond).String()
-					er.Held = compare(float64(rec), x.Threshold.Op, x.Threshold.Value)
+					er.Held = x.Cmp.Holds(float64(rec))
 				} else {
 					er.Observed = "no grant after the faults"
 				}
 			case x.Ref != nil:
 				lhs, ref := reportOf(rep, reports, x.Phase), reportOf(rep, reports, x.Refs)
-				l, r := x.Threshold.Eval(lhs), x.Ref.Eval(ref)
+				l, r := x.Metric.Measure(lhs), x.Ref.Measure(ref)
 				er.Observed = fmt.Sprintf("%s vs %g×%s", l.Got, x.Factor, r.Got)
-				if judgeable(l) && judgeable(r) {
-					er.Held = compare(l.Raw, x.Threshold.Op, x.Factor*r.Raw)
+				if l.OK && r.OK {
+					er.Held = loadgen.Compare(l.Value, x.Cmp.Op, x.Factor*r.Value)
 				}
 			case x.Grants:
 				n := grants[x.Phase]
 				er.Observed = strconv.FormatInt(n, 10)
-				er.Held = compare(float64(n), x.Threshold.Op, x.Threshold.Value)
+				er.Held = x.Cmp.Holds(float64(n))
 			case x.Phase == PhaseAll:
 				tr := x.Threshold.Eval(rep)
 				er.Held, er.Observed = tr.Pass, tr.Got
@@ -294,11 +294,6 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		res.Guards[g] = out
 	}
 	return res, nil
-}
-
-// judgeable tells a figure from "no samples" or "not checked".
-func judgeable(r loadgen.ThresholdResult) bool {
-	return r.Got != "" && !strings.HasPrefix(r.Got, "no ") && r.Got != "not checked"
 }
 
 // reportOf is the report a phase's figures come from.
@@ -325,24 +320,6 @@ func availability(requests, failed int64) float64 {
 		return 0
 	}
 	return math.Round(float64(requests-failed)/float64(requests)*1e5) / 1e5
-}
-
-func compare(v float64, op string, want float64) bool {
-	switch op {
-	case "<":
-		return v < want
-	case "<=":
-		return v <= want
-	case ">":
-		return v > want
-	case ">=":
-		return v >= want
-	case "==":
-		return v == want
-	case "!=":
-		return v != want
-	}
-	return false
 }
 
 // phaseSpans splits [0, end) at the first fault's start and the last

@@ -263,10 +263,8 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 				LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 				Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
 				Username: creds.Redlock.Name, Password: creds.Redlock.Password,
-				OnHold: func(h loadgen.Hold) {
-					hist.AddHold(g, h.Key, h.Holder, h.Token, h.Granted, h.ValidUntil, h.Released)
-				},
-				RunID: "drill-" + spec.Name + "-" + string(g),
+				OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
+				RunID:  "drill-" + spec.Name + "-" + string(g),
 			})
 		}
 		if err != nil {
@@ -380,17 +378,23 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.La
 		return nil, err
 	}
 	for _, gr := range runs {
-		if err := shadeFaults(gr, labFaults, hist); err != nil {
+		if err := finishRunDir(gr, labFaults, hist); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
 }
 
-// shadeFaults gives a guard's run directory the drill's faults (the lab's,
-// and the client pauses of this guard) and renders its report again, so that
-// its charts shade them.
-func shadeFaults(gr *guardRun, labFaults []lab.Fault, hist *History) error {
+// finishRunDir gives a guard's run directory the drill's verdict (the
+// safety judge put in its report: double grants from the history) and the
+// drill's faults (the lab's, and the client pauses of this guard), and
+// renders its report again, so that summary.json and report.html count what
+// result.json counts and its charts shade the faults.
+func finishRunDir(gr *guardRun, labFaults []lab.Fault, hist *History) error {
+	runDir := filepath.Join(gr.dir, "run")
+	if err := loadgen.RecordSafety(runDir, gr.report.Safety); err != nil {
+		return err
+	}
 	var evs []faultlog.Event
 	for _, f := range labFaults {
 		evs = append(evs, f.Events()...)
@@ -402,12 +406,10 @@ func shadeFaults(gr *guardRun, labFaults []lab.Fault, hist *History) error {
 		}
 		evs = append(evs, faultlog.Event{ID: f.ID, Kind: faultlog.Kind(f.Fault), Phase: faultlog.Phase(f.Event), Time: t0.Add(time.Duration(f.AtNs)).UTC()})
 	}
-	if len(evs) == 0 {
-		return nil
-	}
-	runDir := filepath.Join(gr.dir, "run")
-	if err := faultlog.Append(filepath.Join(runDir, faultlog.FileName), evs...); err != nil {
-		return fmt.Errorf("drill: %w", err)
+	if len(evs) > 0 {
+		if err := faultlog.Append(filepath.Join(runDir, faultlog.FileName), evs...); err != nil {
+			return fmt.Errorf("drill: %w", err)
+		}
 	}
 	r, err := loadgen.LoadReport(runDir)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
+	"github.com/redlocklab/redlocklab/loadgen"
 )
 
 // ciDrills are the shipped drills CI runs on every change, each with its
@@ -98,7 +99,8 @@ func TestShippedDrills(t *testing.T) {
 
 // checkAgainstHistory recomputes every guard's double grants and lock
 // violations from history.jsonl alone, with the definitions written out
-// pair by pair, and compares them with result.json.
+// pair by pair, and compares them with result.json, and result.json's
+// safety counts with every guard's run directory.
 func checkAgainstHistory(t *testing.T, dir string) {
 	t.Helper()
 	res, err := ReadResult(dir)
@@ -143,6 +145,14 @@ func checkAgainstHistory(t *testing.T, dir string) {
 		if dg != gr.Counts.DoubleGrants || lv != gr.Counts.LockViolations {
 			t.Errorf("%s: history gives %d double grants and %d lock violations, result.json %d and %d",
 				g, dg, lv, gr.Counts.DoubleGrants, gr.Counts.LockViolations)
+		}
+		run, err := loadgen.LoadReport(filepath.Join(dir, gr.RunDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf := run.Summary.Safety; sf.DoubleGrants != gr.Counts.DoubleGrants || sf.LockViolations != gr.Counts.LockViolations || sf.LostUpdates != gr.Counts.LostUpdates {
+			t.Errorf("%s: %s counts %d double grants, %d lock violations, %d lost updates; result.json %d, %d, %d", g, gr.RunDir,
+				sf.DoubleGrants, sf.LockViolations, sf.LostUpdates, gr.Counts.DoubleGrants, gr.Counts.LockViolations, gr.Counts.LostUpdates)
 		}
 		if int64(len(mine)) != gr.Counts.Grants {
 			t.Errorf("%s: history has %d holds, result.json counts %d grants", g, len(mine), gr.Counts.Grants)

@@ -233,11 +233,16 @@ var Phases = []Phase{PhaseBefore, PhaseDuring, PhaseAfter}
 // may start with).
 var (
 	windowName    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	reservedNames = map[string]bool{
-		"before": true, "during": true, "after": true, "grants": true, "recovery": true, "safety": true,
-		"outcomes": true, "acquire": true, "e2e": true, "e2e_uncorrected": true, "hold": true, "release": true,
-		"attempts": true, "throughput": true, "requests": true, "late_starts": true,
-	}
+	reservedNames = func() map[string]bool {
+		m := map[string]bool{"grants": true, "recovery": true}
+		for _, ph := range Phases {
+			m[string(ph)] = true
+		}
+		for _, h := range loadgen.MetricHeads() {
+			m[h] = true
+		}
+		return m
+	}()
 	nodeName = regexp.MustCompile(`^node[0-9]+$`)
 )
 
@@ -257,16 +262,18 @@ var (
 type Expectation struct {
 	Expr  string
 	Phase Phase
-	// Threshold is the parsed condition without its phase prefix; for
-	// grants and recovery only its Op and Value are used, and for a
-	// relative value only its metric and Op.
+	// Threshold is the parsed condition without its phase prefix, for a
+	// figure of the load generator's.
 	Threshold loadgen.Threshold
-	Grants    bool
-	Recovery  bool
-	// Ref, when set, makes the value Factor times another figure.
-	Ref  *loadgen.Threshold
-	Refs Phase
-	// Factor multiplies Ref's figure.
+	// Grants and Recovery are the drill's own figures, held to Cmp.
+	Grants   bool
+	Recovery bool
+	Cmp      loadgen.Comparison
+	// Ref, when set, makes the expectation relative: Metric Cmp.Op Factor
+	// times Ref's figure in phase Refs.
+	Metric loadgen.Metric
+	Ref    *loadgen.Metric
+	Refs   Phase
 	Factor float64
 	Line   int
 }
@@ -1033,22 +1040,8 @@ func (p *specParser) expectations(e entry, s *Spec) {
 
 var (
 	nodeMetricRE = regexp.MustCompile(`^node(\d+)\.`)
-	opValueRE    = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
 	relativeRE   = regexp.MustCompile(`^([a-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*([0-9]+(?:\.[0-9]+)?)\*([a-z0-9_.]+)\s*$`)
 )
-
-// parseMetric parses a metric name with the threshold grammar, giving it a
-// stand-in value of the right kind.
-func parseMetric(metric, op string) (loadgen.Threshold, error) {
-	t, err := loadgen.ParseThreshold(metric + op + "0s")
-	if err != nil {
-		t, err = loadgen.ParseThreshold(metric + op + "0")
-	}
-	if err != nil {
-		return t, fmt.Errorf("unknown metric %q", metric)
-	}
-	return t, nil
-}
 
 // windowNames are the names of the spec's windows.
 func (s *Spec) windowNames() []Phase {
@@ -1077,49 +1070,43 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 	var rest string
 	x.Phase, rest = cutPhase(x.Expr, windows)
 	if r, ok := strings.CutPrefix(rest, "grants"); ok && x.Phase != PhaseAll && (r == "" || strings.ContainsAny(r[:1], "<>=! ")) {
-		// Borrow the threshold grammar for the operator and the count.
-		t, err := loadgen.ParseThreshold("requests" + r)
+		c, err := loadgen.ParseComparison(r, false)
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: want %s.grants OP COUNT", expr, x.Phase)
 		}
-		x.Threshold, x.Grants = t, true
+		x.Cmp, x.Grants = c, true
 		return x, nil
 	}
 	if r, ok := strings.CutPrefix(rest, "recovery"); ok && x.Phase == PhaseAll && r != "" && strings.ContainsAny(r[:1], "<>=! ") {
-		m := opValueRE.FindStringSubmatch(r)
-		if m == nil {
-			return x, fmt.Errorf("expectation %q: want recovery OP DURATION, like recovery<2s", expr)
-		}
-		d, err := time.ParseDuration(m[2])
-		if err != nil {
+		if _, err := loadgen.ParseComparison(r, false); err == nil {
 			return x, fmt.Errorf("expectation %q: recovery is a duration: give a unit, like 2s", expr)
 		}
-		x.Threshold = loadgen.Threshold{Expr: x.Expr, Metric: "recovery", Op: m[1], Value: float64(d)}
-		x.Recovery = true
+		c, err := loadgen.ParseComparison(r, true)
+		if err != nil {
+			return x, fmt.Errorf("expectation %q: want recovery OP DURATION, like recovery<2s", expr)
+		}
+		x.Cmp, x.Recovery = c, true
 		return x, nil
 	}
 	if m := relativeRE.FindStringSubmatch(rest); m != nil {
-		// METRIC OP K*[PHASE.]METRIC2: parse both sides with the threshold
-		// grammar and a stand-in value.
-		metric, op, factor := m[1], m[2], m[3]
+		// METRIC OP K*[PHASE.]METRIC2: two metrics of the threshold grammar.
 		refPhase, refMetric := cutPhase(m[4], windows)
-		lhs, err := parseMetric(metric, op)
+		lhs, err := loadgen.ParseMetric(m[1])
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: %w", expr, err)
 		}
-		ref, err := parseMetric(refMetric, ">")
+		ref, err := loadgen.ParseMetric(refMetric)
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: %w", expr, err)
 		}
 		if refPhase == PhaseAll {
 			refPhase = x.Phase
 		}
-		if strings.HasPrefix(metric, "safety.") || strings.HasPrefix(refMetric, "safety.") {
+		if lhs.IsSafety() || ref.IsSafety() {
 			return x, fmt.Errorf("expectation %q: safety counts take a plain number", expr)
 		}
-		k, _ := strconv.ParseFloat(factor, 64)
-		lhs.Expr = x.Expr
-		x.Threshold, x.Ref, x.Refs, x.Factor = lhs, &ref, refPhase, k
+		k, _ := strconv.ParseFloat(m[3], 64)
+		x.Metric, x.Cmp.Op, x.Ref, x.Refs, x.Factor = lhs, m[2], &ref, refPhase, k
 		return x, nil
 	}
 	if m := nodeMetricRE.FindStringSubmatch(rest); m != nil {
@@ -1127,12 +1114,12 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 			return x, fmt.Errorf("expectation %q: node%d is out of range: the lab has nodes 1-%d", expr, n, nodes)
 		}
 	}
-	if x.Phase != PhaseAll && strings.HasPrefix(rest, "safety.") {
-		return x, fmt.Errorf("expectation %q: safety counts are judged on the whole drill (drop %q)", expr, string(x.Phase)+".")
-	}
 	t, err := loadgen.ParseThreshold(rest)
 	if err != nil {
 		return x, err
+	}
+	if x.Phase != PhaseAll && t.ParsedMetric().IsSafety() {
+		return x, fmt.Errorf("expectation %q: safety counts are judged on the whole drill (drop %q)", expr, string(x.Phase)+".")
 	}
 	x.Threshold = t
 	return x, nil

@@ -107,8 +107,10 @@ type Timing struct {
 	Conflicts int
 }
 
-// Hold is one holder's tenure of a lock, on this process's clock, for the
-// double-grant checker: two holds of one key whose [Granted, Released)
+// Hold is one holder's tenure of a lock, on this process's clock: the one
+// type of a tenure, which the load generator's checker
+// (loadgen.HoldChecker) and the drill's history (drill.HoldRecord, its wire
+// form) use as it is. Two holds of one key whose [Granted, Released)
 // intervals overlap are a double grant, and a lock violation when the overlap
 // falls before both holders' ValidUntil. ValidUntil is when the lock's
 // validity ran out as its client computed it at the grant (for Redlock, the

@@ -27,6 +27,10 @@ type htmlData struct {
 	NodeOutcomeNames []string
 	LateTotal        int64
 	SafetyChecked    bool
+	// SafetyCard is the Safety card's text: every count the run checked,
+	// by the name the drill matrix gives it; SafetyBad when one is not 0.
+	SafetyCard       string
+	SafetyBad        bool
 	ThresholdsFailed int
 	Faults           []faultSpan
 	Sweep            *sweepView
@@ -56,6 +60,32 @@ type htmlPayload struct {
 	Sweep    *sweepView             `json:"sweep,omitempty"`
 }
 
+// safetyCard names the counts a run checked, as the drill matrix and
+// result.json do: double grants and lock violations (when holds were
+// checked), lost updates (when the store was audited), and oversell when
+// there was any. It is "safe" when every one is 0.
+func safetyCard(sf Safety) (text string, bad bool) {
+	var parts []string
+	add := func(n int64, name string) {
+		parts = append(parts, fmt.Sprintf("%d %s", n, name))
+		bad = bad || n != 0
+	}
+	if sf.DoubleGrantsChecked {
+		add(sf.DoubleGrants, "double grants")
+		add(sf.LockViolations, "lock violations")
+	}
+	if sf.AuditChecked {
+		add(sf.LostUpdates, "lost updates")
+	}
+	if sf.Oversell != 0 {
+		add(sf.Oversell, "oversold SKUs")
+	}
+	if !bad {
+		return "safe", false
+	}
+	return strings.Join(parts, " · "), true
+}
+
 func (r *Report) htmlData() *htmlData {
 	s := r.Summary
 	d := &htmlData{
@@ -68,6 +98,7 @@ func (r *Report) htmlData() *htmlData {
 		LateTotal:        s.Outcomes[Late.String()] + s.LateStarts,
 		SafetyChecked:    s.Safety.DoubleGrantsChecked || s.Safety.AuditChecked,
 	}
+	d.SafetyCard, d.SafetyBad = safetyCard(s.Safety)
 	d.Rows = []htmlRow{
 		{"e2e (corrected)", s.E2ELatencyMs}, {"e2e (uncorrected)", s.E2EUncorrectedLatencyMs},
 		{"lock acquire", s.AcquireLatencyMs}, {"lock hold", s.HoldLatencyMs}, {"lock release", s.ReleaseLatencyMs},

@@ -132,3 +132,22 @@ func TestSweepReportRendersInChromium(t *testing.T) {
 		}
 	}
 }
+
+// TestSafetyCard: the Safety card names each count the run checked, as the
+// drill matrix does, and never sums them under one word.
+func TestSafetyCard(t *testing.T) {
+	for _, tc := range []struct {
+		sf   Safety
+		want string
+		bad  bool
+	}{
+		{Safety{DoubleGrantsChecked: true, AuditChecked: true}, "safe", false},
+		{Safety{DoubleGrantsChecked: true, AuditChecked: true, DoubleGrants: 8, LostUpdates: 45}, "8 double grants · 0 lock violations · 45 lost updates", true},
+		{Safety{AuditChecked: true, LostUpdates: 3, Oversell: 1}, "3 lost updates · 1 oversold SKUs", true},
+		{Safety{DoubleGrantsChecked: true, DoubleGrants: 2, LockViolations: 2}, "2 double grants · 2 lock violations", true},
+	} {
+		if got, bad := safetyCard(tc.sf); got != tc.want || bad != tc.bad {
+			t.Errorf("safetyCard(%+v) = %q, %v; want %q, %v", tc.sf, got, bad, tc.want, tc.bad)
+		}
+	}
+}

@@ -1,10 +1,13 @@
 package loadgen
 
 import (
-	"container/heap"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 // Safety is the verdict of a run: the two independent checks of the
@@ -57,19 +60,11 @@ func (s *Safety) Add(o Safety) {
 	}
 }
 
-// Violations is the total of every safety count.
+// Violations is what the threshold safety.violations judges: double grants,
+// lost updates and oversold SKUs summed. Reports name the counts one by one
+// instead.
 func (s Safety) Violations() int64 {
 	return s.DoubleGrants + s.LostUpdates + s.Oversell
-}
-
-// Hold is one lock holder's tenure on a key, as the service saw it: from the
-// grant to the release, both read from the same in-process clock. ValidUntil
-// is the end of the lock's validity as the lock client computed it at the
-// grant (zero when unknown: the hold then counts as valid until released).
-type Hold struct {
-	Key, Holder, Token string
-	Granted, Released  time.Time
-	ValidUntil         time.Time
 }
 
 // DoubleGrant is one overlap the checker found.
@@ -91,60 +86,55 @@ type HoldSpan struct {
 	ValidUntilMs float64 `json:"valid_until_ms"`
 }
 
-const (
-	maxExamples = 20
-	// reorderWindow is how late a hold may be reported, after its release,
-	// and still be checked exactly. The service reports a hold after its
-	// release call returns (which may take its release timeout, 2s), so
-	// this is a few seconds; holds wait that long in a heap ordered by
-	// release time before they are checked.
-	reorderWindow = 5 * time.Second
-	// pairWindow bounds the earlier holds one hold is compared with.
-	pairWindow = 8
-)
+// maxExamples is how many double grants a verdict keeps for the report.
+const maxExamples = 20
 
-// HoldChecker counts double grants incrementally: pairs of holds of one key,
-// by different tokens, whose [granted, released) intervals overlap. Holds are
-// checked in release order, so a hold [g, r) overlaps an earlier-released
-// one exactly when g is before that one's release; only the last pairWindow
-// releases of a key can still be open at g, so memory is a few entries per
-// key plus the holds of the last reorderWindow waiting in a heap. A hold
-// overlapping more than pairWindow earlier ones counts pairWindow pairs.
-// Safe for concurrent use.
+// HoldChecker is the one double-grant checker, of `redlab load` and `redlab
+// drill` alike. It counts, exactly, every pair of holds of one key by
+// different tokens whose [granted, released) intervals overlap (a double
+// grant), and among them the pairs whose overlap falls while both holders
+// were inside their validity ([granted, min(released, valid until)) overlap
+// too: a lock violation).
+//
+// Holds may be observed in any order (the service reports one after its
+// release, a drill replays its history): a pair is counted once, when the
+// later observed of its two holds arrives, so the counts are exact for the
+// holds observed so far at every moment, and live counts only grow. Per key
+// the checker keeps the holds sorted by grant and the longest tenure seen:
+// a new hold [g, r) can only overlap those granted in (g − longest, r), so
+// it is compared with the holds that could overlap it, not with all of the
+// key's. Memory is one entry per hold. Safe for concurrent use.
 type HoldChecker struct {
 	base       time.Time
 	count      atomic.Int64
 	violations atomic.Int64
 
-	mu        sync.Mutex
-	pending   holdHeap
-	watermark int64 // latest release reported, ns from base
-	keys      map[string]*keyState
-	examples  []DoubleGrant
+	mu       sync.Mutex
+	keys     map[string]*keyHolds
+	examples []DoubleGrant
 }
 
-// keyState holds the last holds checked on a key, in release order.
-type keyState struct {
-	recent [pairWindow]span
-	n      int // filled entries
-	next   int // ring position of the next entry
+// keyHolds are the holds of one key observed so far.
+type keyHolds struct {
+	byGrant []span // sorted by g, ties in arrival order
+	longest int64  // the largest r − g among them
 }
 
 type span struct {
-	key           string
-	g, r, v       int64 // ns from base; v = min(valid until, r)
+	g, r, v       int64 // ns from base; v = min(valid until, r), at least g
 	holder, token string
 }
 
 // NewHoldChecker measures hold times from base (the run start).
 func NewHoldChecker(base time.Time) *HoldChecker {
-	return &HoldChecker{base: base, keys: make(map[string]*keyState)}
+	return &HoldChecker{base: base, keys: make(map[string]*keyHolds)}
 }
 
-// Observe records one hold; it is checked once no earlier-released hold can
-// still be reported (reorderWindow later), or at Flush.
-func (c *HoldChecker) Observe(h Hold) {
-	s := span{key: h.Key, g: int64(h.Granted.Sub(c.base)), r: int64(h.Released.Sub(c.base)), holder: h.Holder, token: h.Token}
+// Observe checks one hold against every hold of its key observed before it.
+// A hold without a release counts as an instant at its grant; one without a
+// validity is valid until released.
+func (c *HoldChecker) Observe(h inventory.Hold) {
+	s := span{g: int64(h.Granted.Sub(c.base)), r: int64(h.Released.Sub(c.base)), holder: h.Holder, token: h.Token}
 	if h.Released.IsZero() || s.r < s.g {
 		s.r = s.g
 	}
@@ -154,51 +144,37 @@ func (c *HoldChecker) Observe(h Hold) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	heap.Push(&c.pending, s)
-	if s.r > c.watermark {
-		c.watermark = s.r
+	k := c.keys[h.Key]
+	if k == nil {
+		k = &keyHolds{}
+		c.keys[h.Key] = k
 	}
-	for len(c.pending) > 0 && c.pending[0].r < c.watermark-int64(reorderWindow) {
-		c.check(heap.Pop(&c.pending).(span))
-	}
-}
-
-// Flush checks every hold still waiting; call it once the run has drained.
-func (c *HoldChecker) Flush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.pending) > 0 {
-		c.check(heap.Pop(&c.pending).(span))
-	}
-}
-
-func (c *HoldChecker) check(s span) {
-	ks := c.keys[s.key]
-	if ks == nil {
-		ks = &keyState{}
-		c.keys[s.key] = ks
-	}
-	// Every earlier-released hold still open at s's grant is one pair. Only
-	// the last pairWindow holds can be: any older one was released before
-	// all of them. The full interval test keeps a hold reported later than
-	// the reorder window from matching holds that came after it.
-	for i := 0; i < ks.n; i++ {
-		p := ks.recent[i]
-		if s.g < p.r && p.g < s.r && p.token != s.token {
-			c.count.Add(1)
-			violation := s.g < p.v && p.g < s.v
-			if violation {
-				c.violations.Add(1)
-			}
-			if len(c.examples) < maxExamples {
-				c.examples = append(c.examples, DoubleGrant{Key: s.key, LockViolation: violation, First: p.report(), Second: s.report()})
-			}
+	// Holds granted at or after s's release do not overlap it; going back
+	// from there, one granted longest or more before s's grant was released
+	// by then, and so was every hold before it.
+	hi := sort.Search(len(k.byGrant), func(i int) bool { return k.byGrant[i].g >= s.r })
+	for i := hi - 1; i >= 0 && k.byGrant[i].g+k.longest > s.g; i-- {
+		if p := k.byGrant[i]; p.r > s.g && p.g < s.r && p.token != s.token {
+			c.pair(h.Key, p, s)
 		}
 	}
-	ks.recent[ks.next] = s
-	ks.next = (ks.next + 1) % pairWindow
-	if ks.n < pairWindow {
-		ks.n++
+	at := sort.Search(len(k.byGrant), func(i int) bool { return k.byGrant[i].g > s.g })
+	k.byGrant = slices.Insert(k.byGrant, at, s)
+	k.longest = max(k.longest, s.r-s.g)
+}
+
+// pair counts the double grant of a and b, which overlap.
+func (c *HoldChecker) pair(key string, a, b span) {
+	c.count.Add(1)
+	violation := a.g < b.v && b.g < a.v
+	if violation {
+		c.violations.Add(1)
+	}
+	if len(c.examples) < maxExamples {
+		if b.g < a.g {
+			a, b = b, a
+		}
+		c.examples = append(c.examples, DoubleGrant{Key: key, LockViolation: violation, First: a.report(), Second: b.report()})
 	}
 }
 
@@ -206,31 +182,18 @@ func (s span) report() HoldSpan {
 	return HoldSpan{Holder: s.holder, Token: s.token, GrantedMs: float64(s.g) / 1e6, ReleasedMs: float64(s.r) / 1e6, ValidUntilMs: float64(s.v) / 1e6}
 }
 
-// DoubleGrants is the number of double grants found so far (holds still in
-// the reorder window are not counted until checked).
+// DoubleGrants is the number of double grants among the holds observed so
+// far.
 func (c *HoldChecker) DoubleGrants() int64 { return c.count.Load() }
 
-// LockViolations is the number of double grants found so far whose overlap
-// fell inside both holders' validity.
+// LockViolations is the number of those double grants whose overlap fell
+// inside both holders' validity.
 func (c *HoldChecker) LockViolations() int64 { return c.violations.Load() }
 
-// Examples returns the first double grants found.
+// Examples returns the first double grants found (at most 20), the earlier
+// granted hold of each first.
 func (c *HoldChecker) Examples() []DoubleGrant {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]DoubleGrant(nil), c.examples...)
-}
-
-// holdHeap orders holds by release time.
-type holdHeap []span
-
-func (h holdHeap) Len() int           { return len(h) }
-func (h holdHeap) Less(i, j int) bool { return h[i].r < h[j].r }
-func (h holdHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *holdHeap) Push(x any)        { *h = append(*h, x.(span)) }
-func (h *holdHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

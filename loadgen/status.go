@@ -8,7 +8,7 @@ import (
 )
 
 // statusLine prints one line per interval: the achieved rate, in-flight,
-// acquire p50/p99, the running outcome counts and violations so far. On a
+// acquire p50/p99, the running outcome counts and double grants so far. On a
 // terminal the line rewrites itself; elsewhere each interval is a new line.
 type statusLine struct {
 	w     io.Writer
@@ -57,7 +57,7 @@ func (s *statusLine) Interval(iv *Interval) error {
 	if s.late > 0 {
 		fmt.Fprintf(b, " late-starts %d", s.late)
 	}
-	fmt.Fprintf(b, " | violations %d", iv.DoubleGrants)
+	fmt.Fprintf(b, " | double grants %d", iv.DoubleGrants)
 	if s.tty {
 		b.WriteString("\x1b[K")
 		if iv.Final {

@@ -52,6 +52,9 @@ type Summary struct {
 	Thresholds       []ThresholdResult `json:"thresholds,omitempty"`
 }
 
+// Outcome is the number of operations that ended with o.
+func (s Summary) Outcome(o Outcome) int64 { return s.Outcomes[o.String()] }
+
 // Percentiles of a latency histogram, in milliseconds.
 type Percentiles struct {
 	Count int64   `json:"count"`

@@ -293,7 +293,7 @@ func (sw *Sweep) htmlData() *htmlData {
 		HasKnee: sw.Knee > 0, KneeText: strconv.FormatFloat(sw.Knee, 'f', -1, 64)}
 	// The chart draws the SLO line when there is one acquire.p99-style bound.
 	for _, e := range sw.SLO {
-		if t, err := ParseThreshold(e); err == nil && t.kind == kindLatency && strings.HasPrefix(t.Metric, TagAcquire+".") {
+		if t, err := ParseThreshold(e); err == nil && t.m.IsLatency() && t.m.head == TagAcquire {
 			v.SLOMs = optFloat(t.Value / 1e6)
 			break
 		}

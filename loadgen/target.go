@@ -113,7 +113,7 @@ type InventoryConfig struct {
 	// OnHold, when set, receives every lock tenure as the hold checker does
 	// (for a history kept outside the run). It is called concurrently and
 	// must not block.
-	OnHold func(Hold)
+	OnHold func(inventory.Hold)
 	// RunID prefixes request IDs so that runs never collide in the ledger.
 	RunID string
 }
@@ -208,10 +208,9 @@ func (cfg InventoryConfig) criticalSection() inventory.PauseHook {
 }
 
 func (t *InventoryTarget) observeHold(h inventory.Hold) {
-	hold := Hold{Key: h.Key, Holder: h.Holder, Token: h.Token, Granted: h.Granted, Released: h.Released, ValidUntil: h.ValidUntil}
-	t.checker.Load().Observe(hold)
+	t.checker.Load().Observe(h)
 	if t.cfg.OnHold != nil {
-		t.cfg.OnHold(hold)
+		t.cfg.OnHold(h)
 	}
 }
 
@@ -295,7 +294,6 @@ func (t *InventoryTarget) LockViolations() int64 { return t.checker.Load().LockV
 func (t *InventoryTarget) Safety(ctx context.Context) (Safety, error) {
 	s := Safety{DoubleGrantsChecked: t.cfg.Guard.Locks()}
 	c := t.checker.Load()
-	c.Flush()
 	s.DoubleGrants, s.LockViolations, s.Examples = c.DoubleGrants(), c.LockViolations(), c.Examples()
 	if len(t.skus) == 0 {
 		return s, nil

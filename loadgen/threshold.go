@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,26 +27,151 @@ import (
 //	requests>0, late_starts<1%
 //	version_conflicts>0     db-version's tries lost to a concurrent write
 //
-// Operators: < <= > >= == !=.
+// Operators: < <= > >= == !=. A threshold is a Metric and a Comparison;
+// each parses on its own, for judges that compare figures of their own
+// (a drill's grants in a phase, its recovery time) or one figure with
+// another.
 type Threshold struct {
 	Expr   string
 	Metric string
-	Op     string
-	Value  float64 // ns for latencies, a fraction for % values
-	kind   metricKind
-	pct    bool
+	Comparison
+	m   Metric
+	pct bool
 }
 
 type metricKind uint8
 
 const (
-	kindLatency metricKind = iota
-	kindNumber
+	kindNumber metricKind = iota
+	kindLatency
 )
 
-var thresholdRE = regexp.MustCompile(`^\s*([a-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*([^\s]+)\s*$`)
+var (
+	thresholdRE  = regexp.MustCompile(`^\s*([a-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*([^\s]+)\s*$`)
+	comparisonRE = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*([^\s]+)\s*$`)
+)
 
 var latencyTags = map[string]bool{TagE2E: true, TagE2EUncorrected: true, TagAcquire: true, TagHold: true, TagRelease: true}
+
+// metricHeads are the first words of the metrics other than node<N>.
+var metricHeads = []string{TagE2E, TagE2EUncorrected, TagAcquire, TagHold, TagRelease, TagAttempts,
+	"safety", "outcomes", "throughput", "requests", "late_starts", "version_conflicts"}
+
+// MetricHeads lists the first word of every metric (before its first dot),
+// but node<N>: the names a metric may start with.
+func MetricHeads() []string { return append([]string(nil), metricHeads...) }
+
+// safetyMetrics are the counts safety.<name> reads.
+var safetyMetrics = []string{"double_grants", "lock_violations", "lost_updates", "oversell", "fenced_rejections", "violations"}
+
+// Metric is one figure of a run a threshold judges, like acquire.p99 or
+// safety.double_grants.
+type Metric struct {
+	Name       string
+	head, stat string
+	kind       metricKind
+}
+
+// ParseMetric parses a metric's name.
+func ParseMetric(name string) (Metric, error) {
+	m := Metric{Name: name}
+	m.head, m.stat, _ = strings.Cut(name, ".")
+	switch head, stat := m.head, m.stat; {
+	case latencyTags[head] || isNodeTag(head):
+		if _, err := parseStat(stat); err != nil {
+			return m, err
+		}
+		m.kind = kindLatency
+		return m, nil
+	case head == TagAttempts:
+		if _, err := parseStat(stat); err != nil {
+			return m, err
+		}
+	case head == "safety":
+		if !slices.Contains(safetyMetrics, stat) {
+			return m, fmt.Errorf("unknown safety metric %q (%s)", stat, strings.Join(safetyMetrics, ", "))
+		}
+	case head == "outcomes":
+		if _, ok := parseOutcome(stat); !ok {
+			return m, fmt.Errorf("unknown outcome %q (%s)", stat, strings.Join(outcomeNames[:], ", "))
+		}
+	case name == "throughput" || name == "requests" || name == "late_starts" || name == "version_conflicts":
+	case strings.HasPrefix(head, "node"):
+		return m, fmt.Errorf("unknown metric %q: lock nodes are node1, node2, … (numbered from 1)", head)
+	default:
+		return m, fmt.Errorf("unknown metric %q", name)
+	}
+	m.kind = kindNumber
+	return m, nil
+}
+
+// IsLatency reports whether the metric is a latency: its values take a
+// unit.
+func (m Metric) IsLatency() bool { return m.kind == kindLatency }
+
+// IsSafety reports whether the metric is a safety count (safety.<name>).
+func (m Metric) IsSafety() bool { return m.head == "safety" }
+
+// takesPercent reports whether a value of the metric may be a share of
+// the requests (outcomes.<name>, late_starts).
+func (m Metric) takesPercent() bool { return m.head == "outcomes" || m.Name == "late_starts" }
+
+// Comparison is a threshold's operator and value: ns for a latency, a
+// fraction for a % value.
+type Comparison struct {
+	Op    string
+	Value float64
+}
+
+// ParseComparison parses OP VALUE, like <=2 or, for a latency (a value
+// with a unit), <1.5s.
+func ParseComparison(s string, latency bool) (Comparison, error) {
+	m := comparisonRE.FindStringSubmatch(s)
+	if m == nil {
+		return Comparison{}, fmt.Errorf("want OP VALUE, like <=2, with OP one of < <= > >= == !=")
+	}
+	return parseValue(m[1], m[2], latency)
+}
+
+func parseValue(op, val string, latency bool) (Comparison, error) {
+	c := Comparison{Op: op}
+	if latency {
+		d, err := time.ParseDuration(val)
+		if err != nil {
+			return c, fmt.Errorf("a latency takes a unit, like 20ms or 1.5s")
+		}
+		c.Value = float64(d)
+		return c, nil
+	}
+	v, err := strconv.ParseFloat(val, 64)
+	if err != nil || math.IsNaN(v) {
+		return c, fmt.Errorf("value %q is not a number", val)
+	}
+	c.Value = v
+	return c, nil
+}
+
+// Holds reports whether v meets the comparison.
+func (c Comparison) Holds(v float64) bool { return Compare(v, c.Op, c.Value) }
+
+// Compare reports whether v op want holds; false for an unknown op.
+func Compare(v float64, op string, want float64) bool {
+	switch op {
+	case "<":
+		return v < want
+	case "<=":
+		return v <= want
+	case ">":
+		return v > want
+	case ">=":
+		return v >= want
+	case "==":
+		return v == want
+	case "!=":
+		return v != want
+	}
+	return false
+}
 
 // ParseThreshold parses one threshold expression.
 func ParseThreshold(s string) (Threshold, error) {
@@ -53,61 +179,36 @@ func ParseThreshold(s string) (Threshold, error) {
 	if m == nil {
 		return Threshold{}, fmt.Errorf("loadgen: threshold %q: want METRIC OP VALUE, like acquire.p99<20ms or safety.lost_updates==0", s)
 	}
-	t := Threshold{Expr: strings.TrimSpace(s), Metric: m[1], Op: m[2]}
+	t := Threshold{Expr: strings.TrimSpace(s), Metric: m[1]}
 	bad := func(format string, a ...any) (Threshold, error) {
 		return Threshold{}, fmt.Errorf("loadgen: threshold %q: "+format, append([]any{t.Expr}, a...)...)
 	}
-	val := m[3]
-	head, stat, _ := strings.Cut(t.Metric, ".")
-	switch {
-	case latencyTags[head] || isNodeTag(head):
-		if _, err := parseStat(stat); err != nil {
-			return bad("%v", err)
-		}
-		d, err := time.ParseDuration(val)
-		if err != nil {
-			return bad("%s is a latency: give a unit, like 20ms or 1.5s", t.Metric)
-		}
-		t.kind, t.Value = kindLatency, float64(d)
-		return t, nil
-	case head == TagAttempts:
-		if _, err := parseStat(stat); err != nil {
-			return bad("%v", err)
-		}
-	case head == "safety":
-		switch stat {
-		case "double_grants", "lock_violations", "lost_updates", "oversell", "fenced_rejections", "violations":
-		default:
-			return bad("unknown safety metric %q (double_grants, lock_violations, lost_updates, oversell, fenced_rejections, violations)", stat)
-		}
-	case head == "outcomes":
-		if _, ok := parseOutcome(stat); !ok {
-			return bad("unknown outcome %q (%s)", stat, strings.Join(outcomeNames[:], ", "))
-		}
-	case t.Metric == "throughput" || t.Metric == "requests" || t.Metric == "late_starts" || t.Metric == "version_conflicts":
-	case strings.HasPrefix(head, "node"):
-		return bad("unknown metric %q: lock nodes are node1, node2, … (numbered from 1)", head)
-	default:
-		return bad("unknown metric %q", t.Metric)
+	var err error
+	if t.m, err = ParseMetric(t.Metric); err != nil {
+		return bad("%v", err)
 	}
-	t.kind = kindNumber
-	if strings.HasSuffix(val, "%") {
-		if head != "outcomes" && t.Metric != "late_starts" {
+	val := m[3]
+	if strings.HasSuffix(val, "%") && !t.m.IsLatency() {
+		if !t.m.takesPercent() {
 			return bad("a %% value applies to outcomes.<name> and late_starts only")
 		}
 		t.pct = true
 		val = strings.TrimSuffix(val, "%")
 	}
-	v, err := strconv.ParseFloat(val, 64)
-	if err != nil || math.IsNaN(v) {
+	if t.Comparison, err = parseValue(m[2], val, t.m.IsLatency()); err != nil {
+		if t.m.IsLatency() {
+			return bad("%s is a latency: give a unit, like 20ms or 1.5s", t.Metric)
+		}
 		return bad("value %q is not a number", m[3])
 	}
 	if t.pct {
-		v /= 100
+		t.Value /= 100
 	}
-	t.Value = v
 	return t, nil
 }
+
+// ParsedMetric is the metric the threshold judges.
+func (t Threshold) ParsedMetric() Metric { return t.m }
 
 func isNodeTag(s string) bool {
 	_, ok := nodeIndex(s)
@@ -150,56 +251,52 @@ type ThresholdResult struct {
 // Eval judges the threshold against a report. A metric with no samples (an
 // acquire percentile with a guard that takes no lock) fails.
 func (t Threshold) Eval(r *Report) ThresholdResult {
-	res := ThresholdResult{Expr: t.Expr}
-	v, got, ok := t.value(r)
-	if !ok {
-		res.Got = got
-		return res
-	}
-	res.Raw, res.Got = v, got
-	switch t.Op {
-	case "<":
-		res.Pass = v < t.Value
-	case "<=":
-		res.Pass = v <= t.Value
-	case ">":
-		res.Pass = v > t.Value
-	case ">=":
-		res.Pass = v >= t.Value
-	case "==":
-		res.Pass = v == t.Value
-	case "!=":
-		res.Pass = v != t.Value
+	f := t.m.measure(r, t.pct)
+	res := ThresholdResult{Expr: t.Expr, Got: f.Got}
+	if f.OK {
+		res.Raw, res.Pass = f.Value, t.Holds(f.Value)
 	}
 	return res
 }
 
-func (t Threshold) value(r *Report) (float64, string, bool) {
-	head, stat, _ := strings.Cut(t.Metric, ".")
+// Figure is a metric read from a report: Value, Got as reports show it;
+// OK false when there is no figure (Got says why: no samples, not checked).
+type Figure struct {
+	Value float64
+	Got   string
+	OK    bool
+}
+
+// Measure reads the metric from a report, counts as counts.
+func (m Metric) Measure(r *Report) Figure { return m.measure(r, false) }
+
+// measure reads the metric; pct reads a count as a share of the requests.
+func (m Metric) measure(r *Report, pct bool) Figure {
+	head, stat := m.head, m.stat
 	s := r.Summary
-	num := func(v float64) (float64, string, bool) {
-		return v, strconv.FormatFloat(v, 'f', -1, 64), true
+	num := func(v float64) Figure {
+		return Figure{v, strconv.FormatFloat(v, 'f', -1, 64), true}
 	}
-	share := func(n int64) (float64, string, bool) {
-		if !t.pct {
+	share := func(n int64) Figure {
+		if !pct {
 			return num(float64(n))
 		}
 		if s.Requests == 0 {
-			return 0, "no requests", false
+			return Figure{Got: "no requests"}
 		}
 		f := float64(n) / float64(s.Requests)
-		return f, fmt.Sprintf("%.3f%%", f*100), true
+		return Figure{f, fmt.Sprintf("%.3f%%", f*100), true}
 	}
 	switch {
-	case t.kind == kindLatency || head == TagAttempts:
+	case m.kind == kindLatency || head == TagAttempts:
 		h := r.Totals.ByTag(head)
 		if h == nil || h.TotalCount() == 0 {
-			return 0, fmt.Sprintf("no %s samples", head), false
+			return Figure{Got: fmt.Sprintf("no %s samples", head)}
 		}
 		q, _ := parseStat(stat)
 		v := statOf(h, q)
-		if t.kind == kindLatency {
-			return v, time.Duration(v).Round(time.Microsecond).String(), true
+		if m.kind == kindLatency {
+			return Figure{v, time.Duration(v).Round(time.Microsecond).String(), true}
 		}
 		return num(v)
 	case head == "safety":
@@ -221,21 +318,21 @@ func (t Threshold) value(r *Report) (float64, string, bool) {
 			v, checked = sf.Violations(), sf.AuditChecked || sf.DoubleGrantsChecked
 		}
 		if !checked {
-			return 0, "not checked", false
+			return Figure{Got: "not checked"}
 		}
 		return num(float64(v))
 	case head == "outcomes":
 		return share(s.Outcomes[stat])
-	case t.Metric == "late_starts":
+	case m.Name == "late_starts":
 		return share(s.LateStarts)
-	case t.Metric == "throughput":
+	case m.Name == "throughput":
 		return num(s.ThroughputPerS)
-	case t.Metric == "requests":
+	case m.Name == "requests":
 		return num(float64(s.Requests))
-	case t.Metric == "version_conflicts":
+	case m.Name == "version_conflicts":
 		return num(float64(s.VersionConflicts))
 	}
-	return 0, "unknown metric", false
+	return Figure{Got: "unknown metric"}
 }
 
 func statOf(h *hdr.Histogram, q float64) float64 {

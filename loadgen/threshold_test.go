@@ -116,3 +116,50 @@ func TestThresholdEval(t *testing.T) {
 		t.Errorf("Judge: failed %+v, summary thresholds %+v", failed, r.Summary.Thresholds)
 	}
 }
+
+// TestParseMetricAndComparison: the two halves of a threshold parse on their
+// own, with the threshold's rules.
+func TestParseMetricAndComparison(t *testing.T) {
+	for name, latency := range map[string]bool{"acquire.p99": true, "node3.max": true, "outcomes.unavailable": false, "safety.lock_violations": false, "throughput": false} {
+		m, err := ParseMetric(name)
+		if err != nil || m.IsLatency() != latency || m.Name != name {
+			t.Errorf("ParseMetric(%q) = %+v, %v; want latency %v", name, m, err, latency)
+		}
+	}
+	if m, _ := ParseMetric("safety.double_grants"); !m.IsSafety() {
+		t.Error("safety.double_grants is not a safety count")
+	}
+	for _, bad := range []string{"acquire", "outcomes.nope", "node0.p99", "grants"} {
+		if _, err := ParseMetric(bad); err == nil {
+			t.Errorf("ParseMetric(%q): want an error", bad)
+		}
+	}
+	for _, tc := range []struct {
+		in      string
+		latency bool
+		want    Comparison
+	}{{">=1", false, Comparison{">=", 1}}, {" == 0 ", false, Comparison{"==", 0}}, {"<2s", true, Comparison{"<", float64(2 * time.Second)}}} {
+		if got, err := ParseComparison(tc.in, tc.latency); err != nil || got != tc.want {
+			t.Errorf("ParseComparison(%q, %v) = %+v, %v; want %+v", tc.in, tc.latency, got, err, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		in      string
+		latency bool
+	}{{"<2", true}, {"<2s", false}, {"=1", false}, {"1", false}} {
+		if _, err := ParseComparison(bad.in, bad.latency); err == nil {
+			t.Errorf("ParseComparison(%q, %v): want an error", bad.in, bad.latency)
+		}
+	}
+	if c := (Comparison{"<=", 3}); !c.Holds(3) || c.Holds(3.5) {
+		t.Error("<=3 judged wrong")
+	}
+	for _, head := range MetricHeads() {
+		if _, err := ParseMetric(head); err == nil {
+			continue // a metric of one word
+		}
+		if _, err := ParseMetric(head + ".p99"); err != nil && !strings.Contains(err.Error(), "unknown safety") && !strings.Contains(err.Error(), "unknown outcome") {
+			t.Errorf("metric head %q: %v", head, err)
+		}
+	}
+}
