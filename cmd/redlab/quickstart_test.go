@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // TestReadmeQuickStart runs the README's quick start, line by line as a user
 // would paste it, so that it cannot rot. Two things differ from a user's
-// shell, both for the test's sake: the binary was built by the test (the
-// `make build` line is skipped), and the lab moves to a free port range
+// shell, both for the test's sake: the binaries were built by the test and
+// the set-up (the `make build` line is skipped), and the lab moves to a free port range
 // (other tests run labs at the same time).
 func TestReadmeQuickStart(t *testing.T) {
 	if testing.Short() {
@@ -27,6 +28,13 @@ func TestReadmeQuickStart(t *testing.T) {
 	requireLab(t)
 	testenv.Require(t, "bash")
 	bin := buildRedlab(t)
+	etcd, err := etcdtest.Binary()
+	if err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	if etcd, err = filepath.Abs(etcd); err != nil {
+		t.Fatal(err)
+	}
 	wd, _ := os.Getwd()
 	repo := filepath.Dir(filepath.Dir(wd))
 	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
@@ -35,14 +43,15 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	script := quickStart(t, string(readme))
 
-	// A fresh working directory laid out like a clone: bin/redlab, the
-	// runbooks and the infra directory the lab is provisioned from.
+	// A fresh working directory laid out like a clone: bin/redlab, bin/etcd
+	// (the drill's etcd members), the runbooks and the infra directory the
+	// lab is provisioned from.
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for link, target := range map[string]string{
-		"bin/redlab": bin, "runbooks": filepath.Join(repo, "runbooks"), "infra": filepath.Join(repo, "infra"),
+		"bin/redlab": bin, "bin/etcd": etcd, "runbooks": filepath.Join(repo, "runbooks"), "infra": filepath.Join(repo, "infra"),
 	} {
 		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
 			t.Fatal(err)
