@@ -114,8 +114,8 @@ capacity: setup-demo
 
 ## cost: the price of safety in runbooks/README.md's decision guide: every
 ## guard on one lab (5 Redis nodes, 3 etcd members), latency and CPU per
-## reservation at 50/s, the knee and goodput at three times it; about 20
-## minutes. COST_QUICK=1 checks the script and leaves the runbooks alone.
+## reservation at 50/s, the knee and goodput at three times it; about 8
+## minutes on an otherwise idle machine. COST_QUICK=1 checks the script and leaves the runbooks alone.
 ## See scripts/cost.sh. (setup-test: it builds bin/etcd.)
 cost: setup-test
 	GO=$(GO) bash scripts/cost.sh

@@ -46,22 +46,9 @@ OUT=${CAPACITY_OUT:-runs/capacity-$(date +%Y%m%d-%H%M%S)}
 BASE=${CAPACITY_BASE_PORT:-8100}
 NODES=5
 
-work=$(mktemp -d -t redlab-capacity.XXXXXX)
-labdir=$work/lab
-lab_started=""
-
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [ -n "$lab_started" ]; then
-		"$BIN" lab down --state-dir "$labdir" >"$work/lab-down.log" 2>&1 ||
-			{ echo "capacity: lab down failed:" >&2; cat "$work/lab-down.log" >&2; }
-	fi
-	rm -rf "$work"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=scripts/labscratch.sh
+. scripts/labscratch.sh
+labscratch capacity
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for off in 0 100 200; do

@@ -29,7 +29,6 @@ type costRow struct {
 	reservedShare        float64 // at the common rate
 	knee                 float64 // 0: no step met the SLO
 	overRate, overGoodpt float64
-	kneeGoodput          float64
 }
 
 func loadCost(arg string) (costRow, error) {
@@ -50,22 +49,11 @@ func loadCost(arg string) (costRow, error) {
 	if s.Requests > 0 {
 		r.reservedShare = float64(s.Outcomes[loadgen.Reserved.String()]) / float64(s.Requests)
 	}
-	sweepDir := filepath.Join(dir, "sweep")
-	sw, err := loadgen.LoadSweep(sweepDir)
+	sw, err := loadgen.LoadSweep(filepath.Join(dir, "sweep"))
 	if err != nil {
 		return costRow{}, fmt.Errorf("guard %s: %w", guard, err)
 	}
 	r.knee = sw.Knee
-	for _, st := range sw.Steps {
-		if st.Rate != sw.Knee {
-			continue
-		}
-		kr, err := loadgen.LoadReport(filepath.Join(sweepDir, st.Dir))
-		if err != nil {
-			return costRow{}, fmt.Errorf("guard %s: %w", guard, err)
-		}
-		r.kneeGoodput = goodput(kr.Summary)
-	}
 	overDir := filepath.Join(dir, "over")
 	if _, err := os.Stat(overDir); err == nil {
 		or, err := loadgen.LoadReport(overDir)
@@ -89,10 +77,7 @@ func renderCost(w io.Writer, rows []costRow, note string) {
 			knee = fmt.Sprintf("%.0f", r.knee)
 		}
 		if r.overRate > 0 {
-			over = fmt.Sprintf("%.0f (at %.0f)", r.overGoodpt, r.overRate)
-			if r.kneeGoodput > 0 {
-				over += fmt.Sprintf(", %.0f%% of the knee's", r.overGoodpt/r.kneeGoodput*100)
-			}
+			over = fmt.Sprintf("%.0f of %.0f offered (%.0f%%)", r.overGoodpt, r.overRate, r.overGoodpt/r.overRate*100)
 		}
 		fmt.Fprintf(w, "| `%s` | %.2f | %.2f | %s | %s | %s | %.1f%% | %s | %s |\n",
 			r.guard, r.e2eP50, r.e2eP99, orDash(r.acquireP50, "%.2f"), orDash(r.acqP99, "%.2f"),

@@ -70,7 +70,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestRenderCost(t *testing.T) {
 	rows := []costRow{
-		{guard: "redlock", rate: 50, e2eP50: 2.5, e2eP99: 9, acquireP50: 1.2, acqP99: 6, cpuPerReserved: 3.1, reservedShare: 1, knee: 400, kneeGoodput: 398, overRate: 1200, overGoodpt: 199},
+		{guard: "redlock", rate: 50, e2eP50: 2.5, e2eP99: 9, acquireP50: 1.2, acqP99: 6, cpuPerReserved: 3.1, reservedShare: 1, knee: 400, overRate: 1200, overGoodpt: 199},
 		{guard: "db-atomic", rate: 50, e2eP50: 0.8, e2eP99: 2, reservedShare: 0.995},
 	}
 	var b bytes.Buffer
@@ -78,7 +78,7 @@ func TestRenderCost(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{
 		"| guard | reservation p50 ms | p99 ms | lock p50 ms | lock p99 ms | CPU per reservation ms | reserved at 50/s | knee /s | goodput at 3× knee /s |",
-		"| `redlock` | 2.50 | 9.00 | 1.20 | 6.00 | 3.10 | 100.0% | 400 | 199 (at 1200), 50% of the knee's |",
+		"| `redlock` | 2.50 | 9.00 | 1.20 | 6.00 | 3.10 | 100.0% | 400 | 199 of 1200 offered (17%) |",
 		"| `db-atomic` | 0.80 | 2.00 | – | – | – | 99.5% | none met the SLO | not run |",
 		"\nmeasured somewhere\n",
 	} {
