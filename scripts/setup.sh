@@ -161,6 +161,8 @@ detect() {
 	need_cmd systemd systemd-analyze
 	need_cmd debootstrap debootstrap
 	need_cmd systemd-container systemd-nspawn
+	# sshd for the SSH transport's tests (infra/remote), which start their own.
+	need_deb openssh-server /usr/sbin/sshd
 	need_cmd nodejs node nodejs
 	need_cmd npm npm
 }

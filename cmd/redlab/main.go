@@ -22,6 +22,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newLabCmd,
 	newNodeCmd,
 	newFaultCmd,
+	newHostsCmd,
 	newServeCmd,
 	newLoadCmd,
 	newSweepCmd,

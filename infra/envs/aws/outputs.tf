@@ -8,6 +8,16 @@ output "private_addresses" {
   value       = module.redlock.private_addresses
 }
 
+output "public_addresses" {
+  description = "Public address of every node (empty: the nodes have none)."
+  value       = module.redlock.public_addresses
+}
+
+output "ssh_user" {
+  description = "SSH login user of the nodes (redlab hosts from-tofu reads it)."
+  value       = module.redlock.ssh_user
+}
+
 output "instance_ids" {
   description = "EC2 instance id of every node."
   value       = module.redlock.instance_ids

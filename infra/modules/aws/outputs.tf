@@ -3,6 +3,16 @@ output "private_addresses" {
   value       = aws_instance.this[*].private_ip
 }
 
+output "public_addresses" {
+  description = "Public IPv4 address of every node, in node order; empty strings, as the module gives its nodes none."
+  value       = aws_instance.this[*].public_ip
+}
+
+output "ssh_user" {
+  description = "The user SSH logs in as on every node (var.ssh_user)."
+  value       = var.ssh_user
+}
+
 output "redlab_nodes" {
   description = "The node list for redlab and the lock clients: \"ip:port,ip:port,...\"."
   value       = join(",", [for ip in aws_instance.this[*].private_ip : "${ip}:${var.redis_port}"])

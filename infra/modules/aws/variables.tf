@@ -258,6 +258,16 @@ variable "key_name" {
   default     = null
 }
 
+variable "ssh_user" {
+  description = "Login user of the image, as the ssh_user output reports it for redlab hosts from-tofu: admin on Debian's AMIs; set it with ami_id when the image has another."
+  type        = string
+  default     = "admin"
+  validation {
+    condition     = can(regex("^[a-z_][a-z0-9_-]*$", var.ssh_user))
+    error_message = "ssh_user must be a Unix user name (lower case letters, digits, _ and -)."
+  }
+}
+
 variable "iam_instance_profile" {
   description = "Instance profile name (e.g. for SSM or CloudWatch agents), or null."
   type        = string
