@@ -1,0 +1,245 @@
+// The scripts sent to a host: a fault's (arm the dead-man switch, then
+// inject), a heal's (run the heal, disarm), and the heal of everything.
+
+package hostfault
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/hosts"
+)
+
+// StateDir is where a host keeps the heal script of every fault in force;
+// /run, so a reboot, which heals them all, also forgets them.
+const StateDir = "/run/redlab/faults"
+
+// HealUnitPrefix starts the name of every dead-man switch's transient
+// unit: redlab-heal-<id>.timer fires redlab-heal-<id>.service.
+const HealUnitPrefix = "redlab-heal-"
+
+// Params are a fault's parameters; each kind reads the ones its Summary
+// names.
+type Params struct {
+	// For is how long a timed fault (pause, partition, latency, clock-jump)
+	// lasts before the runner heals it.
+	For time.Duration
+	// Delay is restart's hold-back.
+	Delay time.Duration
+	// Add and Jitter are latency's.
+	Add, Jitter time.Duration
+	// By is clock-jump's step (negative: back).
+	By time.Duration
+	// Peers, for partition, are the addresses the host is cut off from;
+	// none: the clients on the Redis port.
+	Peers []string
+}
+
+// Fault is one fault injected on one host, with what heals it.
+type Fault struct {
+	ID   string
+	Kind string
+	Host hosts.Host
+	// DeadMan is when, after injection, the host heals it by itself; 0: no
+	// switch (nothing to heal).
+	DeadMan time.Duration
+}
+
+// vars returns the shell variable assignments of a fault's script.
+func vars(id string, h hosts.Host, p Params) ([]string, error) {
+	_, port, err := net.SplitHostPort(h.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("hostfault: host %s: redis address %q: %w", h.Address, h.Redis, err)
+	}
+	for _, peer := range p.Peers {
+		if net.ParseIP(peer) == nil {
+			return nil, fmt.Errorf("hostfault: partition peer %q: want an IP address (iptables matches addresses)", peer)
+		}
+	}
+	kv := map[string]string{
+		"ID":        id,
+		"UNIT":      unit,
+		"PORT":      port,
+		"CHAIN":     "redlab-" + id,
+		"FOR_S":     seconds(p.For),
+		"DELAY_S":   seconds(p.Delay),
+		"ADD_MS":    strconv.FormatInt(p.Add.Milliseconds(), 10),
+		"JITTER_MS": strconv.FormatInt(p.Jitter.Milliseconds(), 10),
+		"BY_S":      seconds(p.By),
+		"PEERS":     strings.Join(p.Peers, " "),
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(kv))
+	for _, k := range keys {
+		out = append(out, k+"="+quote(kv[k]))
+	}
+	return out, nil
+}
+
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+// quote single-quotes s for the shell.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ifLine finds the interface of the default route, which carries the
+// clients' traffic.
+const ifLine = `IF=$(ip -o route show default | awk '{print $5; exit}')
+[ -n "$IF" ] || { echo "hostfault: no default route: cannot tell which interface carries the clients" >&2; exit 3; }`
+
+// heredoc appends a here-document writing body to path (">" or ">>").
+func heredoc(b *strings.Builder, redirect, path, body string) {
+	fmt.Fprintf(b, "cat %s %s <<'REDLAB_EOF'\n%s\nREDLAB_EOF\n", redirect, path, strings.TrimRight(body, "\n"))
+}
+
+// InjectScript returns the script that arms the fault's dead-man switch
+// (deadMan after the start) and then injects it. A kind the host type
+// refuses, or unknown, is an error that says why.
+func InjectScript(kind, id string, h hosts.Host, p Params, deadMan time.Duration) (string, error) {
+	spec, ok := Lookup(kind)
+	if !ok {
+		return "", fmt.Errorf("%w: %q (want one of %s)", ErrUnknownKind, kind, strings.Join(Kinds(), ", "))
+	}
+	c, ok := spec.Commands[h.Type]
+	if !ok || c.Refuse != "" {
+		why := c.Refuse
+		if why == "" {
+			why = "no commands for this host type"
+		}
+		return "", &RefusedError{Kind: kind, Type: h.Type, Why: why}
+	}
+	vs, err := vars(id, h, p)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("set -eu\n")
+	for _, need := range append([]string{"systemd-run", "systemctl"}, spec.Needs...) {
+		fmt.Fprintf(&b, "command -v %s >/dev/null || { echo 'hostfault: %s needs %s, which this host lacks' >&2; exit 3; }\n", need, kind, need)
+	}
+	b.WriteString(strings.Join(vs, "\n") + "\n")
+	usesIF := strings.Contains(c.Inject+c.Heal, "$IF")
+	if usesIF {
+		b.WriteString(ifLine + "\n")
+	}
+	paths := make([]string, 0, len(spec.Files))
+	for p := range spec.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		fmt.Fprintf(&b, "mkdir -p %s\n", quote(dir(path)))
+		heredoc(&b, ">", quote(path), spec.Files[path])
+	}
+	if c.Heal != "" {
+		// The heal script, with the variables fixed, then the switch: both
+		// before the fault, so a runner that dies after the injection
+		// leaves a host that heals itself.
+		heal := StateDir + "/" + id + ".heal"
+		fmt.Fprintf(&b, "mkdir -p %s\n", StateDir)
+		heredoc(&b, ">", heal, strings.Join(vs, "\n"))
+		if usesIF {
+			fmt.Fprintf(&b, "echo \"IF='$IF'\" >> %s\n", heal)
+		}
+		heredoc(&b, ">>", heal, c.Heal+"\nrm -f \"$0\"")
+		fmt.Fprintf(&b, "systemd-run --quiet --unit=%s%s --on-active=%s --timer-property=AccuracySec=100ms /bin/sh %s\n",
+			HealUnitPrefix, id, onActive(deadMan), heal)
+	}
+	b.WriteString(c.Inject + "\n")
+	return b.String(), nil
+}
+
+// onActive renders d for systemd-run's --on-active, in milliseconds.
+func onActive(d time.Duration) string {
+	if d < time.Second {
+		d = time.Second
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
+
+func dir(path string) string {
+	if i := strings.LastIndex(path, "/"); i > 0 {
+		return path[:i]
+	}
+	return "/"
+}
+
+// HealScript returns the script that heals fault id and disarms its switch.
+// A fault already healed (by its switch, or an earlier heal) heals again
+// as a no-op.
+func HealScript(id string) string {
+	heal := StateDir + "/" + id + ".heal"
+	return fmt.Sprintf(`if [ -e %[1]s ]; then /bin/sh %[1]s; fi
+systemctl stop %[2]s%[3]s.timer 2>/dev/null || true
+systemctl reset-failed %[2]s%[3]s.service 2>/dev/null || true
+`, heal, HealUnitPrefix, id)
+}
+
+// HealAllScript returns the script `redlab heal --hosts` runs on every
+// host: every heal script left behind, then a sweep for anything redlab
+// puts on a host (iptables chains redlab-*, netem root qdiscs, runtime
+// drop-ins redlab-*.conf, a stopped or paused Redis, a stopped chrony,
+// armed heal timers). It prints one line per thing it healed.
+func HealAllScript() string {
+	return `for f in ` + StateDir + `/*.heal; do
+  [ -e "$f" ] || continue
+  echo "healed: fault $(basename "$f" .heal)"
+  /bin/sh "$f"
+done
+for t in $(systemctl list-units --all --plain --no-legend '` + HealUnitPrefix + `*.timer' | awk '{print $1}'); do
+  echo "disarmed: $t"
+  systemctl stop "$t"
+done
+systemctl reset-failed '` + HealUnitPrefix + `*.service' 2>/dev/null || true
+if command -v iptables >/dev/null; then
+  for c in $(iptables -S | awk '$1 == "-N" && $2 ~ /^redlab-/ {print $2}'); do
+    echo "healed: iptables chain $c"
+    iptables -D INPUT -j "$c" 2>/dev/null
+    iptables -D OUTPUT -j "$c" 2>/dev/null
+    iptables -F "$c"
+    iptables -X "$c"
+  done
+fi
+for dev in $(tc qdisc show 2>/dev/null | awk '$2 == "netem" && / root / {print $5}'); do
+  echo "healed: netem on $dev"
+  tc qdisc del dev "$dev" root
+done
+if ls ` + dropInDir + `/redlab-*.conf >/dev/null 2>&1; then
+  echo "healed: drop-ins $(ls ` + dropInDir + `/redlab-*.conf | tr '\n' ' ')"
+  rm -f ` + dropInDir + `/redlab-*.conf
+  systemctl daemon-reload
+fi
+if grep -q '^State:[[:space:]]*T' "/proc/$(systemctl show -p MainPID --value ` + unit + `)/status" 2>/dev/null; then
+  echo "healed: ` + unit + ` was paused"
+fi
+systemctl kill -s SIGCONT ` + unit + ` 2>/dev/null || true
+if ! systemctl is-active --quiet ` + unit + ` && [ "$(systemctl show -p ActiveState --value ` + unit + `)" != activating ]; then
+  echo "healed: started ` + unit + `"
+  systemctl start --no-block ` + unit + `
+fi
+if ! systemctl is-active --quiet chrony; then
+  echo "healed: started chrony"
+  systemctl start chrony
+fi
+`
+}
+
+// Kinds returns the kinds of the table, in order.
+func Kinds() []string {
+	out := make([]string, len(Table))
+	for i, s := range Table {
+		out[i] = s.Kind
+	}
+	return out
+}
