@@ -149,7 +149,7 @@ iptables -X "$CHAIN"`,
 			// Half a second later, from a unit of its own, so that the
 			// session ends cleanly before the kernel goes. Writing to
 			// /proc/sysrq-trigger works for root whatever kernel.sysrq says.
-			hosts.VM: {Inject: `systemd-run --quiet --unit="redlab-power-$ID" --on-active=500ms --timer-property=AccuracySec=100ms /bin/sh -c 'echo b > /proc/sysrq-trigger'`},
+			hosts.VM:      {Inject: `systemd-run --quiet --unit="redlab-power-$ID" --on-active=500ms --timer-property=AccuracySec=100ms /bin/sh -c 'echo b > /proc/sysrq-trigger'`},
 			hosts.Machine: {Refuse: machinePowerRefusal},
 		},
 	},
