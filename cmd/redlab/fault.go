@@ -27,6 +27,8 @@ type faultOptions struct {
 	by          time.Duration
 	factor      float64
 	lag         time.Duration
+	// hosts: the faults go to real hosts over SSH (faulthosts.go).
+	hosts faultHostsOptions
 }
 
 // faultKind is one `redlab fault` subcommand.
@@ -165,6 +167,7 @@ fault is recorded with its start and end time in STATE_DIR/faults.jsonl
 	}
 	c.PersistentFlags().StringVar(&o.stateDir, "state-dir", "", stateDirUsage)
 	c.PersistentFlags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for the node after this long")
+	addFaultHostsFlags(c.PersistentFlags(), &o.hosts)
 	for _, k := range faultKinds {
 		c.AddCommand(newFaultKindCmd(e, k, o))
 	}
@@ -202,6 +205,9 @@ func newFaultKindCmd(e *env, k faultKind, o *faultOptions) *cobra.Command {
 			}
 		}
 		nodes, _ := parseNodeNumbers(args) // nodeArgs accepted them
+		if o.hosts.file != "" {
+			return runHostsFault(c, e, c.Name(), nodes, o)
+		}
 		l, err := lab.Open(stateDir(o.stateDir))
 		if err != nil {
 			return err

@@ -23,6 +23,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newNodeCmd,
 	newFaultCmd,
 	newHostsCmd,
+	newHealCmd,
 	newServeCmd,
 	newLoadCmd,
 	newSweepCmd,

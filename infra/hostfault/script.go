@@ -98,6 +98,10 @@ func quote(s string) string {
 const ifLine = `IF=$(ip -o route show default | awk '{print $5; exit}')
 [ -n "$IF" ] || { echo "hostfault: no default route: cannot tell which interface carries the clients" >&2; exit 3; }`
 
+// systemdCheck refuses a host whose init is not systemd: the faults act
+// through its units and the dead-man switch is one of its timers.
+const systemdCheck = `[ -d /run/systemd/system ] || { echo "hostfault: this host does not run systemd (no /run/systemd/system): the faults act through redlock-redis.service and arm systemd timers" >&2; exit 3; }`
+
 // heredoc appends a here-document writing body to path (">" or ">>").
 func heredoc(b *strings.Builder, redirect, path, body string) {
 	fmt.Fprintf(b, "cat %s %s <<'REDLAB_EOF'\n%s\nREDLAB_EOF\n", redirect, path, strings.TrimRight(body, "\n"))
@@ -124,7 +128,7 @@ func InjectScript(kind, id string, h hosts.Host, p Params, deadMan time.Duration
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString("set -eu\n")
+	b.WriteString("set -eu\n" + systemdCheck + "\n")
 	for _, need := range append([]string{"systemd-run", "systemctl"}, spec.Needs...) {
 		fmt.Fprintf(&b, "command -v %s >/dev/null || { echo 'hostfault: %s needs %s, which this host lacks' >&2; exit 3; }\n", need, kind, need)
 	}
@@ -192,7 +196,8 @@ systemctl reset-failed %[2]s%[3]s.service 2>/dev/null || true
 // drop-ins redlab-*.conf, a stopped or paused Redis, a stopped chrony,
 // armed heal timers). It prints one line per thing it healed.
 func HealAllScript() string {
-	return `for f in ` + StateDir + `/*.heal; do
+	return systemdCheck + `
+for f in ` + StateDir + `/*.heal; do
   [ -e "$f" ] || continue
   echo "healed: fault $(basename "$f" .heal)"
   /bin/sh "$f"

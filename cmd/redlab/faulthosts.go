@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/redlocklab/redlocklab/infra/hostfault"
+	"github.com/redlocklab/redlocklab/infra/hosts"
+	"github.com/redlocklab/redlocklab/infra/remote"
+)
+
+// hostsOptions are the flags that point a command at real hosts over SSH
+// instead of the lab.
+type hostsOptions struct {
+	file     string
+	insecure bool
+}
+
+func addHostsFlags(fs *pflag.FlagSet, o *hostsOptions) {
+	fs.StringVar(&o.file, "hosts", "", "act on the hosts of this inventory over SSH instead of the lab (redlab hosts --help)")
+	fs.BoolVar(&o.insecure, "insecure-ignore-host-key", false, "with --hosts: accept any SSH host key (throwaway hosts only; warns on stderr every time)")
+}
+
+// faultHostsOptions are `redlab fault`'s flags for real hosts.
+type faultHostsOptions struct {
+	hostsOptions
+	hold    time.Duration
+	deadMan time.Duration
+	from    []int
+}
+
+func addFaultHostsFlags(fs *pflag.FlagSet, o *faultHostsOptions) {
+	addHostsFlags(fs, &o.hostsOptions)
+	fs.DurationVar(&o.hold, "hold", 0, "with --hosts: keep the fault this long, then heal it (the command waits; Ctrl-C heals at once); 0 leaves it until 'redlab heal' or its dead-man switch")
+	fs.DurationVar(&o.deadMan, "dead-man", 10*time.Minute, "with --hosts: a fault nobody heals heals itself this long after it started (timed faults: their length plus 30s)")
+	fs.IntSliceVar(&o.from, "from", nil, "with --hosts, partition only: cut the hosts off from these hosts (numbers) instead of from the clients")
+}
+
+// hostsSession is the inventory and one SSH connection per chosen host.
+type hostsSession struct {
+	inv     *hosts.Inventory
+	nums    []int
+	clients []*remote.Client
+}
+
+// dialHosts loads the inventory and connects to hosts ns (all when none).
+func dialHosts(ctx context.Context, e *env, o hostsOptions, ns []int) (*hostsSession, error) {
+	inv, err := hosts.Load(o.file)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	if len(ns) == 0 {
+		for i := range inv.Hosts {
+			ns = append(ns, i+1)
+		}
+	}
+	picked, err := inv.Pick(ns...)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	s := &hostsSession{inv: inv, nums: ns, clients: make([]*remote.Client, len(picked))}
+	cfg := remote.Config{KnownHosts: inv.KnownHosts, InsecureIgnoreHostKey: o.insecure, Warn: e.stderr}
+	errs := make([]error, len(picked))
+	var wg sync.WaitGroup
+	for i, h := range picked {
+		wg.Go(func() { s.clients[i], errs[i] = remote.Dial(ctx, h, cfg) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *hostsSession) close() {
+	for _, c := range s.clients {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// each runs f on every chosen host at once and joins the errors.
+func (s *hostsSession) each(f func(i int, c *remote.Client) error) error {
+	errs := make([]error, len(s.clients))
+	var wg sync.WaitGroup
+	for i, c := range s.clients {
+		wg.Go(func() { errs[i] = f(i, c) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// hostsFaultKinds maps `redlab fault` subcommands to the SSH backend's
+// kinds and parameters; the others have no meaning on real hosts.
+func hostsParams(kind string, o *faultOptions) (hostfault.Params, error) {
+	switch kind {
+	case "kill", "stop", "start", "power-loss", "partition":
+		return hostfault.Params{}, nil
+	case "restart":
+		return hostfault.Params{Delay: o.delay}, nil
+	case "pause":
+		return hostfault.Params{For: o.forD}, nil
+	case "latency":
+		if o.add == 0 {
+			return hostfault.Params{}, errors.New("--add 0 with --hosts: heal the latency with 'redlab heal --hosts FILE N' instead")
+		}
+		return hostfault.Params{Add: time.Duration(o.add), Jitter: time.Duration(o.jitter)}, nil
+	case "clock-jump":
+		return hostfault.Params{By: o.by}, nil
+	}
+	return hostfault.Params{}, fmt.Errorf("%s has no SSH form (it models what the lab's nodes do); the faults over SSH are %v", kind, hostfault.Kinds())
+}
+
+// runHostsFault is `redlab fault KIND N... --hosts FILE`.
+func runHostsFault(c *cobra.Command, e *env, kind string, nodes []int, o *faultOptions) error {
+	if kind == "heal" {
+		return runHeal(c.Context(), e, o.hosts.hostsOptions, nodes, o.timeout)
+	}
+	p, err := hostsParams(kind, o)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ho := o.hosts
+	if len(ho.from) > 0 && kind != "partition" {
+		return usageErrorf("--from is for partition only")
+	}
+	if ho.hold < 0 || ho.deadMan <= 0 {
+		return usageErrorf("--hold must be >= 0 and --dead-man > 0")
+	}
+	hold := ho.hold
+	if kind == "pause" {
+		if hold > 0 {
+			return usageErrorf("pause takes --for, not --hold")
+		}
+		hold = p.For
+	}
+	if hold > 0 && p.For == 0 {
+		p.For = hold
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), o.timeout)
+	defer cancel()
+	ctx, cancelSig := cancelOnSignal(ctx, e)
+	defer cancelSig()
+	s, err := dialHosts(ctx, e, ho.hostsOptions, nodes)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if len(ho.from) > 0 {
+		peers, err := s.inv.Pick(ho.from...)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		for _, h := range peers {
+			ip, _, _ := net.SplitHostPort(h.Redis)
+			p.Peers = append(p.Peers, ip)
+		}
+	}
+	faults := make([]hostfault.Fault, len(s.clients))
+	err = s.each(func(i int, cl *remote.Client) error {
+		f, err := hostfault.Inject(ctx, cl, hostfault.Fault{Kind: kind, Host: cl.Host()}, p, hostfault.Options{Horizon: ho.deadMan})
+		faults[i] = f
+		if err == nil {
+			line := fmt.Sprintf("%s host %d (%s): fault %s injected", kind, s.nums[i], cl.Host().Label(s.nums[i]), f.ID)
+			if f.DeadMan > 0 {
+				line += fmt.Sprintf("; it heals itself at %s unless healed first", time.Now().Add(f.DeadMan).Format("15:04:05"))
+			}
+			fmt.Fprintln(e.stdout, line)
+		}
+		return err
+	})
+	if errors.Is(err, hostfault.ErrRefused) {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if err != nil || hold == 0 {
+		return err
+	}
+	// Waiting for the heal: a signal heals at once.
+	wctx, stop := cancelOnSignal(c.Context(), e)
+	defer stop()
+	select {
+	case <-time.After(hold):
+	case <-wctx.Done():
+	}
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(c.Context()), o.timeout)
+	defer hcancel()
+	return s.each(func(i int, cl *remote.Client) error {
+		if faults[i].DeadMan == 0 {
+			return nil
+		}
+		if err := hostfault.Heal(hctx, cl, faults[i]); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s host %d: fault %s healed\n", kind, s.nums[i], faults[i].ID)
+		return nil
+	})
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/redlocklab/redlocklab/infra/hosts"
+	"github.com/redlocklab/redlocklab/internal/sshtest"
+)
+
+func writeInventory(t *testing.T, inv *hosts.Inventory) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hosts.json")
+	if err := hosts.Write(path, inv); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestHostsFaultSSH drives `redlab fault --hosts` and `redlab heal --hosts`
+// over a real sshd. The test host does not run systemd, so the faults and
+// the heal reach it and refuse there, saying why; refusals that need no
+// host (a lab machine's power loss, a fault with no SSH form) are usage
+// errors before anything is sent.
+func TestHostsFaultSSH(t *testing.T) {
+	srv := sshtest.Start(t)
+	inv := &hosts.Inventory{KnownHosts: srv.KnownHosts, Hosts: []hosts.Host{srv.Host}}
+	file := writeInventory(t, inv)
+
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"heal reaches the host", []string{"heal", "--hosts", file}, exitFailure, "does not run systemd"},
+		{"kill reaches the host", []string{"fault", "kill", "1", "--hosts", file}, exitFailure, "does not run systemd"},
+		{"no such host", []string{"fault", "kill", "2", "--hosts", file}, exitUsage, "host 2: the inventory has hosts 1 to 1"},
+		{"no SSH form", []string{"fault", "clock-rate", "1", "--factor", "2", "--for", "1s", "--hosts", file}, exitUsage, "clock-rate has no SSH form"},
+		{"from without partition", []string{"fault", "kill", "1", "--from", "1", "--hosts", file}, exitUsage, "--from is for partition only"},
+		{"heal needs hosts", []string{"heal"}, exitUsage, "--hosts FILE is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runArgs(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+
+	m := srv.Host
+	m.Type = hosts.Machine
+	mfile := writeInventory(t, &hosts.Inventory{KnownHosts: srv.KnownHosts, Hosts: []hosts.Host{m}})
+	if code, _, stderr := runArgs(t, "fault", "power-loss", "1", "--hosts", mfile); code != exitUsage || !strings.Contains(stderr, "lab's power cut") {
+		t.Errorf("power-loss of a machine: exit %d, stderr %q; want %d and the lab's power cut", code, stderr, exitUsage)
+	}
+
+	// Another key for the host in known_hosts: refused, loudly; with
+	// --insecure-ignore-host-key it connects and warns.
+	other := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(other, []byte(knownhosts.Line([]string{srv.Host.SSHAddress()}, sshtest.NewHostKey(t))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := writeInventory(t, &hosts.Inventory{KnownHosts: other, Hosts: []hosts.Host{srv.Host}})
+	if code, _, stderr := runArgs(t, "heal", "--hosts", bad); code != exitFailure || !strings.Contains(stderr, "HOST KEY MISMATCH") {
+		t.Errorf("mismatch: exit %d, stderr %q; want %d and HOST KEY MISMATCH", code, stderr, exitFailure)
+	}
+	code, _, stderr := runArgs(t, "heal", "--hosts", bad, "--insecure-ignore-host-key")
+	if !strings.Contains(stderr, "WARNING: --insecure-ignore-host-key") || !strings.Contains(stderr, "does not run systemd") || code != exitFailure {
+		t.Errorf("insecure: exit %d, stderr %q; want the warning, then the host's refusal", code, stderr)
+	}
+}
