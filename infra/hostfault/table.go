@@ -51,19 +51,26 @@ const machinePowerRefusal = "a lab machine shares the host's kernel, so a kernel
 // clockStepHelper is the helper the clock-jump places on the host: it steps
 // CLOCK_REALTIME by BY_S seconds with clock_settime (python3 is on every
 // host the redis-node user data boots: cloud-init runs on it). It refuses,
-// changing nothing, when the process lacks CAP_SYS_TIME, as in a container
-// or a systemd-nspawn machine, whose clock is the host's.
-const clockStepHelper = `import sys, time
+// changing nothing, in a container (systemd's /run/systemd/container, or
+// /.dockerenv), whose clock is its host's, and when the process lacks
+// CAP_SYS_TIME. Argument 0 only checks.
+const clockStepHelper = `import os, sys, time
 by = float(sys.argv[1])
+for marker in ("/run/systemd/container", "/.dockerenv"):
+    if os.path.exists(marker):
+        sys.exit("clock-step: this host cannot step its clock: it is a container (%s exists), whose clock is its host's; a clock jump needs a VM" % marker)
 caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff:")]
 if not caps or not (int(caps[0], 16) >> 25) & 1:
-    sys.exit("clock-step: this host cannot step its clock: the process lacks CAP_SYS_TIME (a container or systemd-nspawn machine shares the host's clock); a clock jump needs a VM")
+    sys.exit("clock-step: this host cannot step its clock: the process lacks CAP_SYS_TIME (a container or systemd-nspawn machine shares its host's clock); a clock jump needs a VM")
 if by == 0:
     sys.exit(0)
 t = time.clock_gettime(time.CLOCK_REALTIME)
 time.clock_settime(time.CLOCK_REALTIME, t + by)
 print("clock-step: stepped CLOCK_REALTIME by %+gs" % by)
 `
+
+// machineClockRefusal says why a lab machine's clock is not stepped.
+const machineClockRefusal = "a lab machine shares its host's clock (it runs chronyd -x): stepping it would step the host's; a clock jump needs a VM (the lab models one through keys' TTLs: redlab fault clock-jump without --hosts)"
 
 // Table is every fault the SSH backend knows, in the order help lists them.
 var Table = []Spec{
@@ -158,12 +165,15 @@ iptables -X "$CHAIN"`,
 		Summary: "step the host's wall clock by BY_S seconds (chrony stopped first, so it does not undo the step); heal starts chrony, which steps it back",
 		Needs:   []string{"python3"},
 		Files:   map[string]string{"/run/redlab/clock-step": clockStepHelper},
-		Commands: both(Commands{
-			Inject: `python3 /run/redlab/clock-step 0
+		Commands: map[hosts.Type]Commands{
+			hosts.VM: {
+				Inject: `python3 /run/redlab/clock-step 0
 systemctl stop chrony
 python3 /run/redlab/clock-step "$BY_S"`,
-			Heal: `systemctl start chrony`,
-		}),
+				Heal: `systemctl start chrony`,
+			},
+			hosts.Machine: {Refuse: machineClockRefusal},
+		},
 	},
 }
 
