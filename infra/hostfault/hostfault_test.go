@@ -18,7 +18,7 @@ import (
 )
 
 var (
-	vm      = hosts.Host{Address: "10.0.1.10", Redis: "10.0.1.10:6379", User: "admin", Type: hosts.VM}
+	vm          = hosts.Host{Address: "10.0.1.10", Redis: "10.0.1.10:6379", User: "admin", Type: hosts.VM}
 	machineHost = hosts.Host{Address: "127.0.0.2", Redis: "127.0.0.2:6379", User: "root", Type: hosts.Machine}
 )
 
