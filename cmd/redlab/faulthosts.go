@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -33,14 +34,14 @@ type faultHostsOptions struct {
 	hostsOptions
 	hold    time.Duration
 	deadMan time.Duration
-	from    []int
+	from    []string
 }
 
 func addFaultHostsFlags(fs *pflag.FlagSet, o *faultHostsOptions) {
 	addHostsFlags(fs, &o.hostsOptions)
 	fs.DurationVar(&o.hold, "hold", 0, "with --hosts: keep the fault this long, then heal it (the command waits; Ctrl-C heals at once); 0 leaves it until 'redlab heal' or its dead-man switch")
 	fs.DurationVar(&o.deadMan, "dead-man", 10*time.Minute, "with --hosts: a fault nobody heals heals itself this long after it started (timed faults: their length plus 30s)")
-	fs.IntSliceVar(&o.from, "from", nil, "with --hosts, partition only: cut the hosts off from these hosts (numbers) instead of from the clients")
+	fs.StringSliceVar(&o.from, "from", nil, "with --hosts, partition only: cut the hosts off from these hosts (inventory numbers, or IP addresses such as a replica's) instead of from the clients on the Redis port")
 }
 
 // hostsSession is the inventory and one SSH connection per chosen host.
@@ -120,6 +121,26 @@ func hostsParams(kind string, o *faultOptions) (hostfault.Params, error) {
 	return hostfault.Params{}, fmt.Errorf("%s has no SSH form (it models what the lab's nodes do); the faults over SSH are %v", kind, hostfault.Kinds())
 }
 
+// peerAddress reads one --from entry: a host number of the inventory (its
+// Redis address's IP), or an IP address.
+func peerAddress(inv *hosts.Inventory, s string) (string, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		hs, err := inv.Pick(n)
+		if err != nil {
+			return "", err
+		}
+		ip, _, _ := net.SplitHostPort(hs[0].Redis)
+		if net.ParseIP(ip) == nil {
+			return "", fmt.Errorf("--from %d: host %d's redis address %q is not an IP address, which iptables needs", n, n, hs[0].Redis)
+		}
+		return ip, nil
+	}
+	if net.ParseIP(s) == nil {
+		return "", fmt.Errorf("--from %q: want a host number or an IP address", s)
+	}
+	return s, nil
+}
+
 // runHostsFault is `redlab fault KIND N... --hosts FILE`.
 func runHostsFault(c *cobra.Command, e *env, kind string, nodes []int, o *faultOptions) error {
 	if kind == "heal" {
@@ -155,15 +176,12 @@ func runHostsFault(c *cobra.Command, e *env, kind string, nodes []int, o *faultO
 		return err
 	}
 	defer s.close()
-	if len(ho.from) > 0 {
-		peers, err := s.inv.Pick(ho.from...)
+	for _, from := range ho.from {
+		ip, err := peerAddress(s.inv, from)
 		if err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
-		for _, h := range peers {
-			ip, _, _ := net.SplitHostPort(h.Redis)
-			p.Peers = append(p.Peers, ip)
-		}
+		p.Peers = append(p.Peers, ip)
 	}
 	faults := make([]hostfault.Fault, len(s.clients))
 	err = s.each(func(i int, cl *remote.Client) error {

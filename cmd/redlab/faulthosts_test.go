@@ -74,3 +74,26 @@ func TestHostsFaultSSH(t *testing.T) {
 		t.Errorf("insecure: exit %d, stderr %q; want the warning, then the host's refusal", code, stderr)
 	}
 }
+
+// TestHostsWeakenRefusedOutsideADrillEnvironment: an inventory not marked
+// drill_environment is refused before any connection (the host's sshd is
+// reachable; a connection would show in the next step's output).
+func TestHostsWeakenRefusedOutsideADrillEnvironment(t *testing.T) {
+	srv := sshtest.Start(t)
+	prod := writeInventory(t, &hosts.Inventory{KnownHosts: srv.KnownHosts, Hosts: []hosts.Host{srv.Host}})
+	code, stdout, stderr := runArgs(t, "hosts", "weaken", "--hosts", prod, "--everysec")
+	if code != exitFailure || !strings.Contains(stderr, `not marked "drill_environment": true`) || stdout != "" {
+		t.Errorf("production inventory: exit %d, stdout %q, stderr %q; want %d and the refusal", code, stdout, stderr, exitFailure)
+	}
+	if strings.Contains(stderr, "does not run systemd") {
+		t.Errorf("the refusal reached the host: %q", stderr)
+	}
+	drill := writeInventory(t, &hosts.Inventory{DrillEnvironment: true, KnownHosts: srv.KnownHosts, Hosts: []hosts.Host{srv.Host}})
+	// A drill environment is reached: this host then refuses, not running systemd.
+	if code, _, stderr := runArgs(t, "hosts", "weaken", "--hosts", drill, "--everysec", "--no-delay"); code != exitFailure || !strings.Contains(stderr, "does not run systemd") {
+		t.Errorf("drill environment: exit %d, stderr %q; want the host reached", code, stderr)
+	}
+	if code, _, stderr := runArgs(t, "hosts", "weaken", "--hosts", drill); code != exitUsage || !strings.Contains(stderr, "at least one of --everysec") {
+		t.Errorf("no weakening: exit %d, stderr %q", code, stderr)
+	}
+}

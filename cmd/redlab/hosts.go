@@ -28,7 +28,7 @@ over SSH: the SSH address, user, port and key, the Redis address clients use,
 the host type (vm or machine) and the instance id. The format is documented in
 package infra/hosts.`,
 	}
-	c.AddCommand(newHostsFromTofuCmd(e), newHostsCheckCmd(e))
+	c.AddCommand(newHostsFromTofuCmd(e), newHostsCheckCmd(e), newHostsWeakenCmd(e), newHostsRestoreCmd(e))
 	return c
 }
 

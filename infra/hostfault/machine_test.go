@@ -34,6 +34,10 @@ write_files:
       ExecStart=/usr/bin/redis-server --port 0 --unixsocket /run/redlock-redis.sock --save "" --appendonly no
       Restart=always
       RestartSec=1
+  - path: /etc/redis/redlock.conf
+    content: |
+      appendonly yes
+      appendfsync always
 runcmd:
   - [systemctl, daemon-reload]
   - [systemctl, start, redlock-redis]
@@ -208,6 +212,39 @@ func TestMachineFaultScripts(t *testing.T) {
 		if out, _ := HealAll(ctx, r); strings.Contains(out, "healed") {
 			t.Errorf("a second heal found %q, want nothing", out)
 		}
+	})
+
+	t.Run("weaken edits the profile; restore puts it back", func(t *testing.T) {
+		prod := run(t, r, "cat /etc/redis/redlock.conf")
+		if err := Weaken(ctx, &hosts.Inventory{}, r, "everysec"); !errors.Is(err, hosts.ErrNotDrillEnvironment) {
+			t.Fatalf("not a drill environment: got %v, want ErrNotDrillEnvironment", err)
+		}
+		if got := run(t, r, "cat /etc/redis/redlock.conf"); got != prod {
+			t.Fatalf("the refusal changed the file: %q", got)
+		}
+		if err := Weaken(ctx, &hosts.Inventory{DrillEnvironment: true}, r, "everysec", "no-delay", "no-persistence"); err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, r, "cat /etc/redis/redlock.conf"); got != "appendonly no\nappendfsync everysec\n" {
+			t.Errorf("weakened conf %q", got)
+		}
+		if out := run(t, r, "systemctl show -p Environment --value redlock-redis"); !strings.Contains(out, "REDIS_GUARD_DELAY=0") {
+			t.Errorf("unit environment %q, want REDIS_GUARD_DELAY=0", out)
+		}
+		// Weakening twice keeps the production backup.
+		if err := Weaken(ctx, &hosts.Inventory{DrillEnvironment: true}, r, "everysec"); err != nil {
+			t.Fatal(err)
+		}
+		if err := Restore(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, r, "cat /etc/redis/redlock.conf"); got != prod {
+			t.Errorf("restored conf %q, want %q", got, prod)
+		}
+		if out := run(t, r, "systemctl show -p Environment --value redlock-redis"); strings.Contains(out, "REDIS_GUARD_DELAY") {
+			t.Errorf("after restore the environment is %q", out)
+		}
+		waitFor(t, r, "redis back", "systemctl is-active redlock-redis", "\nactive\n")
 	})
 
 	t.Run("clock-jump is refused on a machine, and its helper refuses there too", func(t *testing.T) {
