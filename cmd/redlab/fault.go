@@ -190,7 +190,7 @@ func newFaultKindCmd(e *env, k faultKind, o *faultOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   k.use,
 		Short: k.short,
-		Args:  nodeArgs(k.min, k.max),
+		Args:  hostsOrNodeArgs(&o.hosts, k.min, k.max),
 	}
 	if k.flags != nil {
 		k.flags(c.Flags(), o)

@@ -44,6 +44,17 @@ func addFaultHostsFlags(fs *pflag.FlagSet, o *faultHostsOptions) {
 	fs.StringSliceVar(&o.from, "from", nil, "with --hosts, partition only: cut the hosts off from these hosts (inventory numbers, or IP addresses such as a replica's) instead of from the clients on the Redis port")
 }
 
+// hostsOrNodeArgs is nodeArgs(min, max) for the lab; with --hosts a fault
+// takes one host or more (each gets it at once), heal none or more.
+func hostsOrNodeArgs(o *faultHostsOptions, lo, hi int) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if o.file == "" {
+			return nodeArgs(lo, hi)(c, args)
+		}
+		return nodeArgs(min(lo, 1), -1)(c, args)
+	}
+}
+
 // hostsSession is the inventory and one SSH connection per chosen host.
 type hostsSession struct {
 	inv     *hosts.Inventory

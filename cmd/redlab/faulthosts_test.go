@@ -97,3 +97,36 @@ func TestHostsWeakenRefusedOutsideADrillEnvironment(t *testing.T) {
 		t.Errorf("no weakening: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestHostsRunbookCommandLines: every redlab command line with --hosts that a
+// runbook shows parses (its flags and node numbers are right): it gets as
+// far as reading the inventory, which does not exist here.
+func TestHostsRunbookCommandLines(t *testing.T) {
+	files, _ := filepath.Glob("../../runbooks/drills/*.md")
+	files = append(files, "../../runbooks/README.md")
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "sleep 40; "))
+			line = strings.TrimPrefix(line, "sleep 20; ")
+			if !strings.HasPrefix(line, "redlab ") || !strings.Contains(line, "--hosts hosts.json") {
+				continue
+			}
+			line = strings.TrimSuffix(strings.TrimSuffix(line, ";"), "\\")
+			seen++
+			args := strings.Fields(strings.ReplaceAll(strings.ReplaceAll(line, `"$R1"`, "10.0.9.1"), "hosts.json", filepath.Join(t.TempDir(), "absent.json")))[1:]
+			code, _, stderr := runArgs(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, "absent.json: no such file") {
+				t.Errorf("%s: %q: exit %d, stderr %q; want it to reach the inventory", filepath.Base(f), line, code, stderr)
+			}
+		}
+	}
+	if seen < 10 {
+		t.Errorf("found %d runbook command lines with --hosts, want at least 10", seen)
+	}
+}
