@@ -45,6 +45,14 @@ runcmd:
 
 func bootMachine(t *testing.T) machineRunner {
 	t.Helper()
+	r, _ := bootMachineRoot(t)
+	return r
+}
+
+// bootMachineRoot boots a machine and returns it with its root file system
+// as this host sees it.
+func bootMachineRoot(t *testing.T) (machineRunner, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "booting a machine needs root")
 	}
@@ -77,7 +85,7 @@ func bootMachine(t *testing.T) machineRunner {
 	}
 	r := machineRunner{m}
 	waitFor(t, r, "redis active", `systemctl is-active redlock-redis`, "\nactive\n")
-	return r
+	return r, filepath.Join(dir, "root")
 }
 
 // waitFor polls script until its output contains want.

@@ -60,34 +60,13 @@ func Start(t *testing.T) *Server {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	hostKey := writeKey(t, filepath.Join(dir, "host_key"))
-	clientKey := writeKey(t, filepath.Join(dir, "client_key"))
-	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(clientKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// sshd's privilege separation directory.
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var lastErr error
 	for range 5 {
-		port := freePort(t)
-		cfg := fmt.Sprintf(`ListenAddress 127.0.0.1:%d
-HostKey %s
-AuthorizedKeysFile %s
-PidFile none
-UsePAM no
-StrictModes no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-AllowUsers %s
-LogLevel VERBOSE
-`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), u.Username)
-		conf := filepath.Join(dir, "sshd_config")
-		if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		srv, conf := Prepare(t, "", dir, FreePort(t), u.Username)
 		var log bytes.Buffer
 		cmd := exec.Command(sshdPath, "-D", "-e", "-f", conf)
 		cmd.Stderr = &log
@@ -97,8 +76,8 @@ LogLevel VERBOSE
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if err := waitListening(addr, exited); err != nil {
+		addr := srv.Host.SSHAddress()
+		if err := WaitListening(addr, exited); err != nil {
 			lastErr = fmt.Errorf("sshd on %s: %v\n%s", addr, err, log.String())
 			_ = cmd.Process.Kill()
 			continue
@@ -115,19 +94,54 @@ LogLevel VERBOSE
 				t.Logf("sshd log:\n%s", log.String())
 			}
 		})
-		kh := filepath.Join(dir, "known_hosts")
-		if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{addr}, hostKey)+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return &Server{
-			Host:       hosts.Host{Address: "127.0.0.1", Port: port, Redis: "127.0.0.1:6379", User: u.Username, Key: filepath.Join(dir, "client_key"), Type: hosts.VM},
-			KnownHosts: kh,
-			HostKey:    hostKey,
-			Dir:        dir,
-		}
+		return srv
 	}
 	t.Fatal(lastErr)
 	return nil
+}
+
+// Prepare writes an sshd's files for user on 127.0.0.1:port into
+// root+dir: a host key, a client key, authorized_keys and sshd_config, whose
+// paths name dir as a process chrooted at root sees it (root "" is this
+// host; a machine's root file system otherwise). It returns the server as a
+// client reaches it, and the config's path as sshd sees it.
+func Prepare(t *testing.T, root, dir string, port int, user string) (*Server, string) {
+	t.Helper()
+	host := filepath.Join(root, dir)
+	if err := os.MkdirAll(host, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hostKey := writeKey(t, filepath.Join(host, "host_key"))
+	clientKey := writeKey(t, filepath.Join(host, "client_key"))
+	if err := os.WriteFile(filepath.Join(host, "authorized_keys"), ssh.MarshalAuthorizedKey(clientKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`ListenAddress 127.0.0.1:%d
+HostKey %s
+AuthorizedKeysFile %s
+PidFile none
+UsePAM no
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowUsers %s
+LogLevel VERBOSE
+`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), user)
+	if err := os.WriteFile(filepath.Join(host, "sshd_config"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{addr}, hostKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &Server{
+		Host:       hosts.Host{Address: "127.0.0.1", Port: port, Redis: "127.0.0.1:6379", User: user, Key: filepath.Join(host, "client_key"), Type: hosts.VM},
+		KnownHosts: kh,
+		HostKey:    hostKey,
+		Dir:        host,
+	}, filepath.Join(dir, "sshd_config")
 }
 
 // writeKey writes a new ed25519 private key in OpenSSH format to path and
@@ -159,7 +173,8 @@ func NewHostKey(t *testing.T) ssh.PublicKey {
 	return writeKey(t, filepath.Join(t.TempDir(), "other_key"))
 }
 
-func freePort(t *testing.T) int {
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -169,8 +184,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// waitListening waits until addr accepts connections or the server exits.
-func waitListening(addr string, exited <-chan error) error {
+// WaitListening waits until addr accepts connections or the server exits
+// (exited may be nil).
+func WaitListening(addr string, exited <-chan error) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
