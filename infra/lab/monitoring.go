@@ -22,11 +22,12 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/redlocklab/redlocklab/dashboards"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // Monitoring of a lab: one redis_exporter per node and a Prometheus that
-// scrapes them, the node supervisors (redlab_lab_*, see nodemetrics.go) and
+// scrapes them, the node supervisors (redlab_lab_*, see package node, metrics.go) and
 // any redlab serve, load or drill that registers its metrics endpoint
 // (RegisterTarget), and evaluates the rules of dashboards/prometheus.
 //
@@ -296,7 +297,7 @@ func (l *Lab) StartMonitoring(ctx context.Context, cfg MonitoringConfig) (*Monit
 // without ACLs.
 func (l *Lab) writeExporterPasswords(path string) (string, error) {
 	creds, err := l.Credentials()
-	if errors.Is(err, ErrNoCredentials) {
+	if errors.Is(err, node.ErrNoCredentials) {
 		return "", atomicfile.WriteFile(path, []byte("{}\n"), 0o600)
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -10,12 +10,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
 // ErrInvalid is returned for a fault request with bad parameters.
-var ErrInvalid = errors.New("lab: invalid fault parameters")
+var ErrInvalid = errors.New("node: invalid fault parameters")
 
 // The control endpoint: HTTP on 127.0.0.1, one per node, served by the
 // supervisor. Anyone on the machine can reach a loopback port and inject
@@ -23,14 +22,15 @@ var ErrInvalid = errors.New("lab: invalid fault parameters")
 // passwords (those stay in the 0600 credentials file), so reaching it does
 // not give access to the nodes' data.
 //
-//	GET  /v1/status          -> NodeStatus
-//	GET  /metrics            -> the node's state and faults for Prometheus (nodemetrics.go)
-//	POST /v1/faults/{kind}   faultRequest -> FaultResult
+//	GET  /v1/status          -> Status
+//	GET  /metrics            -> the node's state and faults for Prometheus (metrics.go)
+//	POST /v1/faults/{kind}   FaultRequest -> FaultResult
 //
 // kind is a FaultKind, or "start" (ends a stop) or "heal".
 
-// faultRequest carries the parameters of every fault; each uses its own.
-type faultRequest struct {
+// FaultRequest is the body of POST /v1/faults/{kind}: the parameters of
+// every fault; each uses its own.
+type FaultRequest struct {
 	Delay  *Duration `json:"delay,omitempty"`  // restart
 	For    Duration  `json:"for,omitempty"`    // pause, clock-rate
 	Add    Duration  `json:"add,omitempty"`    // latency
@@ -54,32 +54,42 @@ type FaultResult struct {
 	// Failover is set for failover.
 	Failover *FailoverResult `json:"failover,omitempty"`
 	// Status is the node's status after the request.
-	Status NodeStatus `json:"status"`
+	Status Status `json:"status"`
 }
 
+// errorBody is the answer to a request that failed; Code keeps the
+// error's identity across the wire (Control.Fault restores it).
 type errorBody struct {
 	Error string `json:"error"`
-	Code  string `json:"code"` // not_running | invalid | unsupported | internal
+	Code  string `json:"code"`
 }
 
+// The codes of errorBody.
+const (
+	codeNotRunning  = "not_running" // ErrNotRunning
+	codeInvalid     = "invalid"     // ErrInvalid
+	codeUnsupported = "unsupported" // ErrUnsupported
+	codeInternal    = "internal"    // anything else
+)
+
 func (s *supervisor) handler() http.Handler {
-	mux := controlMux(func(context.Context) NodeStatus { return s.status() }, s.apply,
-		func(res FaultResult, st NodeStatus) FaultResult { res.Status = st; return res })
+	mux := controlMux(func(context.Context) Status { return s.status() }, s.apply,
+		func(res FaultResult, st Status) FaultResult { res.Status = st; return res })
 	mux.Handle("GET /metrics", s.metricsHandler())
 	return mux
 }
 
 // controlMux is the part of the control endpoint every supervisor shares:
 // GET /v1/status answers status; POST /v1/faults/{kind} decodes a
-// faultRequest, runs apply and answers its result with the status after it
+// FaultRequest, runs apply and answers its result with the status after it
 // (set by withStatus), or the error (writeError).
-func controlMux[S, R any](status func(context.Context) S, apply func(context.Context, string, faultRequest) (R, error), withStatus func(R, S) R) *http.ServeMux {
+func controlMux[S, R any](status func(context.Context) S, apply func(context.Context, string, FaultRequest) (R, error), withStatus func(R, S) R) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, status(r.Context()))
 	})
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
-		var req faultRequest
+		var req FaultRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
 			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
 			return
@@ -129,21 +139,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	body := errorBody{Error: err.Error(), Code: "internal"}
+	body := errorBody{Error: err.Error(), Code: codeInternal}
 	code := http.StatusInternalServerError
 	switch {
 	case errors.Is(err, ErrNotRunning):
-		body.Code, code = "not_running", http.StatusConflict
+		body.Code, code = codeNotRunning, http.StatusConflict
 	case errors.Is(err, ErrInvalid):
-		body.Code, code = "invalid", http.StatusBadRequest
+		body.Code, code = codeInvalid, http.StatusBadRequest
 	case errors.Is(err, ErrUnsupported):
-		body.Code, code = "unsupported", http.StatusBadRequest
+		body.Code, code = codeUnsupported, http.StatusBadRequest
 	}
 	writeJSON(w, code, body)
 }
 
 // apply runs one fault request.
-func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
+func (s *supervisor) apply(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	if s.mach != nil {
 		return s.applyMachine(ctx, kind, req)
 	}
@@ -152,7 +162,7 @@ func (s *supervisor) apply(ctx context.Context, kind string, req faultRequest) (
 
 // applyProcess runs one fault request on a process node; a machine node
 // shares the faults that act on the front or the process alone.
-func (s *supervisor) applyProcess(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
+func (s *supervisor) applyProcess(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
 	case string(FaultKill):
 		return s.kill(ctx, nil)
@@ -196,283 +206,4 @@ func (s *supervisor) applyProcess(ctx context.Context, kind string, req faultReq
 		return s.failover(ctx, time.Duration(req.Lag))
 	}
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
-}
-
-func (s *supervisor) notRunningLocked() error {
-	return fmt.Errorf("%w on node %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
-}
-
-// kill SIGKILLs redis-server (a crash: nothing is flushed). With delay set
-// (the restart fault) the next pre-start uses it instead of the configured
-// restart delay. It returns once the process is gone.
-func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	p, cancelGuard := s.proc, s.cancelGuard
-	if delay == nil && p == nil {
-		err := s.notRunningLocked()
-		s.mu.Unlock()
-		return FaultResult{}, err
-	}
-	var f Fault
-	if delay == nil {
-		f = s.faults.startLocked(FaultKill, nil)
-	} else {
-		f = s.faults.startLocked(FaultRestart, map[string]string{"delay": delay.String()})
-		s.override = delay
-		s.wantUp = true
-	}
-	s.mu.Unlock()
-	switch {
-	case p != nil:
-		signalGroup(p.pid, syscall.SIGKILL)
-		// Return once the supervisor has seen the crash.
-		err := s.waitFor(ctx, func(st NodeStatus) bool { return st.RedisPID != p.pid })
-		if err != nil {
-			return FaultResult{}, err
-		}
-	case cancelGuard != nil:
-		// Waiting out a delay: wait the new one instead.
-		cancelGuard()
-	default:
-		s.poke()
-	}
-	return FaultResult{Fault: &f}, nil
-}
-
-// stop shuts redis-server down cleanly and keeps it down until start.
-func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
-	s.mu.Lock()
-	if !s.wantUp && s.proc == nil {
-		s.mu.Unlock()
-		return FaultResult{}, nil
-	}
-	s.wantUp = false
-	f := s.faults.startLocked(FaultStop, nil)
-	p, cancelGuard := s.proc, s.cancelGuard
-	s.mu.Unlock()
-	if p != nil {
-		s.stopProc(p)
-	}
-	if cancelGuard != nil {
-		cancelGuard()
-	}
-	s.poke()
-	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeStopped })
-	return FaultResult{Fault: &f}, err
-}
-
-// startNode starts a stopped node and waits until it answers.
-func (s *supervisor) startNode(ctx context.Context) (FaultResult, error) {
-	s.mu.Lock()
-	s.wantUp = true
-	s.mu.Unlock()
-	s.poke()
-	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeUp || st.State == NodePaused })
-	return FaultResult{}, err
-}
-
-// pause SIGSTOPs redis-server for d: connections stay open, nothing answers.
-func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.proc
-	if p == nil || (s.st.State != NodeUp && s.st.State != NodePaused) {
-		return FaultResult{}, s.notRunningLocked()
-	}
-	s.stopPauseLocked()
-	f := s.faults.startLocked(FaultPause, map[string]string{"for": d.String()})
-	s.paused.start(p, d, &s.wg, s.resume)
-	s.setStateLocked(NodePaused)
-	return FaultResult{Fault: &f}, nil
-}
-
-func (s *supervisor) resume(p *child) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.paused.proc != p {
-		return
-	}
-	s.stopPauseLocked() // continues p
-	if s.proc == p && s.st.State == NodePaused {
-		s.setStateLocked(NodeUp)
-	}
-}
-
-// stopPauseLocked forgets the pause (the caller continues or lost the
-// process) and ends its fault.
-func (s *supervisor) stopPauseLocked() {
-	s.paused.stop()
-	s.faults.endLocked(FaultPause, nil)
-}
-
-func (s *supervisor) partition() (FaultResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.st.Partitioned {
-		return FaultResult{}, nil
-	}
-	if err := s.proxy.partition(); err != nil {
-		return FaultResult{}, err
-	}
-	s.st.Partitioned = true
-	f := s.faults.startLocked(FaultPartition, nil)
-	return FaultResult{Fault: &f}, nil
-}
-
-// heal removes every network fault: partition and latency.
-func (s *supervisor) heal() FaultResult {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.proxy.heal()
-	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.faults.endLocked(FaultPartition, nil)
-	s.faults.endLocked(FaultLatency, nil)
-	s.saveLocked()
-	return FaultResult{}
-}
-
-func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.proxy.latency(add, jitter); err != nil {
-		return FaultResult{}, err
-	}
-	s.faults.endLocked(FaultLatency, nil)
-	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
-	if add <= 0 {
-		s.st.Jitter = 0
-		s.saveLocked()
-		return FaultResult{}, nil
-	}
-	f := s.faults.startLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
-	return FaultResult{Fault: &f}, nil
-}
-
-// clockJump applies the clock-jump model (see clockjump.lua) through the
-// node's private port, so it works on a partitioned node too.
-func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	if s.st.State != NodeUp {
-		err := s.notRunningLocked()
-		s.mu.Unlock()
-		return FaultResult{}, err
-	}
-	s.mu.Unlock()
-	f, err := s.faults.rec.start(FaultClockJump, map[string]string{"by": by.String()})
-	if err != nil {
-		s.log.Printf("record: %v", err)
-	}
-	res, err := clockJump(ctx, s.direct, by)
-	endParams := map[string]string{
-		"adjusted": strconv.FormatInt(res.Adjusted, 10), "deleted": strconv.FormatInt(res.Deleted, 10),
-	}
-	if err != nil {
-		endParams = map[string]string{"error": err.Error()}
-	}
-	if rerr := s.faults.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
-		s.log.Printf("record: %v", rerr)
-	}
-	if err != nil {
-		return FaultResult{}, err
-	}
-	f.End = time.Now()
-	for k, v := range endParams {
-		f.Params[k] = v
-	}
-	return FaultResult{Fault: &f, ClockJump: &res}, nil
-}
-
-// clockRate models a clock running factor times as fast as real time for
-// d: every tick the keys' TTLs move by (factor-1) times the real time
-// elapsed. A factor below 1 (a slow clock) lengthens them.
-func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, error) {
-	const tick = 100 * time.Millisecond
-	s.mu.Lock()
-	if s.rateStop != nil {
-		s.rateStop()
-	}
-	f := s.faults.startLocked(FaultClockRate, map[string]string{
-		"factor": strconv.FormatFloat(factor, 'g', -1, 64), "for": d.String(),
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	s.rateStop = cancel
-	s.mu.Unlock()
-
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer cancel()
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		last := time.Now()
-		var carry time.Duration // sub-millisecond remainder
-		var adjusted, deleted int64
-		for {
-			select {
-			case <-ctx.Done():
-				// What the clock gained since the last tick is owed too.
-				end := time.Now()
-				if dl, ok := ctx.Deadline(); ok && end.After(dl) {
-					end = dl
-				}
-				carry += time.Duration(float64(end.Sub(last)) * (factor - 1))
-				if step := carry.Truncate(time.Millisecond); step != 0 {
-					jctx, jcancel := context.WithTimeout(context.Background(), time.Second)
-					if res, err := clockJump(jctx, s.direct, step); err == nil {
-						adjusted += res.Adjusted
-						deleted += res.Deleted
-					}
-					jcancel()
-				}
-				s.mu.Lock()
-				if s.st.Active[FaultClockRate] == f.ID {
-					s.faults.endLocked(FaultClockRate, map[string]string{
-						"adjusted": strconv.FormatInt(adjusted, 10), "deleted": strconv.FormatInt(deleted, 10),
-					})
-				}
-				s.mu.Unlock()
-				return
-			case now := <-t.C:
-				carry += time.Duration(float64(now.Sub(last)) * (factor - 1))
-				last = now
-				step := carry.Truncate(time.Millisecond)
-				if step == 0 {
-					continue
-				}
-				jctx, jcancel := context.WithTimeout(ctx, time.Second)
-				res, err := clockJump(jctx, s.direct, step)
-				jcancel()
-				if err != nil {
-					// Down or paused right now: the clock still ran, so the
-					// jump is owed and applied once the node answers.
-					continue
-				}
-				carry -= step
-				adjusted += res.Adjusted
-				deleted += res.Deleted
-			}
-		}
-	}()
-	return FaultResult{Fault: &f}, nil
-}
-
-// stopBackground ends the pause timer and the clock-rate goroutine.
-func (s *supervisor) stopBackground() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopPauseLocked()
-	if s.rateStop != nil {
-		s.rateStop()
-		s.rateStop = nil
-	}
-}
-
-// endAllFaults closes every fault still open when the supervisor stops for
-// good: the node, and its faults, are gone.
-func (s *supervisor) endAllFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults.endAllLocked("node stop")
-	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.saveLocked()
 }

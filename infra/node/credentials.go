@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"crypto/rand"
@@ -24,9 +24,6 @@ const (
 	// CredentialsFile is the file, in the state directory, holding the
 	// nodes' ACL users and passwords (JSON: Credentials).
 	CredentialsFile = "credentials.json"
-	// CredentialsEnv is the environment variable through which commands
-	// run against the lab find CredentialsFile (its path).
-	CredentialsEnv = "REDLAB_CREDENTIALS"
 )
 
 // The ACL user names. redlock and monitor are rendered by redis-node as for
@@ -42,7 +39,7 @@ const minPasswordLen = 16
 
 // ErrNoCredentials is returned when a lab has no credentials file: it is
 // down, or was made before the lab had ACLs (a `lab up` makes one).
-var ErrNoCredentials = errors.New("lab: no credentials file")
+var ErrNoCredentials = errors.New("node: no credentials file")
 
 // User is one ACL user and its password.
 type User struct {
@@ -75,10 +72,10 @@ func (c Credentials) Validate() error {
 		want string
 	}{{c.Redlock, UserRedlock}, {c.Monitor, UserMonitor}, {c.Admin, UserAdmin}} {
 		if u.got.Name != u.want {
-			return fmt.Errorf("lab: credentials: user %q, want %q", u.got.Name, u.want)
+			return fmt.Errorf("node: credentials: user %q, want %q", u.got.Name, u.want)
 		}
 		if len(u.got.Password) < minPasswordLen {
-			return fmt.Errorf("lab: credentials: %s's password is shorter than %d characters", u.want, minPasswordLen)
+			return fmt.Errorf("node: credentials: %s's password is shorter than %d characters", u.want, minPasswordLen)
 		}
 	}
 	return nil
@@ -94,10 +91,10 @@ func ReadCredentials(path string) (Credentials, error) {
 		return c, fmt.Errorf("%w: %s", ErrNoCredentials, path)
 	}
 	if err != nil {
-		return c, fmt.Errorf("lab: %w", err)
+		return c, fmt.Errorf("node: %w", err)
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("lab: credentials %s: %w", path, err)
+		return c, fmt.Errorf("node: credentials %s: %w", path, err)
 	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%w (%s)", err, path)
@@ -105,22 +102,16 @@ func ReadCredentials(path string) (Credentials, error) {
 	return c, nil
 }
 
-// CredentialsPath is the lab's credentials file.
-func (l *Lab) CredentialsPath() string { return filepath.Join(l.stateDir, CredentialsFile) }
-
-// Credentials reads the lab's credentials file.
-func (l *Lab) Credentials() (Credentials, error) { return ReadCredentials(l.CredentialsPath()) }
-
-// ensureCredentials returns the credentials in stateDir, making them the
+// EnsureCredentials returns the credentials in stateDir, making them the
 // first time. A file that exists but does not read is an error, not
 // replaced: the running nodes were rendered with its passwords.
-func ensureCredentials(stateDir string) (Credentials, error) {
+func EnsureCredentials(stateDir string) (Credentials, error) {
 	path := filepath.Join(stateDir, CredentialsFile)
 	c, err := ReadCredentials(path)
 	if !errors.Is(err, ErrNoCredentials) {
 		return c, err
 	}
-	if c, err = newCredentials(); err != nil {
+	if c, err = NewCredentials(); err != nil {
 		return c, err
 	}
 	b, err := json.MarshalIndent(c, "", "  ")
@@ -128,41 +119,19 @@ func ensureCredentials(stateDir string) (Credentials, error) {
 		return c, err
 	}
 	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
-		return c, fmt.Errorf("lab: credentials: %w", err)
+		return c, fmt.Errorf("node: credentials: %w", err)
 	}
 	return c, nil
 }
 
-func newCredentials() (Credentials, error) {
+func NewCredentials() (Credentials, error) {
 	c := Credentials{Redlock: User{Name: UserRedlock}, Monitor: User{Name: UserMonitor}, Admin: User{Name: UserAdmin}}
 	for _, u := range []*User{&c.Redlock, &c.Monitor, &c.Admin} {
 		b := make([]byte, 24)
 		if _, err := rand.Read(b); err != nil {
-			return c, fmt.Errorf("lab: credentials: %w", err)
+			return c, fmt.Errorf("node: credentials: %w", err)
 		}
 		u.Password = hex.EncodeToString(b)
 	}
 	return c, nil
-}
-
-// tfVars are the credentials as the root module's sensitive variables.
-func (c Credentials) tfVars() map[string]string {
-	return map[string]string{
-		"redlock_password": c.Redlock.Password,
-		"monitor_password": c.Monitor.Password,
-		"admin_password":   c.Admin.Password,
-	}
-}
-
-// writeVarFile writes the credentials as a Terraform var file (mode 0600)
-// and returns a function that removes it.
-func (c Credentials) writeVarFile(path string) (remove func(), err error) {
-	b, err := json.Marshal(c.tfVars())
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
-	}
-	return func() { os.Remove(path) }, nil
 }

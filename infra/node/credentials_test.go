@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ func TestEnsureCredentials(t *testing.T) {
 	if _, err := ReadCredentials(path); !errors.Is(err, ErrNoCredentials) {
 		t.Fatalf("no file: got %v, want ErrNoCredentials", err)
 	}
-	first, err := ensureCredentials(dir)
+	first, err := EnsureCredentials(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestEnsureCredentials(t *testing.T) {
 		}
 		seen[u.Password] = true
 	}
-	again, err := ensureCredentials(dir)
+	again, err := EnsureCredentials(dir)
 	if err != nil || again != first {
 		t.Errorf("second call: got %+v, %v; want the same credentials", again, err)
 	}
@@ -41,14 +41,14 @@ func TestEnsureCredentials(t *testing.T) {
 	if err != nil || read != first {
 		t.Errorf("ReadCredentials: got %+v, %v; want what was written", read, err)
 	}
-	other, err := ensureCredentials(t.TempDir())
+	other, err := EnsureCredentials(t.TempDir())
 	if err != nil || other.Redlock.Password == first.Redlock.Password {
 		t.Errorf("another lab: got %+v, %v; want other passwords", other, err)
 	}
 }
 
 func TestReadCredentialsRefusesBadFiles(t *testing.T) {
-	good, err := newCredentials()
+	good, err := NewCredentials()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,39 +80,9 @@ func TestReadCredentialsRefusesBadFiles(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
 			// A broken file is not replaced: the nodes were rendered with it.
-			if _, err := ensureCredentials(dir); err == nil {
-				t.Error("ensureCredentials over a broken file: got no error, want one")
+			if _, err := EnsureCredentials(dir); err == nil {
+				t.Error("EnsureCredentials over a broken file: got no error, want one")
 			}
 		})
-	}
-}
-
-func TestCredentialsVarFile(t *testing.T) {
-	c, err := newCredentials()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), credsVarFile)
-	remove, err := c.writeVarFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]string
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got["redlock_password"] != c.Redlock.Password || got["monitor_password"] != c.Monitor.Password || got["admin_password"] != c.Admin.Password || len(got) != 3 {
-		t.Errorf("var file: got %v, want the three passwords under the root module's variable names", got)
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-		t.Errorf("var file mode %v, want 0600", fi.Mode().Perm())
-	}
-	remove()
-	if fileExists(path) {
-		t.Error("var file still there after remove")
 	}
 }

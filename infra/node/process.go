@@ -1,12 +1,20 @@
-package lab
+package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // child is one process a supervisor runs (redis-server, the replica's
@@ -30,7 +38,7 @@ const (
 	survivesSupervisor syscall.Signal = 0
 	// diesWithSupervisor: SIGKILL once the thread that started the child
 	// ends, so the caller starts it from a locked OS thread that lives as
-	// long as the supervisor (etcd: etcdsupervisor.go).
+	// long as the supervisor (etcd: etcd.go).
 	diesWithSupervisor = syscall.SIGKILL
 )
 
@@ -165,4 +173,180 @@ func (t *pauseTimer) stop() {
 		}
 		t.proc = nil
 	}
+}
+
+// startDaemon runs `redlab node SUB --id ID --state-dir STATEDIR` (a
+// supervisor) detached in dir, its output appended to dir/supervisor.log,
+// and returns its pid.
+func startDaemon(redlab, sub, stateDir string, id int, dir string) (int, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(redlab, "node", sub, "--id", strconv.Itoa(id), "--state-dir", stateDir)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A new session: no terminal, no signal meant for the caller's process
+	// group (terraform's included) reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start supervisor: %w", err)
+	}
+	pid := cmd.Process.Pid
+	// Not waited for: it outlives us. Whoever reaps orphans reaps it.
+	_ = cmd.Process.Release()
+	return pid, nil
+}
+
+// stopDaemons SIGTERMs the supervisors sups of what ("node 2") and waits up
+// to limit for each, SIGKILLing one that outlives it (an error each).
+func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration) []error {
+	var errs []error
+	for _, pid := range sups {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for _, pid := range sups {
+		if !waitGoneCtx(ctx, pid, limit) {
+			errs = append(errs, fmt.Errorf("node: %s: supervisor pid %d ignored SIGTERM; killed", what, pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+		}
+	}
+	return errs
+}
+
+// waitGone polls until pid is dead or limit passes.
+func waitGone(pid int, limit time.Duration) bool {
+	return waitGoneCtx(context.Background(), pid, limit)
+}
+
+// waitGoneCtx is waitGone that also gives up when ctx ends.
+func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for alive(pid) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func writePID(path string, pid int) error {
+	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// alive reports whether pid is a live process. A zombie is dead: where PID 1
+// does not reap orphans (some containers) an exited daemon stays a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Field 3 follows the parenthesised command name, which may hold spaces.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
+
+// cmdline returns a process's argv.
+func cmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// isSupervisor reports whether pid is `redlab node run` for this node.
+func isSupervisor(pid int, stateDir string, id int) bool {
+	return isDaemon(pid, "run", stateDir, id)
+}
+
+// isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
+// node or member id of stateDir.
+func isDaemon(pid int, sub, stateDir string, id int) bool {
+	if !alive(pid) {
+		return false
+	}
+	args := cmdline(pid)
+	var run, dirOK, idOK bool
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == sub && i > 0 && args[i-1] == "node":
+			run = true
+		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
+			dirOK = true
+		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
+			idOK = true
+		}
+	}
+	return run && dirOK && idOK
+}
+
+// findRedis returns the live redis-server processes whose working
+// directory is dataDir: redis-server chdirs to its `dir`, and rewrites its
+// argv (process title), so the working directory is what identifies it.
+func findRedis(dataDir string) []int {
+	return scanProc(func(pid int) bool {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil || cwd != dataDir {
+			return false
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return strings.HasPrefix(strings.TrimSpace(string(comm)), "redis-server")
+	})
+}
+
+// findMentioning returns live processes other than this one whose argv
+// contains path (the restart guard script while it waits, for instance).
+func findMentioning(path string) []int {
+	return scanProc(func(pid int) bool {
+		for _, a := range cmdline(pid) {
+			if strings.Contains(a, path) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func scanProc(match func(pid int) bool) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if match(pid) && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -1,36 +1,20 @@
-package lab
+package node
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
-// Port offsets from the lab's base port. Node N (from 1) listens on
-// base+N (proxy, what clients use), base+redisPortOffset+N (redis-server,
-// private) and base+controlPortOffset+N (control endpoint). A node with a
-// replica (Config.Replicas) also has the replica's redis-server on
-// base+replicaPortOffset+N and the front of its replication link on
-// base+replicaLinkOffset+N.
-const (
-	redisPortOffset   = 100
-	controlPortOffset = 200
-	replicaPortOffset = 300
-	replicaLinkOffset = 400
-	// MaxNodes is the largest node count the port layout allows.
-	MaxNodes = 99
-)
+// MaxNodes is the largest node ID: the lab spaces its port ranges 100
+// apart (see infra/lab).
+const MaxNodes = 99
 
 // Files and directories inside a node's directory (stateDir/nodeN). The
 // envs/local root module renders data/, guard/, run/ and redis.log into the
@@ -54,9 +38,23 @@ const (
 	replicaPIDFile  = "replica.pid"
 )
 
-// nodeDir returns stateDir/nodeN.
-func nodeDir(stateDir string, id int) string {
-	return filepath.Join(stateDir, "node"+strconv.Itoa(id))
+// nodeDirPrefix and the node's ID name its directory in the state
+// directory.
+const nodeDirPrefix = "node"
+
+// Dir returns node id's directory in stateDir: stateDir/nodeN.
+func Dir(stateDir string, id int) string {
+	return filepath.Join(stateDir, nodeDirPrefix+strconv.Itoa(id))
+}
+
+// Ports returns the ports node id's spec in stateDir claims (none without
+// one): the ports its processes may hold.
+func Ports(stateDir string, id int) []int {
+	var s Spec
+	if readJSONFile(filepath.Join(Dir(stateDir, id), specFile), &s) != nil {
+		return nil
+	}
+	return []int{s.Port, s.RedisPort, s.ControlPort, s.ReplicaPort, s.ReplicaLinkPort}
 }
 
 // Duration is a time.Duration that reads and writes JSON as "1.5s".
@@ -79,9 +77,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// NodeSpec is everything a supervisor needs to run one node. It is written
+// Spec is everything a supervisor needs to run one node. It is written
 // to the node directory, so a supervisor can be restarted from disk alone.
-type NodeSpec struct {
+type Spec struct {
 	ID           int      `json:"id"`
 	StateDir     string   `json:"state_dir"`
 	Port         int      `json:"port"`
@@ -102,7 +100,7 @@ type NodeSpec struct {
 	ReplicaPort     int    `json:"replica_port,omitempty"`
 	ReplicaLinkPort int    `json:"replica_link_port,omitempty"`
 	ReplicaConf     []byte `json:"-"`
-	// Machine, when set, makes the node a machine (see machinenode.go):
+	// Machine, when set, makes the node a machine (see machine.go):
 	// Conf and Guard then describe what runs inside it, and the supervisor
 	// runs neither itself.
 	Machine *MachineSpec `json:"machine,omitempty"`
@@ -122,25 +120,25 @@ type MachineSpec struct {
 }
 
 // hasReplica reports whether the node runs a replica.
-func (s NodeSpec) hasReplica() bool { return s.ReplicaPort != 0 }
+func (s Spec) hasReplica() bool { return s.ReplicaPort != 0 }
 
-func (s NodeSpec) dir() string { return nodeDir(s.StateDir, s.ID) }
+func (s Spec) dir() string { return Dir(s.StateDir, s.ID) }
 
-func (s NodeSpec) path(name string) string { return filepath.Join(s.dir(), name) }
+func (s Spec) path(name string) string { return filepath.Join(s.dir(), name) }
 
 // Validate checks the spec's fields, and that the rendered redis.conf agrees
 // with the ports it claims.
-func (s NodeSpec) Validate() error {
+func (s Spec) Validate() error {
 	if s.ID < 1 || s.ID > MaxNodes {
-		return fmt.Errorf("lab: node id %d: want 1-%d", s.ID, MaxNodes)
+		return fmt.Errorf("node id %d: want 1-%d", s.ID, MaxNodes)
 	}
 	if !filepath.IsAbs(s.StateDir) {
-		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
+		return fmt.Errorf("node: state dir %q must be absolute", s.StateDir)
 	}
 	all := []namedPort{{"port", s.Port}, {"redis port", s.RedisPort}, {"control port", s.ControlPort}}
 	if s.ReplicaPort != 0 || s.ReplicaLinkPort != 0 || len(s.ReplicaConf) > 0 {
 		if s.ReplicaPort == 0 || s.ReplicaLinkPort == 0 || len(s.ReplicaConf) == 0 {
-			return fmt.Errorf("lab: node %d: a replica needs its port, its link port and its redis.conf together", s.ID)
+			return fmt.Errorf("node %d: a replica needs its port, its link port and its redis.conf together", s.ID)
 		}
 		all = append(all, namedPort{"replica port", s.ReplicaPort}, namedPort{"replica link port", s.ReplicaLinkPort})
 	}
@@ -148,41 +146,41 @@ func (s NodeSpec) Validate() error {
 		return err
 	}
 	if s.RestartDelay < 0 {
-		return fmt.Errorf("lab: node %d: negative restart delay", s.ID)
+		return fmt.Errorf("node %d: negative restart delay", s.ID)
 	}
 	if len(s.Conf) == 0 || len(s.Guard) == 0 {
-		return fmt.Errorf("lab: node %d: redis.conf and restart guard are required", s.ID)
+		return fmt.Errorf("node %d: redis.conf and restart guard are required", s.ID)
 	}
 	rc := parseRedisConf(s.Conf)
 	if m := s.Machine; m != nil {
 		if s.hasReplica() {
-			return fmt.Errorf("lab: node %d: a machine runs no replica", s.ID)
+			return fmt.Errorf("node %d: a machine runs no replica", s.ID)
 		}
 		for name, a := range map[string]string{"machine address": m.Address, "NTP address": m.NTPAddress} {
 			if ip := net.ParseIP(a); ip == nil || ip.To4() == nil || !ip.IsLoopback() || a == "127.0.0.1" {
-				return fmt.Errorf("lab: node %d: %s %q: want an IPv4 loopback address of its own (not 127.0.0.1)", s.ID, name, a)
+				return fmt.Errorf("node %d: %s %q: want an IPv4 loopback address of its own (not 127.0.0.1)", s.ID, name, a)
 			}
 		}
 		if m.Address == m.NTPAddress {
-			return fmt.Errorf("lab: node %d: the machine and its NTP server both on %s", s.ID, m.Address)
+			return fmt.Errorf("node %d: the machine and its NTP server both on %s", s.ID, m.Address)
 		}
 		if len(m.UserData) == 0 {
-			return fmt.Errorf("lab: node %d: a machine needs its user data", s.ID)
+			return fmt.Errorf("node %d: a machine needs its user data", s.ID)
 		}
 	}
 	if rc.port != s.RedisPort {
-		return fmt.Errorf("lab: node %d: rendered redis.conf has port %d, want redis port %d", s.ID, rc.port, s.RedisPort)
+		return fmt.Errorf("node %d: rendered redis.conf has port %d, want redis port %d", s.ID, rc.port, s.RedisPort)
 	}
 	if rc.dir == "" || !filepath.IsAbs(rc.dir) {
-		return fmt.Errorf("lab: node %d: rendered redis.conf needs an absolute dir, got %q", s.ID, rc.dir)
+		return fmt.Errorf("node %d: rendered redis.conf needs an absolute dir, got %q", s.ID, rc.dir)
 	}
 	if s.hasReplica() {
 		rr := parseRedisConf(s.ReplicaConf)
 		switch {
 		case rr.port != s.ReplicaPort:
-			return fmt.Errorf("lab: node %d: rendered replica.conf has port %d, want replica port %d", s.ID, rr.port, s.ReplicaPort)
+			return fmt.Errorf("node %d: rendered replica.conf has port %d, want replica port %d", s.ID, rr.port, s.ReplicaPort)
 		case rr.dir == "" || !filepath.IsAbs(rr.dir) || filepath.Clean(rr.dir) == filepath.Clean(rc.dir):
-			return fmt.Errorf("lab: node %d: rendered replica.conf needs an absolute dir of its own, got %q", s.ID, rr.dir)
+			return fmt.Errorf("node %d: rendered replica.conf needs an absolute dir of its own, got %q", s.ID, rr.dir)
 		}
 	}
 	return nil
@@ -200,10 +198,10 @@ func checkSpecPorts(what string, ports []namedPort) error {
 	seen := map[int]string{}
 	for _, p := range ports {
 		if p.port < 1 || p.port > 65535 {
-			return fmt.Errorf("lab: %s: %s %d: want 1-65535", what, p.name, p.port)
+			return fmt.Errorf("node: %s: %s %d: want 1-65535", what, p.name, p.port)
 		}
 		if other, dup := seen[p.port]; dup {
-			return fmt.Errorf("lab: %s: %s and %s are both %d", what, other, p.name, p.port)
+			return fmt.Errorf("node: %s: %s and %s are both %d", what, other, p.name, p.port)
 		}
 		seen[p.port] = p.name
 	}
@@ -212,7 +210,7 @@ func checkSpecPorts(what string, ports []namedPort) error {
 
 // hostConf is the node's rendered redis.conf with its paths as this host
 // sees them: a machine's are below its mounted root.
-func (s NodeSpec) hostConf() redisConf {
+func (s Spec) hostConf() redisConf {
 	c := parseRedisConf(s.Conf)
 	if s.Machine != nil {
 		c.dir = filepath.Join(machineRoot(s), c.dir)
@@ -285,198 +283,4 @@ func parseRedisConf(b []byte) redisConf {
 		}
 	}
 	return c
-}
-
-// NodeState is what a node is doing.
-type NodeState string
-
-// Node states. A supervisor that is not running reports NodeDown.
-const (
-	NodeStarting NodeState = "starting" // redis-server started, not answering yet
-	NodeWaiting  NodeState = "waiting"  // restart guard is holding the restart delay
-	NodeUp       NodeState = "up"
-	NodePaused   NodeState = "paused"  // SIGSTOP
-	NodeStopped  NodeState = "stopped" // clean stop on request; the supervisor is still there
-	NodeDown     NodeState = "down"    // no supervisor
-)
-
-// NodeStatus is one node's state as its supervisor sees it.
-type NodeStatus struct {
-	ID            int         `json:"id"`
-	State         NodeState   `json:"state"`
-	SupervisorPID int         `json:"supervisor_pid,omitempty"`
-	RedisPID      int         `json:"redis_pid,omitempty"`
-	Restarts      int         `json:"restarts"`
-	Port          int         `json:"port"`
-	RedisPort     int         `json:"redis_port"`
-	ControlPort   int         `json:"control_port"`
-	Persistence   Persistence `json:"persistence"`
-	Partitioned   bool        `json:"partitioned,omitempty"`
-	Latency       Duration    `json:"latency,omitempty"`
-	Jitter        Duration    `json:"jitter,omitempty"`
-	LastExit      string      `json:"last_exit,omitempty"`
-	Since         time.Time   `json:"since"`
-	// Active maps each fault in effect on the node to its ID in faults.jsonl.
-	Active map[FaultKind]string `json:"active_faults,omitempty"`
-	// AOF is the newest sample of the AOF's incr files, kept for the
-	// power-loss model (appendfsync everysec only).
-	AOF *AOFSample `json:"aof,omitempty"`
-	// Replica describes the node's replica; nil without one.
-	Replica *ReplicaStatus `json:"replica,omitempty"`
-}
-
-// ReplicaStatus is a replicated node's second redis-server and the
-// topology of the pair. The node's front (Port) always leads to the pair's
-// master; a failover swaps the roles.
-type ReplicaStatus struct {
-	Addr string `json:"addr"` // the replica process's redis-server
-	Link string `json:"link"` // the front its replication link goes through
-	// State is the replica process's: starting, up or down.
-	State    NodeState `json:"state"`
-	PID      int       `json:"pid,omitempty"`
-	Restarts int       `json:"restarts"`
-	// Promoted: the replica process is the pair's master (after an odd
-	// number of failovers) and the original process, when it runs,
-	// follows it.
-	Promoted bool `json:"promoted,omitempty"`
-	// Synced: the process that follows reports its link to the master up.
-	Synced bool `json:"synced"`
-	// LinkCut: a failover's lag is holding replication back.
-	LinkCut bool `json:"link_cut,omitempty"`
-}
-
-// AOFSample is the size of a node's AOF incr files at one instant: a power
-// loss one second or more after At keeps at least Bytes of them.
-type AOFSample struct {
-	At    time.Time `json:"at"`
-	Bytes int64     `json:"bytes"`
-}
-
-// Addr is the proxied address clients use.
-func (s NodeStatus) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
-
-func readJSONFile(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-func readPID(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
-func writePID(path string, pid int) error {
-	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
-}
-
-// alive reports whether pid is a live process. A zombie is dead: where PID 1
-// does not reap orphans (some containers) an exited daemon stays a zombie.
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// Field 3 follows the parenthesised command name, which may hold spaces.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] != 'Z' && b[i+2] != 'X'
-	}
-	return true
-}
-
-// cmdline returns a process's argv.
-func cmdline(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-// isSupervisor reports whether pid is `redlab node run` for this node.
-func isSupervisor(pid int, stateDir string, id int) bool {
-	return isDaemon(pid, "run", stateDir, id)
-}
-
-// isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
-// node or member id of stateDir.
-func isDaemon(pid int, sub, stateDir string, id int) bool {
-	if !alive(pid) {
-		return false
-	}
-	args := cmdline(pid)
-	var run, dirOK, idOK bool
-	for i, a := range args {
-		next := ""
-		if i+1 < len(args) {
-			next = args[i+1]
-		}
-		switch {
-		case a == sub && i > 0 && args[i-1] == "node":
-			run = true
-		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
-			dirOK = true
-		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
-			idOK = true
-		}
-	}
-	return run && dirOK && idOK
-}
-
-// findRedis returns the live redis-server processes whose working
-// directory is dataDir: redis-server chdirs to its `dir`, and rewrites its
-// argv (process title), so the working directory is what identifies it.
-func findRedis(dataDir string) []int {
-	return scanProc(func(pid int) bool {
-		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		if err != nil || cwd != dataDir {
-			return false
-		}
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		return strings.HasPrefix(strings.TrimSpace(string(comm)), "redis-server")
-	})
-}
-
-// findMentioning returns live processes other than this one whose argv
-// contains path (the restart guard script while it waits, for instance).
-func findMentioning(path string) []int {
-	return scanProc(func(pid int) bool {
-		for _, a := range cmdline(pid) {
-			if strings.Contains(a, path) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-func scanProc(match func(pid int) bool) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		if match(pid) && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package lab
+package node_test
 
 import (
 	"bytes"
@@ -10,122 +10,34 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlocklab/redlocklab/infra/node"
+	"github.com/redlocklab/redlocklab/internal/faultcheck"
 	"github.com/redlocklab/redlocklab/internal/redistest"
-	"github.com/redlocklab/redlocklab/internal/testenv"
 )
-
-// testGuard behaves like the rendered restart guard, reduced to its rule:
-// pre-start waits REDIS_GUARD_DELAY (default 1s) unless the last stop was
-// clean, then records running; post-stop records clean only after running.
-const testGuard = `#!/bin/bash
-set -eu
-state="$(dirname "$0")/guard-state"
-last="$(cat "$state" 2>/dev/null || echo none)"
-case "$1" in
-pre-start)
-	if [ "$last" != clean ]; then sleep "${REDIS_GUARD_DELAY:-1}"; fi
-	echo running >"$state" ;;
-post-stop)
-	if [ "$2" = unclean ] || [ "$last" = running ]; then echo "$2" >"$state"; fi ;;
-esac
-`
-
-const testGuardDelay = time.Second
-
-// syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // prepareTestNode writes node 1 of a lab in a temporary state directory,
 // with AOF and appendfsync always.
-func prepareTestNode(t *testing.T) NodeSpec {
+func prepareTestNode(t *testing.T) node.Spec {
 	t.Helper()
 	return prepareTestNodeConf(t, "appendonly yes\nappendfsync always\n")
 }
 
-func prepareTestNodeConf(t *testing.T, persistence string) NodeSpec {
+func prepareTestNodeConf(t *testing.T, persistence string) node.Spec {
 	t.Helper()
 	return prepareTestNodeIn(t, t.TempDir(), persistence)
 }
 
 // prepareTestNodeIn writes node 1 of a lab in state directory dir, with
 // extra (persistence settings, ACL users) in its redis.conf.
-func prepareTestNodeIn(t *testing.T, dir, extra string) NodeSpec {
+func prepareTestNodeIn(t *testing.T, dir, extra string) node.Spec {
 	t.Helper()
-	bin := testenv.Require(t, "redis-server")
-	spec := NodeSpec{
-		ID: 1, StateDir: dir,
-		Port: redistest.FreePort(t), RedisPort: redistest.FreePort(t), ControlPort: redistest.FreePort(t),
-		RestartDelay: Duration(testGuardDelay), RedisServer: bin, Guard: []byte(testGuard),
-	}
-	nd := nodeDir(dir, 1)
-	spec.Conf = fmt.Appendf(nil, "bind 127.0.0.1\nport %d\ndaemonize no\ndir %s/data\nlogfile %q\n%ssave \"\"\nmaxmemory-policy noeviction\n",
-		spec.RedisPort, nd, nd+"/redis.log", extra)
-	if err := PrepareNode(spec); err != nil {
-		t.Fatal(err)
-	}
-	return spec
-}
-
-// runTestSupervisor runs RunNode in this process and returns a Lab for it;
-// the supervisor is stopped, and checked to leave nothing, at cleanup.
-func runTestSupervisor(t *testing.T, spec NodeSpec) *Lab {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- RunNode(ctx, spec.StateDir, spec.ID, logs) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunNode: %v", err)
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("supervisor log:\n%s", logs.String())
-		}
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	defer wcancel()
-	if err := waitNodeUp(wctx, spec, os.Getpid()); err != nil {
-		t.Fatalf("%v\nlog:\n%s", err, logs.String())
-	}
-	return &Lab{stateDir: spec.StateDir, f: labFile{
-		Count: 1, RestartDelay: spec.RestartDelay, Persistence: PersistAlways,
-		Nodes: []Node{{
-			ID: 1, Addr: fmt.Sprintf("127.0.0.1:%d", spec.Port),
-			RedisAddr: fmt.Sprintf("127.0.0.1:%d", spec.RedisPort),
-			Control:   fmt.Sprintf("127.0.0.1:%d", spec.ControlPort),
-		}},
-	}}
+	return faultcheck.PrepareNode(t, dir, extra)
 }
 
 // TestSupervisorFaults runs the supervisor in-process (under the race
@@ -133,33 +45,33 @@ func runTestSupervisor(t *testing.T, spec NodeSpec) *Lab {
 func TestSupervisorFaults(t *testing.T) {
 	spec := prepareTestNode(t)
 	l := runTestSupervisor(t, spec)
-	if st := status(t, l, 1); st.State != NodeUp || st.Persistence != PersistAlways || st.Restarts != 0 {
+	if st := faultcheck.Status(t, l, 1); st.State != node.Up || st.Persistence != node.PersistAlways || st.Restarts != 0 {
 		t.Fatalf("fresh node: status %+v, want up, always, 0 restarts", st)
 	}
-	if fileExists(spec.path(freshMarker)) {
+	if node.FileExists(spec.Path(node.FreshMarker)) {
 		t.Error("fresh marker still there once the node is up")
 	}
-	checkPartition(t, l, 1)
-	checkLatency(t, l, 1, 100*time.Millisecond)
-	checkPause(t, l, 1, 500*time.Millisecond)
-	checkClockJump(t, l, 1)
-	checkKill(t, l, 1, testGuardDelay, true)
-	checkRestartOverride(t, l, 1)
-	checkStopStart(t, l, 1, true)
-	checkClockRate(t, l, 1)
+	faultcheck.Partition(t, l, 1)
+	faultcheck.Latency(t, l, 1, 100*time.Millisecond)
+	faultcheck.Pause(t, l, 1, 500*time.Millisecond)
+	faultcheck.ClockJump(t, l, 1)
+	faultcheck.Kill(t, l, 1, faultcheck.GuardDelay, true)
+	faultcheck.RestartOverride(t, l, 1)
+	faultcheck.StopStart(t, l, 1, true)
+	faultcheck.ClockRate(t, l, 1)
 
 	// Faults on a node that cannot take them say so.
 	if _, err := l.Stop(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Kill(context.Background(), 1); !errors.Is(err, ErrNotRunning) {
-		t.Errorf("kill of a stopped node: got %v, want ErrNotRunning", err)
+	if _, err := l.Kill(context.Background(), 1); !errors.Is(err, node.ErrNotRunning) {
+		t.Errorf("kill of a stopped node: got %v, want node.ErrNotRunning", err)
 	}
-	if _, err := l.Pause(context.Background(), 1, time.Second); !errors.Is(err, ErrNotRunning) {
-		t.Errorf("pause of a stopped node: got %v, want ErrNotRunning", err)
+	if _, err := l.Pause(context.Background(), 1, time.Second); !errors.Is(err, node.ErrNotRunning) {
+		t.Errorf("pause of a stopped node: got %v, want node.ErrNotRunning", err)
 	}
-	if _, err := l.Latency(context.Background(), 1, -time.Second, 0); !errors.Is(err, ErrInvalid) {
-		t.Errorf("negative latency: got %v, want ErrInvalid", err)
+	if _, err := l.Latency(context.Background(), 1, -time.Second, 0); !errors.Is(err, node.ErrInvalid) {
+		t.Errorf("negative latency: got %v, want node.ErrInvalid", err)
 	}
 	if _, err := l.Start(context.Background(), 1); err != nil {
 		t.Fatal(err)
@@ -169,7 +81,7 @@ func TestSupervisorFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[FaultKind]bool{}
+	seen := map[node.FaultKind]bool{}
 	for _, f := range faults {
 		seen[f.Kind] = true
 		if f.Active() {
@@ -178,7 +90,7 @@ func TestSupervisorFaults(t *testing.T) {
 			t.Errorf("fault %s ends %v before it starts %v", f.ID, f.End, f.Start)
 		}
 	}
-	for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultRestart, FaultStop, FaultClockRate} {
+	for _, k := range []node.FaultKind{node.FaultPartition, node.FaultLatency, node.FaultPause, node.FaultClockJump, node.FaultKill, node.FaultRestart, node.FaultStop, node.FaultClockRate} {
 		if !seen[k] {
 			t.Errorf("no %s in faults.jsonl", k)
 		}
@@ -190,10 +102,10 @@ func TestSupervisorFaults(t *testing.T) {
 func TestSupervisorNoneLosesKeys(t *testing.T) {
 	spec := prepareTestNodeConf(t, "appendonly no\n")
 	l := runTestSupervisor(t, spec)
-	if st := status(t, l, 1); st.Persistence != PersistNone {
+	if st := faultcheck.Status(t, l, 1); st.Persistence != node.PersistNone {
 		t.Fatalf("persistence: got %s, want none", st.Persistence)
 	}
-	checkKill(t, l, 1, testGuardDelay, false)
+	faultcheck.Kill(t, l, 1, faultcheck.GuardDelay, false)
 }
 
 // TestSupervisorAdoptsOrphan starts redis-server the way a supervisor that
@@ -201,28 +113,28 @@ func TestSupervisorNoneLosesKeys(t *testing.T) {
 // rather than starting a second one, and stops it on its way out.
 func TestSupervisorAdoptsOrphan(t *testing.T) {
 	spec := prepareTestNode(t)
-	conf := parseRedisConf(spec.Conf)
+	dataDir := node.DataDir(spec.Conf)
 	// The crashed supervisor had run pre-start.
-	if err := os.WriteFile(filepath.Join(spec.dir(), "guard-state"), []byte("running\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(node.Dir(spec.StateDir, spec.ID), "guard-state"), []byte("running\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	orphan, exited := startOrphan(t, spec)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	logs := &syncBuffer{}
-	go func() { done <- RunNode(ctx, spec.StateDir, spec.ID, logs) }()
+	logs := &faultcheck.SyncBuffer{}
+	go func() { done <- node.Run(ctx, spec.StateDir, spec.ID, logs) }()
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	if err := waitNodeUp(wctx, spec, os.Getpid()); err != nil {
+	if err := node.WaitUp(wctx, spec, os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
-	var st NodeStatus
-	eventually(t, 5*time.Second, "adopted node up", func() error {
-		if err := readJSONFile(spec.path(statusFile), &st); err != nil {
+	var st node.Status
+	faultcheck.Eventually(t, 5*time.Second, "adopted node up", func() error {
+		if err := node.ReadJSONFile(spec.Path(node.StatusFile), &st); err != nil {
 			return err
 		}
-		if st.State != NodeUp {
+		if st.State != node.Up {
 			return fmt.Errorf("state %s", st.State)
 		}
 		return nil
@@ -230,7 +142,7 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 	if st.RedisPID != orphan.Process.Pid {
 		t.Errorf("supervisor runs redis pid %d, want the adopted %d", st.RedisPID, orphan.Process.Pid)
 	}
-	if got := findRedis(conf.dir); len(got) != 1 {
+	if got := node.FindRedis(dataDir); len(got) != 1 {
 		t.Errorf("redis-server processes in the data dir: %v, want exactly the adopted one", got)
 	}
 	cancel()
@@ -245,10 +157,10 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 	if !orphan.ProcessState.Success() {
 		t.Errorf("adopted redis-server ended %v, want a clean shutdown", orphan.ProcessState)
 	}
-	if fileExists(spec.path(supervisorPIDFile)) || fileExists(spec.path(redisPIDFile)) {
+	if node.FileExists(spec.Path(node.SupervisorPIDFile)) || node.FileExists(spec.Path(node.RedisPIDFile)) {
 		t.Error("pid files left behind")
 	}
-	if b, _ := os.ReadFile(filepath.Join(spec.dir(), "guard-state")); string(bytes.TrimSpace(b)) != "clean" {
+	if b, _ := os.ReadFile(filepath.Join(node.Dir(spec.StateDir, spec.ID), "guard-state")); string(bytes.TrimSpace(b)) != "clean" {
 		t.Errorf("guard state after the stop: %q, want clean", b)
 	}
 }
@@ -256,18 +168,18 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 func TestStopNodeSweepsOrphans(t *testing.T) {
 	spec := prepareTestNode(t)
 	_, exited := startOrphan(t, spec)
-	if err := StopNode(context.Background(), spec.StateDir, spec.ID, true); err != nil {
+	if err := node.Stop(context.Background(), spec.StateDir, spec.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
-		t.Fatal("StopNode left the orphaned redis-server running")
+		t.Fatal("Stop left the orphaned redis-server running")
 	}
-	if fileExists(spec.dir()) {
-		t.Errorf("%s still exists after a purge", spec.dir())
+	if node.FileExists(node.Dir(spec.StateDir, spec.ID)) {
+		t.Errorf("%s still exists after a purge", node.Dir(spec.StateDir, spec.ID))
 	}
-	if err := StopNode(context.Background(), spec.StateDir, spec.ID, true); err != nil {
+	if err := node.Stop(context.Background(), spec.StateDir, spec.ID, true); err != nil {
 		t.Errorf("stopping a node that is gone: %v, want nil", err)
 	}
 }
@@ -275,10 +187,10 @@ func TestStopNodeSweepsOrphans(t *testing.T) {
 // startOrphan starts spec's redis-server the way a supervisor does, but
 // with no supervisor, and waits until it answers. It is killed when the
 // test ends; exited is closed once it has exited.
-func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan struct{}) {
+func startOrphan(t *testing.T, spec node.Spec) (orphan *exec.Cmd, exited <-chan struct{}) {
 	t.Helper()
-	orphan = exec.Command(spec.RedisServer, spec.path(confFile))
-	orphan.Dir = parseRedisConf(spec.Conf).dir
+	orphan = exec.Command(spec.RedisServer, spec.Path(node.ConfFile))
+	orphan.Dir = node.DataDir(spec.Conf)
 	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := orphan.Start(); err != nil {
 		t.Fatal(err)
@@ -286,8 +198,8 @@ func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan s
 	done := make(chan struct{})
 	go func() { orphan.Wait(); close(done) }()
 	t.Cleanup(func() { orphan.Process.Kill(); <-done })
-	eventually(t, 10*time.Second, "orphan answers", func() error {
-		return pingAddr(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), User{}, 200*time.Millisecond)
+	faultcheck.Eventually(t, 10*time.Second, "orphan answers", func() error {
+		return faultcheck.PingAddr(fmt.Sprintf("127.0.0.1:%d", spec.RedisPort), node.User{}, 200*time.Millisecond)
 	})
 	return orphan, done
 }
@@ -297,23 +209,23 @@ func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan s
 // of an everysec node keeps everything (the page cache survives it).
 func TestSupervisorPowerLoss(t *testing.T) {
 	tests := []struct {
-		prof Persistence
+		prof node.Persistence
 		conf string
 	}{
-		{PersistEverysec, "appendonly yes\nappendfsync everysec\n"},
-		{PersistAlways, "appendonly yes\nappendfsync always\n"},
-		{PersistNone, "appendonly no\n"},
+		{node.PersistEverysec, "appendonly yes\nappendfsync everysec\n"},
+		{node.PersistAlways, "appendonly yes\nappendfsync always\n"},
+		{node.PersistNone, "appendonly no\n"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.prof), func(t *testing.T) {
 			l := runTestSupervisor(t, prepareTestNodeConf(t, tt.conf))
-			if st := status(t, l, 1); st.Persistence != tt.prof || (st.AOF != nil) != (tt.prof == PersistEverysec) {
+			if st := faultcheck.Status(t, l, 1); st.Persistence != tt.prof || (st.AOF != nil) != (tt.prof == node.PersistEverysec) {
 				t.Fatalf("status %+v: want %s, an AOF sample only for everysec", st, tt.prof)
 			}
-			checkPowerLoss(t, l, 1, tt.prof)
-			if tt.prof == PersistEverysec {
-				checkKill(t, l, 1, testGuardDelay, true)
-				checkPowerLoss(t, l, 1, tt.prof) // the history restarted after the cut
+			faultcheck.PowerLoss(t, l, 1, tt.prof)
+			if tt.prof == node.PersistEverysec {
+				faultcheck.Kill(t, l, 1, faultcheck.GuardDelay, true)
+				faultcheck.PowerLoss(t, l, 1, tt.prof) // the history restarted after the cut
 			}
 		})
 	}
@@ -325,8 +237,8 @@ func TestSupervisorPowerLossNotRunning(t *testing.T) {
 	if _, err := l.Stop(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.PowerLoss(ctx, 1); !errors.Is(err, ErrNotRunning) {
-		t.Errorf("power loss of a stopped node: got %v, want ErrNotRunning", err)
+	if _, err := l.PowerLoss(ctx, 1); !errors.Is(err, node.ErrNotRunning) {
+		t.Errorf("power loss of a stopped node: got %v, want node.ErrNotRunning", err)
 	}
 }
 
@@ -334,17 +246,17 @@ func TestSupervisorPowerLossNotRunning(t *testing.T) {
 // and the power-loss model does not guess what it would lose.
 func TestSupervisorPowerLossCustomProfile(t *testing.T) {
 	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync no\n"))
-	if _, err := l.PowerLoss(context.Background(), 1); !errors.Is(err, ErrInvalid) {
-		t.Errorf("power loss with appendfsync no: got %v, want ErrInvalid", err)
+	if _, err := l.PowerLoss(context.Background(), 1); !errors.Is(err, node.ErrInvalid) {
+		t.Errorf("power loss with appendfsync no: got %v, want node.ErrInvalid", err)
 	}
-	if st := status(t, l, 1); st.State != NodeUp {
+	if st := faultcheck.Status(t, l, 1); st.State != node.Up {
 		t.Errorf("after a refused power loss: state %s, want up", st.State)
 	}
 }
 
 // aclConf is what envs/local renders for ACLs, reduced to the users the
 // supervisor and these tests use.
-func aclConf(c Credentials) string {
+func aclConf(c node.Credentials) string {
 	hash := func(p string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(p))) }
 	return "appendonly yes\nappendfsync everysec\n" +
 		"user default off resetpass resetkeys resetchannels -@all\n" +
@@ -356,34 +268,34 @@ func aclConf(c Credentials) string {
 // clock-jump model and a power loss's restart.
 func TestSupervisorACL(t *testing.T) {
 	dir := t.TempDir()
-	creds, err := ensureCredentials(dir)
+	creds, err := node.EnsureCredentials(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := runTestSupervisor(t, prepareTestNodeIn(t, dir, aclConf(creds)))
-	if err := pingAddr(l.Nodes()[0].Addr, User{}, time.Second); !redis.IsAuthError(err) {
+	if err := faultcheck.PingAddr(l.addr(), node.User{}, time.Second); !redis.IsAuthError(err) {
 		t.Fatalf("PING without a login: got %v, want an auth error (ACLs are on)", err)
 	}
-	checkClockJump(t, l, 1)
-	checkKill(t, l, 1, testGuardDelay, true)
-	checkPowerLoss(t, l, 1, PersistEverysec)
+	faultcheck.ClockJump(t, l, 1)
+	faultcheck.Kill(t, l, 1, faultcheck.GuardDelay, true)
+	faultcheck.PowerLoss(t, l, 1, node.PersistEverysec)
 }
 
 // prepareReplicatedTestNode writes node 1 with an asynchronous replica,
 // ACLs on as in the lab.
-func prepareReplicatedTestNode(t *testing.T) NodeSpec {
+func prepareReplicatedTestNode(t *testing.T) node.Spec {
 	t.Helper()
 	dir := t.TempDir()
-	creds, err := ensureCredentials(dir)
+	creds, err := node.EnsureCredentials(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := prepareTestNodeIn(t, dir, aclConf(creds))
 	spec.ReplicaPort, spec.ReplicaLinkPort = redistest.FreePort(t), redistest.FreePort(t)
-	nd := nodeDir(dir, 1)
+	nd := node.Dir(dir, 1)
 	spec.ReplicaConf = fmt.Appendf(append([]byte{}, spec.Conf...), "port %d\ndir %s/replica/data\nlogfile %q\n",
 		spec.ReplicaPort, nd, nd+"/replica/redis.log")
-	if err := PrepareNode(spec); err != nil {
+	if err := node.Prepare(spec); err != nil {
 		t.Fatal(err)
 	}
 	return spec
@@ -396,19 +308,19 @@ func prepareReplicatedTestNode(t *testing.T) NodeSpec {
 func TestSupervisorFailover(t *testing.T) {
 	spec := prepareReplicatedTestNode(t)
 	l := runTestSupervisor(t, spec)
-	st := status(t, l, 1)
-	if st.Replica == nil || st.Replica.State != NodeUp || !st.Replica.Synced || st.Replica.Addr != fmt.Sprintf("127.0.0.1:%d", spec.ReplicaPort) {
+	st := faultcheck.Status(t, l, 1)
+	if st.Replica == nil || st.Replica.State != node.Up || !st.Replica.Synced || st.Replica.Addr != fmt.Sprintf("127.0.0.1:%d", spec.ReplicaPort) {
 		t.Fatalf("replicated node: replica %+v, want up and synced on port %d", st.Replica, spec.ReplicaPort)
 	}
-	checkFailover(t, l, 1, 2*time.Second)
+	faultcheck.Failover(t, l, 1, 2*time.Second)
 
 	// A node without a replica refuses a failover, saying why.
 	plain := runTestSupervisor(t, prepareTestNode(t))
-	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no replica") {
-		t.Errorf("failover of a node without a replica: got %v, want ErrInvalid saying it has no replica", err)
+	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, node.ErrInvalid) || !strings.Contains(err.Error(), "no replica") {
+		t.Errorf("failover of a node without a replica: got %v, want node.ErrInvalid saying it has no replica", err)
 	}
-	if _, err := l.Failover(context.Background(), 1, -time.Second); !errors.Is(err, ErrInvalid) {
-		t.Errorf("negative lag: got %v, want ErrInvalid", err)
+	if _, err := l.Failover(context.Background(), 1, -time.Second); !errors.Is(err, node.ErrInvalid) {
+		t.Errorf("negative lag: got %v, want node.ErrInvalid", err)
 	}
 }
 
@@ -416,15 +328,15 @@ func TestSupervisorFailover(t *testing.T) {
 // credentials file cannot be supervised, and says why.
 func TestSupervisorACLNeedsCredentials(t *testing.T) {
 	dir := t.TempDir()
-	creds, err := newCredentials()
+	creds, err := node.NewCredentials()
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := prepareTestNodeIn(t, dir, aclConf(creds))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = RunNode(ctx, spec.StateDir, spec.ID, nil)
-	if !errors.Is(err, ErrNoCredentials) {
-		t.Errorf("RunNode without credentials: got %v, want ErrNoCredentials", err)
+	err = node.Run(ctx, spec.StateDir, spec.ID, nil)
+	if !errors.Is(err, node.ErrNoCredentials) {
+		t.Errorf("Run without credentials: got %v, want node.ErrNoCredentials", err)
 	}
 }
