@@ -22,34 +22,6 @@ import (
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
-func TestCapAlertFor(t *testing.T) {
-	rules := "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 2m\n  - alert: B\n    expr: up == 0\n    for: 1s\n  - alert: C\n    expr: up == 0\n"
-	for _, tc := range []struct {
-		max  time.Duration
-		want []string
-	}{
-		{0, []string{"for: 2m", "for: 1s"}},
-		{3 * time.Second, []string{"for: 3s", "for: 1s"}},
-		{time.Hour, []string{"for: 2m", "for: 1s"}},
-	} {
-		got, err := CapAlertFor([]byte(rules), tc.max)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(string(got), "    "+w+"\n") {
-				t.Errorf("cap %v: got\n%s\nwant it to hold %q", tc.max, got, w)
-			}
-		}
-		if strings.Count(string(got), "for:") != 2 {
-			t.Errorf("cap %v: got\n%s\nwant two for: lines, no more", tc.max, got)
-		}
-	}
-	if _, err := CapAlertFor([]byte("    for: soon\n"), time.Second); err == nil {
-		t.Error("for: soon: got no error")
-	}
-}
-
 // promQuery runs an instant query against a Prometheus and returns the
 // result's vector.
 func promQuery(t *testing.T, base, q string) model.Vector {
