@@ -74,7 +74,7 @@ type Config struct {
 	// RedisServer is the redis-server binary; default redis-server on PATH.
 	RedisServer string
 	// Etcd is the number of etcd members next to the Redis nodes: 0 (none,
-	// the default), 1, 3 or 5. See etcd.go.
+	// the default), 1, 3 or 5. See layout.go, and package node for the members.
 	Etcd int
 	// EtcdServer is the etcd binary; default FindEtcd.
 	EtcdServer string

@@ -124,6 +124,7 @@ func EnsureCredentials(stateDir string) (Credentials, error) {
 	return c, nil
 }
 
+// NewCredentials makes new credentials with random passwords.
 func NewCredentials() (Credentials, error) {
 	c := Credentials{Redlock: User{Name: UserRedlock}, Monitor: User{Name: UserMonitor}, Admin: User{Name: UserAdmin}}
 	for _, u := range []*User{&c.Redlock, &c.Monitor, &c.Admin} {

@@ -95,6 +95,7 @@ func Ping(t *testing.T, l Lab, id int, timeout time.Duration) error {
 	return PingAddr(addr(t, l, id), LabUser(t, l), timeout)
 }
 
+// PingAddr PINGs addr logged in as u.
 func PingAddr(addr string, u node.User, timeout time.Duration) error {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1, PoolSize: 1,
@@ -122,11 +123,13 @@ func Eventually(t *testing.T, limit time.Duration, what string, f func() error) 
 	}
 }
 
+// IsTimeout reports whether err is a client's timeout.
 func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// Status is node id's status from its supervisor.
 func Status(t *testing.T, l Lab, id int) node.Status {
 	t.Helper()
 	st, err := l.NodeStatus(context.Background(), id)
@@ -138,6 +141,8 @@ func Status(t *testing.T, l Lab, id int) node.Status {
 
 // The fault checks below run against any lab, in-process or provisioned.
 
+// Partition partitions the node: its clients time out (not refused) until
+// the heal, after which it answers again.
 func Partition(t *testing.T, l Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
@@ -157,6 +162,8 @@ func Partition(t *testing.T, l Lab, id int) {
 	Eventually(t, 5*time.Second, "healed node answers", func() error { return Ping(t, l, id, 300*time.Millisecond) })
 }
 
+// Latency adds add to every reply of the node (a lower bound on a PING)
+// and removes it again.
 func Latency(t *testing.T, l Lab, id int, add time.Duration) {
 	t.Helper()
 	ctx := context.Background()
@@ -183,6 +190,7 @@ func Latency(t *testing.T, l Lab, id int, add time.Duration) {
 	}
 }
 
+// Pause pauses the node for d: it is paused and silent, then up again.
 func Pause(t *testing.T, l Lab, id int, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
@@ -251,6 +259,8 @@ func Kill(t *testing.T, l Lab, id int, delay time.Duration, persists bool) {
 	}
 }
 
+// RestartOverride restarts the node with a delay of 0: the fault records
+// it, and a new redis-server answers.
 func RestartOverride(t *testing.T, l Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
@@ -303,6 +313,8 @@ func StopStart(t *testing.T, l Lab, id int, persists bool) {
 	}
 }
 
+// ClockJump jumps the node's clock 5s ahead: a key with 3s left expires,
+// one with 60s keeps 55s at most, one without expiry is untouched.
 func ClockJump(t *testing.T, l Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
@@ -339,6 +351,8 @@ func ClockJump(t *testing.T, l Lab, id int) {
 	}
 }
 
+// ClockRate runs the node's clock at 3x for 1s: a key loses at least 2s
+// more than real time.
 func ClockRate(t *testing.T, l Lab, id int) {
 	t.Helper()
 	ctx := context.Background()
@@ -562,6 +576,7 @@ func RunID(t *testing.T, c *redis.Client) string {
 	return infoValue(info, "run_id")
 }
 
+// Role is the replication role of the server c talks to.
 func Role(c *redis.Client) (string, error) {
 	info, err := c.Info(context.Background(), "replication").Result()
 	if err != nil {
