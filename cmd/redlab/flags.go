@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
 
@@ -155,10 +156,10 @@ const stateDirUsage = "the lab's state directory (default $" + envStateDir + ", 
 // always,always,everysec,everysec,everysec.
 type persistenceListFlag []lab.Persistence
 
-func (f *persistenceListFlag) String() string { return lab.FormatPersistenceList(*f) }
+func (f *persistenceListFlag) String() string { return node.FormatPersistenceList(*f) }
 func (f *persistenceListFlag) Type() string   { return "PROFILE[,PROFILE...]" }
 func (f *persistenceListFlag) Set(s string) error {
-	ps, err := lab.ParsePersistenceList(s)
+	ps, err := node.ParsePersistenceList(s)
 	if err != nil {
 		return err
 	}
