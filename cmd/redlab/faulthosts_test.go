@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/redlocklab/redlocklab/infra/hostfault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 	"github.com/redlocklab/redlocklab/internal/sshtest"
 )
@@ -128,5 +129,25 @@ func TestHostsRunbookCommandLines(t *testing.T) {
 	}
 	if seen < 10 {
 		t.Errorf("found %d runbook command lines with --hosts, want at least 10", seen)
+	}
+}
+
+// TestHostsFaultKindsAreCommands: every kind of the SSH backend's table is a
+// `redlab fault` subcommand that --hosts reaches.
+func TestHostsFaultKindsAreCommands(t *testing.T) {
+	f := &faultOptions{}
+	for _, kind := range hostfault.Kinds() {
+		found := false
+		for _, k := range faultKinds {
+			if strings.Fields(k.use)[0] == kind {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("hostfault kind %q is not a redlab fault subcommand", kind)
+		}
+		if _, err := hostsParams(kind, f); err != nil && kind != "latency" {
+			t.Errorf("hostsParams(%q): %v", kind, err)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func RunbookBlock(kind string) (string, error) {
 	b.WriteString("# Inject:\n")
 	b.WriteString(c.Inject + "\n")
 	if c.Heal != "" {
-		b.WriteString("# Heal (the end of --hold, redlab heal --hosts, or the switch):\n")
+		b.WriteString("# Heal (at the end of --hold or --for, by redlab heal --hosts, or by the switch):\n")
 		b.WriteString(c.Heal + "\n")
 	}
 	return b.String(), nil

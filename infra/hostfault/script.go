@@ -229,11 +229,12 @@ if grep -q '^State:[[:space:]]*T' "/proc/$(systemctl show -p MainPID --value ` +
   echo "healed: ` + unit + ` was paused"
 fi
 systemctl kill -s SIGCONT ` + unit + ` 2>/dev/null || true
-if ! systemctl is-active --quiet ` + unit + ` && [ "$(systemctl show -p ActiveState --value ` + unit + `)" != activating ]; then
+has() { [ "$(systemctl show -p LoadState --value "$1")" = loaded ]; }
+if has ` + unit + ` && ! systemctl is-active --quiet ` + unit + ` && [ "$(systemctl show -p ActiveState --value ` + unit + `)" != activating ]; then
   echo "healed: started ` + unit + `"
   systemctl start --no-block ` + unit + `
 fi
-if ! systemctl is-active --quiet chrony; then
+if has chrony && ! systemctl is-active --quiet chrony; then
   echo "healed: started chrony"
   systemctl start chrony
 fi
