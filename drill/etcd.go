@@ -150,7 +150,7 @@ func (p *specParser) checkEtcd(s *Spec) {
 
 // etcdEndpoints are the client URLs guard g gets: the lab's members for
 // the etcd guards, none for the others.
-func etcdEndpoints(l *lab.Lab, g inventory.Guard) []string {
+func etcdEndpoints(l interface{ EtcdEndpoints() []string }, g inventory.Guard) []string {
 	if !g.NeedsEtcd() {
 		return nil
 	}

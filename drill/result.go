@@ -25,6 +25,9 @@ type Result struct {
 	Started   string  `json:"started"`
 	DurationS float64 `json:"duration_s"`
 	Lab       LabInfo `json:"lab"`
+	// Transport is how the faults reached the nodes: "ssh" on real hosts
+	// (TransportSSH); absent in the lab.
+	Transport string `json:"transport,omitempty"`
 	// Phases are the bounds of before, during and after, and of the spec's
 	// windows, in ns since the start of the load (the history's clock).
 	Phases map[Phase]Span `json:"phases"`

@@ -36,6 +36,9 @@ type Options struct {
 	// Lab passes the lab's binaries and directories through (zero: the
 	// lab's own defaults). StateDir and BasePort are chosen per drill.
 	Lab lab.Config
+	// Hosts, when set, runs the drills on the hosts of an inventory over
+	// SSH instead of a lab (drill/hosts.go); Lab and Monitoring are unused.
+	Hosts *HostsConfig
 	// Monitoring, when set, runs the lab with its monitoring (exporters
 	// and Prometheus, see lab.StartMonitoring) and serves every guard's
 	// metrics to it. Prometheus keeps its data in Out/<drill>/prometheus,
@@ -74,6 +77,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("drill: %w", err)
 	}
 	defer os.RemoveAll(state)
+	if opts.Hosts != nil {
+		return runOnHosts(ctx, spec, opts, seed, dir, state, logf)
+	}
 	cfg := opts.Lab
 	cfg.StateDir = state
 	cfg.Count = spec.Lab.Nodes
@@ -184,7 +190,7 @@ func (g *guardRun) onResult(op loadgen.Op, res loadgen.Result, ended time.Time) 
 //
 // With scrape > 0 (monitoring on) every guard's metrics are served to the
 // lab's Prometheus, which scrapes every scrape.
-func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l *lab.Lab, scrape time.Duration, logf func(string, ...any)) (*Result, error) {
+func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, scrape time.Duration, logf func(string, ...any)) (*Result, error) {
 	w := spec.Workload
 	hist := NewHistory(time.Now())
 	ctx, cancel := context.WithCancel(ctx)

@@ -27,6 +27,7 @@ func newDrillCmd(e *env) *cobra.Command {
 		machines   bool
 		check      bool
 		mcfg       = lab.MonitoringConfig{ScrapeInterval: time.Second, AlertForMax: 5 * time.Second}
+		ho         = &drillHostsOptions{}
 	)
 	c := &cobra.Command{
 		Use:   "drill FILE... | --matrix DIR",
@@ -106,6 +107,10 @@ not run, 2 usage or spec error.`,
 					}
 				}
 			}
+			hostsCfg, err := ho.config(e, specs, monitoring, machines)
+			if err != nil {
+				return err
+			}
 			if check {
 				fmt.Fprintf(e.stdout, "%d drill spec(s) valid\n", len(specs))
 				return nil
@@ -119,7 +124,7 @@ not run, 2 usage or spec error.`,
 			if d := mcfg.AlertForMax; d < 0 || d%time.Millisecond != 0 {
 				return usageErrorf("--alert-for-max %v: want 0 or a whole number of milliseconds", d)
 			}
-			opts := drill.Options{Out: out, Log: e.stderr}
+			opts := drill.Options{Out: out, Log: e.stderr, Hosts: hostsCfg}
 			opts.Lab.Machines = machines
 			if monitoring {
 				opts.Monitoring = &mcfg
@@ -132,6 +137,7 @@ not run, 2 usage or spec error.`,
 			return runDrills(ctx, e, specs, opts, matrix != "")
 		},
 	}
+	addDrillHostsFlags(c.Flags(), ho)
 	c.Flags().StringVar(&out, "out", "runs/drills", "directory for the drills' results (OUT/<drill>/); an earlier run of a drill there is replaced")
 	c.Flags().StringVar(&matrix, "matrix", "", "run every drill in this directory and write matrix.md, matrix.json and matrix.html into --out")
 	c.Flags().Uint64Var(&seed, "seed", 0, "seed for every drill's key and quantity draws (default: each spec's workload.seed)")

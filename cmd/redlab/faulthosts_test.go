@@ -151,3 +151,21 @@ func TestHostsFaultKindsAreCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestHostsDrillRefusals: `redlab drill --hosts` checks every spec against
+// the inventory before anything runs.
+func TestHostsDrillRefusals(t *testing.T) {
+	one := writeInventory(t, &hosts.Inventory{Hosts: []hosts.Host{{Address: "10.0.0.1", Redis: "10.0.0.1:6379", User: "admin", Type: hosts.VM}}})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"drill", "--check", "--hosts", one, "../../runbooks/drills/one-node-loss.md"}, "wants 5 nodes, the inventory has 1 hosts"},
+		{[]string{"drill", "--hosts", one, "--monitoring", "../../runbooks/drills/one-node-loss.md"}, "--monitoring and --machines are for the lab"},
+	} {
+		code, _, stderr := runArgs(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}

@@ -10,7 +10,11 @@
 
 package hostfault
 
-import "github.com/redlocklab/redlocklab/infra/hosts"
+import (
+	"strings"
+
+	"github.com/redlocklab/redlocklab/infra/hosts"
+)
 
 // Commands is one fault on one type of host.
 type Commands struct {
@@ -77,7 +81,7 @@ var Table = []Spec{
 	{
 		Kind:    "kill",
 		Summary: "SIGKILL Redis through systemd; the unit restarts it and the restart guard holds it back as in production",
-		Commands: both(Commands{
+		Commands: machineKillsMain(Commands{
 			Inject: `systemctl kill -s SIGKILL "$UNIT"`,
 			Heal:   `systemctl start --no-block "$UNIT"`,
 		}),
@@ -85,7 +89,7 @@ var Table = []Spec{
 	{
 		Kind:    "restart",
 		Summary: "SIGKILL Redis; the guard holds it back DELAY_S seconds instead of the rendered delay (plus the unit's RestartSec=1)",
-		Commands: both(Commands{
+		Commands: machineKillsMain(Commands{
 			Inject: `mkdir -p ` + dropInDir + `
 printf '[Service]\nEnvironment=REDIS_GUARD_DELAY=%s\n' "$DELAY_S" > ` + dropInDir + `/redlab-$ID.conf
 systemctl daemon-reload
@@ -113,7 +117,7 @@ systemctl start --no-block "$UNIT"`,
 	{
 		Kind:    "pause",
 		Summary: "freeze Redis (SIGSTOP) for FOR_S seconds, then SIGCONT",
-		Commands: both(Commands{
+		Commands: machineKillsMain(Commands{
 			Inject: `systemctl kill -s SIGSTOP "$UNIT"`,
 			Heal:   `systemctl kill -s SIGCONT "$UNIT"`,
 		}),
@@ -175,6 +179,18 @@ python3 /run/redlab/clock-step "$BY_S"`,
 			hosts.Machine: {Refuse: machineClockRefusal},
 		},
 	},
+}
+
+// machineKillsMain is c on a VM, and on a lab machine c with its signals
+// sent to the main process only: machines booted by one process share its
+// cgroup on a cgroup-v1 host, so systemd in one sees the others' processes
+// in its unit's cgroup, fails to signal them (they are outside its PID
+// namespace) and makes systemctl kill exit 1 after signalling its own.
+func machineKillsMain(c Commands) map[hosts.Type]Commands {
+	m := c
+	m.Inject = strings.ReplaceAll(m.Inject, "systemctl kill ", "systemctl kill --kill-who=main ")
+	m.Heal = strings.ReplaceAll(m.Heal, "systemctl kill ", "systemctl kill --kill-who=main ")
+	return map[hosts.Type]Commands{hosts.VM: c, hosts.Machine: m}
 }
 
 func both(c Commands) map[hosts.Type]Commands {

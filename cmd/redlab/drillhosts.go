@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/redlocklab/redlocklab/drill"
+	"github.com/redlocklab/redlocklab/infra/hosts"
+	"github.com/redlocklab/redlocklab/infra/remote"
+)
+
+// drillHostsOptions are `redlab drill`'s flags for real hosts.
+type drillHostsOptions struct {
+	hostsOptions
+	username string
+	deadMan  time.Duration
+}
+
+func addDrillHostsFlags(fs *pflag.FlagSet, o *drillHostsOptions) {
+	addHostsFlags(fs, &o.hostsOptions)
+	fs.StringVar(&o.username, "username", "redlock", "with --hosts: the Redis user of the lock clients (password: "+envPassword+")")
+	fs.DurationVar(&o.deadMan, "dead-man", 10*time.Minute, "with --hosts: a fault without a length heals itself this long after it started, should the run die")
+}
+
+// hostsConfig checks the specs against the inventory and returns the
+// drill's hosts configuration, or nil without --hosts.
+func (o *drillHostsOptions) config(e *env, specs []*drill.Spec, monitoring, machines bool) (*drill.HostsConfig, error) {
+	if o.file == "" {
+		return nil, nil
+	}
+	if monitoring || machines {
+		return nil, usageErrorf("--hosts runs on real hosts: --monitoring and --machines are for the lab")
+	}
+	inv, err := hosts.Load(o.file)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	for _, s := range specs {
+		if err := drill.CheckHosts(s, inv); err != nil {
+			return nil, usageErrorf("--hosts: %v", err)
+		}
+	}
+	if o.deadMan <= 0 {
+		return nil, usageErrorf("--dead-man must be positive")
+	}
+	return &drill.HostsConfig{
+		Inventory: inv,
+		Remote:    remote.Config{KnownHosts: inv.KnownHosts, InsecureIgnoreHostKey: o.insecure, Warn: e.stderr},
+		Username:  o.username,
+		Password:  os.Getenv(envPassword),
+		DeadMan:   o.deadMan,
+	}, nil
+}
