@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/inventory"
 )
@@ -47,7 +48,7 @@ func pauseOf(t *testing.T, s *serveProcs, p *serveProc, hist *History) FaultReco
 	for i := 0; ; i++ {
 		for _, f := range hist.Faults() {
 			if f.Event == "start" && f.Scope == string(inventory.ScopeProcess) {
-				if st, err := procState(p.cmd.Process.Pid); err == nil && st == 'T' {
+				if st, err := proc.State(p.cmd.Process.Pid); err == nil && st == 'T' {
 					return f
 				}
 			}

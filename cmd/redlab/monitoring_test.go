@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/dashboards"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
@@ -392,7 +392,7 @@ func TestLabMonitoringEndToEnd(t *testing.T) {
 		t.Fatalf("lab down: exit %d\n%s", code, out)
 	}
 	for _, pid := range append([]int{mon.PID}, exporterPIDs(mon)...) {
-		if processAlive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("pid %d still running after lab down", pid)
 		}
 	}
@@ -416,18 +416,6 @@ func exporterPIDs(m *lab.Monitoring) []int {
 		out = append(out, e.PID)
 	}
 	return out
-}
-
-var procState = regexp.MustCompile(`\) ([A-Z]) `)
-
-// processAlive reports whether pid runs (a zombie does not).
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	m := procState.FindSubmatch(b)
-	return m == nil || (string(m[1]) != "Z" && string(m[1]) != "X")
 }
 
 // lastLines returns the last n lines of s.

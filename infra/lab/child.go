@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // child is one process a supervisor runs (redis-server, the replica's
@@ -71,7 +73,7 @@ func adoptChild(pid int, wg *sync.WaitGroup) *child {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for alive(p.pid) {
+		for proc.Alive(p.pid) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p.exit = "exited (adopted: status unknown)"

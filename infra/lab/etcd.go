@@ -17,6 +17,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // etcd members (Config.Etcd, `redlab lab up --etcd 3`): the consensus-based
@@ -253,7 +254,7 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 		} else {
 			err = fmt.Errorf("supervisor reports %q", st.State)
 		}
-		if !alive(pid) {
+		if !proc.Alive(pid) {
 			log, _ := os.ReadFile(spec.path(supervisorLogFile))
 			return fmt.Errorf("lab: etcd member %d: supervisor exited during start; end of %s:\n%s",
 				id, spec.path(supervisorLogFile), tail(string(log), 1500))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -101,7 +102,7 @@ func TestLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitGone(before.SupervisorPID, 5*time.Second)
-		if !alive(before.RedisPID) {
+		if !proc.Alive(before.RedisPID) {
 			t.Fatalf("redis-server %d died with its supervisor, want it kept", before.RedisPID)
 		}
 		if _, err := Up(ctx, cfg); err != nil {

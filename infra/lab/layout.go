@@ -4,17 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // Port offsets from the lab's base port. Node N (from 1) listens on
@@ -376,26 +375,6 @@ func writePID(path string, pid int) error {
 	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
-// alive reports whether pid is a live process. A zombie is dead: where PID 1
-// does not reap orphans (some containers) an exited daemon stays a zombie.
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// Field 3 follows the parenthesised command name, which may hold spaces.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] != 'Z' && b[i+2] != 'X'
-	}
-	return true
-}
-
 // cmdline returns a process's argv.
 func cmdline(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -413,7 +392,7 @@ func isSupervisor(pid int, stateDir string, id int) bool {
 // isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
 // node or member id of stateDir.
 func isDaemon(pid int, sub, stateDir string, id int) bool {
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return false
 	}
 	args := cmdline(pid)
@@ -474,7 +453,7 @@ func scanProc(match func(pid int) bool) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		if match(pid) && alive(pid) {
+		if match(pid) && proc.Alive(pid) {
 			out = append(out, pid)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/machine"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // A machine node (NodeSpec.Machine, Config.Machines) is a Debian 12
@@ -161,7 +162,7 @@ func redisPID(leader int) int {
 				continue
 			}
 			// A zombie that systemd has not reaped yet is a process gone.
-			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && alive(pid) {
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && proc.Alive(pid) {
 				return pid
 			}
 		}
@@ -281,7 +282,7 @@ func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) 
 	go func() {
 		defer s.wg.Done()
 		defer close(p.done)
-		for alive(pid) {
+		for proc.Alive(pid) {
 			select {
 			case <-quit:
 				p.exit = "supervisor stopped"

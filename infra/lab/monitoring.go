@@ -23,6 +23,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/dashboards"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // Monitoring of a lab: one redis_exporter per node and a Prometheus that
@@ -378,7 +379,7 @@ func startDetached(dir, logName, bin string, env []string, args ...string) (int,
 // isOurs reports whether pid is a live process started for the monitoring
 // in dir: its command line names a file there.
 func isOurs(pid int, dir string) bool {
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return false
 	}
 	for _, a := range cmdline(pid) {
@@ -415,7 +416,7 @@ func waitHTTP(ctx context.Context, url string, pid int, limit time.Duration) err
 			err = fmt.Errorf("%s: %s", url, resp.Status)
 		}
 		last = err
-		if !alive(pid) {
+		if !proc.Alive(pid) {
 			return fmt.Errorf("pid %d exited (last: %v)", pid, last)
 		}
 		select {
@@ -429,7 +430,7 @@ func waitHTTP(ctx context.Context, url string, pid int, limit time.Duration) err
 // stopProcess sends SIGTERM (Prometheus then writes out its head block) and
 // SIGKILL after limit; it returns once pid is gone.
 func stopProcess(ctx context.Context, pid int, limit time.Duration) {
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -541,7 +542,7 @@ func pruneTargets(dir string) {
 		if m == nil {
 			continue
 		}
-		if pid, _ := strconv.Atoi(m[2]); !alive(pid) {
+		if pid, _ := strconv.Atoi(m[2]); !proc.Alive(pid) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // PrepareNode writes the node's spec, rendered redis.conf and restart guard
@@ -223,7 +224,7 @@ func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
 		} else if err == nil {
 			err = fmt.Errorf("supervisor reports %q", st.State)
 		}
-		if !alive(supervisorPID) {
+		if !proc.Alive(supervisorPID) {
 			log, _ := os.ReadFile(spec.path(supervisorLogFile))
 			return fmt.Errorf("lab: node %d: supervisor exited during start; end of %s:\n%s",
 				spec.ID, spec.path(supervisorLogFile), tail(string(log), 1500))
@@ -332,7 +333,7 @@ func waitGone(pid int, limit time.Duration) bool {
 // waitGoneCtx is waitGone that also gives up when ctx ends.
 func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
-	for alive(pid) {
+	for proc.Alive(pid) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // Config describes one machine.
@@ -478,7 +480,7 @@ func Sweep(ctx context.Context, dir string) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for _, pid := range pids {
-		for alive(pid) {
+		for proc.Alive(pid) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("machine: sweep %s: systemd-nspawn %d: %w", dir, pid, ctx.Err())
@@ -487,15 +489,4 @@ func Sweep(ctx context.Context, dir string) error {
 		}
 	}
 	return unmountUnder(dir)
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	i := strings.LastIndexByte(string(data), ')')
-	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
 }

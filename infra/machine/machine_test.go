@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
@@ -181,14 +182,14 @@ func TestMachineDiesWithItsStarter(t *testing.T) {
 	if leader == 0 {
 		t.Fatalf("the helper printed no leader PID (%v); console:\n%s", sc.Err(), tail(filepath.Join(dir, "console.log"), 30))
 	}
-	if !alive(leader) {
+	if !proc.Alive(leader) {
 		t.Fatalf("leader %d is not running before the kill", leader)
 	}
 	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for alive(leader) {
+	for proc.Alive(leader) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(leader, syscall.SIGKILL)
 			t.Fatalf("the machine's systemd (PID %d) outlived the process that booted it by 30 s", leader)
