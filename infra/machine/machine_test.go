@@ -3,7 +3,6 @@ package machine
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,25 +101,6 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 			t.Errorf("%s: New accepted %+v", name, c)
 		}
 	}
-}
-
-func TestLockIsExclusive(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lock")
-	unlock, err := Lock(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if _, err := Lock(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("second Lock while held: got %v, want %v", err, context.DeadlineExceeded)
-	}
-	unlock()
-	unlock2, err := Lock(context.Background(), path)
-	if err != nil {
-		t.Fatalf("Lock after release: %v", err)
-	}
-	unlock2()
 }
 
 // helperEnv makes this test binary boot a machine and wait to be killed.
