@@ -2,12 +2,14 @@ package inventory
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/pgtest"
@@ -205,4 +207,15 @@ func await(t *testing.T, ch <-chan result, what string) result {
 		t.Fatalf("%s did not return", what)
 		return result{}
 	}
+}
+
+// newTestHandler is NewHandler for a test, which fails when the metrics cannot be
+// registered.
+func newTestHandler(t testing.TB, s *Service, reg prometheus.Registerer, opts ...HandlerOption) http.Handler {
+	t.Helper()
+	h, err := NewHandler(s, reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
