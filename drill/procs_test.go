@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
@@ -23,7 +24,7 @@ import (
 func startTestProcs(t *testing.T, cfg serveConfig) (*serveProcs, *History) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg.Redlab, cfg.Dir, cfg.StateDir = redlab(t), dir, dir
+	cfg.Redlab, cfg.Dir, cfg.StateDir = testenv.Redlab(t), dir, dir
 	cfg.StoreDSN = "sqlite:" + filepath.Join(dir, "inventory.db")
 	hist := NewHistory(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -479,7 +479,7 @@ func prepareDir(dir string) error {
 // exporter on base+500+N) are free for n nodes, and the etcd members'
 // ranges for etcd members.
 func freeBasePort(n, replicas, etcd int) (int, error) {
-	offsets := append(lab.PortOffsets(replicas), 499, 500)
+	offsets := append(lab.PortOffsets(replicas), lab.MonitoringPortOffsets()...)
 	step := 600
 	if etcd > 0 {
 		step = etcdPortStep

@@ -180,14 +180,12 @@ func signals(e parser.Expr) []parser.Expr {
 // they watch, without their thresholds, must return data. Alerts' for: is
 // capped at 2s, scrapes every second.
 func TestLabMonitoringEndToEnd(t *testing.T) {
-	requireLab(t)
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
 	testenv.Require(t, "prometheus")
 	testenv.Require(t, "prometheus-redis-exporter")
-	bin := buildRedlab(t)
-	wd, _ := os.Getwd()
-	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	dir := filepath.Join(t.TempDir(), "state")
-	base := redistest.FreeStableBasePort(t, 3, 0, 100, 200, 499, 500)
+	base := redistest.FreeStableBasePort(t, 3, append(lab.PortOffsets(0), lab.MonitoringPortOffsets()...)...)
 	redlab := func(args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)

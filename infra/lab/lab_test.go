@@ -15,18 +15,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/proc"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
 // TestLab provisions a real lab with tofu/terraform (infra/envs/local),
 // runs every fault against it, reconfigures it, and tears it down twice.
 func TestLab(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	const n = 3
 	const delay = 2 * time.Second
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	infra := filepath.Join(repoRoot(t), "infra")
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: delay,
 		Redlab: redlab, Terraform: tf, InfraDir: infra,
@@ -224,7 +225,7 @@ func checkNothingLeft(t *testing.T, dir string, base, n int) {
 // profile, a killed node comes back without waiting, and a power loss
 // loses what its profile says.
 func TestLabProfiles(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
@@ -234,7 +235,7 @@ func TestLabProfiles(t *testing.T) {
 	}
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, NodePersistence: profiles, NoRestartDelay: true,
-		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
 	t.Cleanup(func() {
@@ -482,13 +483,13 @@ func redlockClient(t *testing.T, l *Lab, u User) *redlock.Client {
 // behind the node's address with the same ACL users, and down leaves
 // nothing of the five port ranges.
 func TestLabReplicas(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: time.Second, Replicas: 1,
-		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
 	t.Cleanup(func() {

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,64 +18,7 @@ import (
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
-// The redlab binary the provisioners exec (the test binary cannot stand in
-// for it), built at most once per test run into TestMain's temporary
-// directory, and only when a test needs it.
-var (
-	binDir    string
-	buildOnce sync.Once
-	redlabBin string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	var err error
-	binDir, err = os.MkdirTemp("", "redlab-lab-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(binDir)
-	os.Exit(code)
-}
-
-func buildRedlab() (string, error) {
-	buildOnce.Do(func() {
-		redlabBin = filepath.Join(binDir, "redlab")
-		out, err := exec.Command("go", "build", "-o", redlabBin, "github.com/redlocklab/redlocklab/cmd/redlab").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/redlab: %w\n%s", err, out)
-		}
-	})
-	return redlabBin, buildErr
-}
-
-// requireLab returns what a real lab needs: the redlab binary and a tofu or
-// terraform binary. Without redis-server or tofu/terraform the test ends by
-// testenv.Missing: a failure under CI=true, a loud skip otherwise.
-func requireLab(t *testing.T) (redlab, terraform string) {
-	t.Helper()
-	testenv.Require(t, "redis-server")
-	tf, err := FindTerraform(repoRoot(t))
-	if err != nil {
-		testenv.Missing(t, err.Error())
-	}
-	bin, err := buildRedlab()
-	if err != nil {
-		t.Fatalf("redlab binary: %v", err)
-	}
-	return bin, tf
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(filepath.Dir(wd)) // infra/lab -> repo
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // labPortOffsets are a lab's port ranges relative to its base port, with
 // replicas (every range a test lab may use).

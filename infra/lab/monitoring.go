@@ -48,6 +48,11 @@ import (
 // layout.go): Prometheus on base+500, node N's exporter on base+500+N.
 const monitoringPortOffset = 500
 
+// MonitoringPortOffsets are the monitoring's ports as PortOffsets gives
+// ranges (one port per node, from 1): Prometheus's base+500 is the first
+// port of the range at 499, the exporters' are the range at 500.
+func MonitoringPortOffsets() []int { return []int{monitoringPortOffset - 1, monitoringPortOffset} }
+
 // DefaultScrapeInterval is the lab's scrape and rule evaluation interval.
 const DefaultScrapeInterval = 5 * time.Second
 
