@@ -28,10 +28,8 @@ import (
 // its peer port. The member advertises the fronts, so clients and the other
 // members reach it only through them.
 //
-// Ports: member M's client front is on BasePort+600+M, its peer front on
-// BasePort+700+M, etcd itself on BasePort+800+M (clients) and
-// BasePort+900+M (peers), the supervisor's control endpoint on
-// BasePort+1000+M, all on 127.0.0.1. Files: stateDir/etcdM (etcd.yml,
+// Ports: from BasePort+600+M, as the port layout in layout.go gives them.
+// Files: stateDir/etcdM (etcd.yml,
 // spec.json, member.json, data/, etcd.log, supervisor.log, pid files).
 const (
 	etcdClientFrontOffset = 600

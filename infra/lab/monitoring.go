@@ -44,8 +44,8 @@ import (
 // reporting the node while the network to it is faulted. Clients' view of
 // a partition comes from the lock clients' per-node metrics.
 
-// Port layout of the monitoring, after the three node ranges (see
-// layout.go): Prometheus on base+500, node N's exporter on base+500+N.
+// monitoringPortOffset is where the monitoring's ports start (the port
+// layout is in layout.go).
 const monitoringPortOffset = 500
 
 // MonitoringPortOffsets are the monitoring's ports as PortOffsets gives

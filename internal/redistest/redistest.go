@@ -339,7 +339,7 @@ func freePort() (int, error) {
 
 // FreeBasePort returns a base port such that base+offset+i is free on
 // loopback right now for every offset and every i in 1..n: room for n nodes
-// laid out like the lab's (node i on base+i, base+100+i and base+200+i).
+// laid out like the lab's (offsets from lab.PortOffsets).
 func FreeBasePort(tb testing.TB, n int, offsets ...int) int {
 	tb.Helper()
 	for range 50 {
