@@ -19,11 +19,11 @@
 // server, or still be queued on a stalled one). A release whose outcome on a
 // node is unknown is retried on that node with backoff until the node
 // answers or the key's TTL has passed, so that a SET queued on a stalled
-// node does not hold the key, owned by nobody, once the node resumes. A node
+// node does not hold the key, owned by nobody, once the node resumes;
+// Lock.Release does the same for the nodes that did not answer it. A node
 // stalled for longer than the TTL can still run a queued SET after the
-// retries have stopped; Client.Close ends the retries after one last try.
-// Lock.Release does the same for the nodes that did not answer it. The rules
-// are in settle.go.
+// retries have stopped, and Client.Close ends the retries after one last
+// try. The rules are in settle.go.
 //
 // # Circuit breaker
 //
