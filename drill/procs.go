@@ -1,7 +1,6 @@
 package drill
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
@@ -280,7 +280,7 @@ func (p *serveProc) waitStopped(stop <-chan struct{}) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := procState(p.cmd.Process.Pid)
+		st, err := proc.State(p.cmd.Process.Pid)
 		if err == nil && st == 'T' {
 			return nil
 		}
@@ -292,21 +292,6 @@ func (p *serveProc) waitStopped(stop <-chan struct{}) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// procState is a process's state letter from /proc/PID/stat: R, S, D, T
-// (stopped by a signal), Z…
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// pid (comm) state …: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("drill: /proc/%d/stat: unexpected %q", pid, b)
-	}
-	return b[i+2], nil
 }
 
 // URLs are the processes' base URLs.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -193,7 +194,7 @@ expect:
 		// Abort once a serve process is stopped by the pause.
 		for ctx.Err() == nil {
 			for _, pid := range serveChildren(t) {
-				if st, err := procState(pid); err == nil && st == 'T' {
+				if st, err := proc.State(pid); err == nil && st == 'T' {
 					seen = serveChildren(t)
 					cancel()
 					return

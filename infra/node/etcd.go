@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"io"
 	"log"
 	"net/http"
@@ -149,7 +150,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	for _, pid := range findMentioning(spec.path(etcdConfFile)) {
 		s.log.Printf("killing etcd pid %d left by a previous supervisor", pid)
 		signalGroup(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 	s.log.Printf("supervising: client front 127.0.0.1:%d -> %s, peer front 127.0.0.1:%d -> 127.0.0.1:%d, control 127.0.0.1:%d",
 		spec.ClientPort, s.url, spec.PeerPort, spec.EtcdPeerPort, spec.ControlPort)

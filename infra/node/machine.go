@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/machine"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // A machine node (Spec.Machine, Config.Machines) is a Debian 12
@@ -127,7 +128,7 @@ func sweepMachine(ctx context.Context, Dir string) error {
 	conf := filepath.Join(Dir, ntpDir, "chrony.conf")
 	for _, pid := range findMentioning(conf) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 	return machine.Sweep(ctx, filepath.Join(Dir, machineDir))
 }
@@ -160,7 +161,7 @@ func redisPID(leader int) int {
 				continue
 			}
 			// A zombie that systemd has not reaped yet is a process gone.
-			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && alive(pid) {
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && proc.Alive(pid) {
 				return pid
 			}
 		}
@@ -280,7 +281,7 @@ func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) 
 	go func() {
 		defer s.wg.Done()
 		defer close(p.done)
-		for alive(pid) {
+		for proc.Alive(pid) {
 			select {
 			case <-quit:
 				p.exit = "supervisor stopped"

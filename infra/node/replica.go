@@ -127,7 +127,7 @@ func (s *supervisor) stopReplica() {
 // by a previous supervisor or start one, wait until it answers, and when it
 // exits start it again at once. Then it stops it cleanly.
 func (s *supervisor) superviseReplica(ctx context.Context) {
-	pids := findRedis(s.rep.conf.dir)
+	pids := FindRedis(s.rep.conf.dir)
 	for i, pid := range pids {
 		if i > 0 {
 			s.log.Printf("replica: killing extra redis-server pid %d", pid)

@@ -259,7 +259,7 @@ func (s *supervisor) adoptOrphans() {
 		s.log.Printf("ending restart guard pid %d left by a previous supervisor", pid)
 		signalGroup(pid, syscall.SIGKILL)
 	}
-	pids := findRedis(s.conf.dir)
+	pids := FindRedis(s.conf.dir)
 	for i, pid := range pids {
 		if i > 0 {
 			s.log.Printf("killing extra redis-server pid %d", pid)

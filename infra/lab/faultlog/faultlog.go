@@ -26,6 +26,7 @@ package faultlog
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +34,9 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/flock"
 )
 
 // FileName is the log's name, in a lab's state directory and in a run
@@ -139,15 +141,18 @@ func Append(path string, evs ...Event) error {
 	if len(buf) == 0 {
 		return nil
 	}
+	// Every holder keeps the lock for one write, so the wait needs no
+	// deadline of its own.
+	unlock, err := flock.Lock(context.Background(), path)
+	if err != nil {
+		return fmt.Errorf("faultlog: %w", err)
+	}
+	defer unlock()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("faultlog: %w", err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("faultlog: lock %s: %w", path, err)
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	if _, err := f.Write(buf); err != nil {
 		return fmt.Errorf("faultlog: %w", err)
 	}
