@@ -35,15 +35,17 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/fault"
 )
 
 // FileName is the log's name, in a lab's state directory and in a run
 // directory.
 const FileName = "faults.jsonl"
 
-// Kind names a fault ("kill", "partition", …). The lab defines the kinds it
-// injects; the log records any.
-type Kind string
+// Kind names a fault ("kill", "partition", …): the catalogue's kind
+// (package fault owns the kinds). The log records any.
+type Kind = fault.Kind
 
 // Phase is an event's place in its fault's life: the "event" field.
 type Phase string
