@@ -166,6 +166,19 @@ func (d Def) AllParams() []Param {
 	return ps
 }
 
+// Sent are the params the target sees: without the caller's Names, and
+// without `for` when the caller's timeline heals the fault (ForHeals).
+func (d Def) Sent(p Params) Params {
+	out := Params{}
+	for name, v := range p {
+		if typeOf[name] == Names || (name == For && d.For == ForHeals) {
+			continue
+		}
+		out[name] = v
+	}
+	return out
+}
+
 // Can reports whether t can apply the kind (at least in part: see Refuse).
 func (d Def) Can(t Target) bool {
 	for _, x := range d.Targets {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/fault"
 )
 
 var controlClient = &http.Client{Timeout: 2 * time.Minute}
@@ -82,7 +84,7 @@ func (l *Lab) Stop(ctx context.Context, id int) (FaultResult, error) {
 // Start starts a stopped node and returns once it answers. After a clean
 // stop the restart guard does not delay it.
 func (l *Lab) Start(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, "start", faultRequest{})
+	return l.fault(ctx, id, fault.Start, faultRequest{})
 }
 
 // Pause SIGSTOPs node id's redis-server for d, after which its supervisor
@@ -114,7 +116,7 @@ func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 		}
 	}
 	for _, id := range ids {
-		if _, err := l.fault(ctx, id, "heal", faultRequest{}); err != nil {
+		if _, err := l.fault(ctx, id, fault.Heal, faultRequest{}); err != nil {
 			return err
 		}
 	}
@@ -151,6 +153,40 @@ func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Dura
 // crashed process comes back after the restart delay as its replica.
 func (l *Lab) Failover(ctx context.Context, id int, lag time.Duration) (FaultResult, error) {
 	return l.fault(ctx, id, FaultFailover, faultRequest{Lag: Duration(lag)})
+}
+
+// Apply injects a fault of the catalogue (package fault) into node id: kind
+// with params, as data, for callers that hold faults as data (a drill's
+// timeline, the CLI). The fault methods above are Apply's kinds with typed
+// arguments. The params are validated first as the node can apply them (a
+// machine node, a replica): an error there wraps fault.ErrInvalid, with
+// nothing sent.
+func (l *Lab) Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (FaultResult, error) {
+	target := fault.ProcessNode
+	if l.f.Machines {
+		target = fault.MachineNode
+	}
+	req, err := requestOf(kind, params, target, l.f.Replicas > 0)
+	if err != nil {
+		return FaultResult{}, fmt.Errorf("lab: node %d: %w", id, err)
+	}
+	return l.fault(ctx, id, kind, req)
+}
+
+// requestOf validates params of kind for target and renders the control
+// endpoint's request: the catalogue's parameter names are faultRequest's
+// JSON fields, so the request is the params' JSON.
+func requestOf(kind fault.Kind, params fault.Params, target fault.Target, replicas bool) (faultRequest, error) {
+	var req faultRequest
+	if err := fault.Validate(kind, params, target, replicas); err != nil {
+		return req, err
+	}
+	d, _ := fault.Lookup(kind)
+	b, err := json.Marshal(d.Sent(params))
+	if err == nil {
+		err = json.Unmarshal(b, &req)
+	}
+	return req, err
 }
 
 // Faults returns the faults recorded so far.

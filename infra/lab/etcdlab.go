@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
 )
 
@@ -117,7 +118,7 @@ func (l *Lab) EtcdStop(ctx context.Context, member int) (EtcdFaultResult, error)
 // fault ends once the member has rejoined its cluster (which needs a
 // majority running).
 func (l *Lab) EtcdStart(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, "start", faultRequest{})
+	return l.etcdFault(ctx, member, fault.Start, faultRequest{})
 }
 
 // EtcdPause SIGSTOPs member's etcd for d, after which its supervisor
@@ -147,11 +148,22 @@ func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
 		}
 	}
 	for _, id := range members {
-		if _, err := l.etcdFault(ctx, id, "heal", faultRequest{}); err != nil {
+		if _, err := l.etcdFault(ctx, id, fault.Heal, faultRequest{}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// EtcdApply injects a fault of the catalogue into member (TargetLeader: the
+// leader's) as data, like Apply; the Etcd methods above are its kinds with
+// typed arguments.
+func (l *Lab) EtcdApply(ctx context.Context, member int, kind fault.Kind, params fault.Params) (EtcdFaultResult, error) {
+	req, err := requestOf(kind, params, fault.EtcdMember, false)
+	if err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: etcd member %d: %w", member, err)
+	}
+	return l.etcdFault(ctx, member, kind, req)
 }
 
 func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req faultRequest) (EtcdFaultResult, error) {
