@@ -91,7 +91,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad persistence", "persistence: everysec", "persistence: sometimes", 4, "lab.persistence: want always, everysec or none, got \"sometimes\""},
 		{"persistence count", "persistence: everysec", "persistence: [always, everysec]", 4, "one per node (5), got 2"},
 		{"power-loss without nodes", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: power-loss}", 8, "power-loss needs the nodes it acts on"},
-		{"client-pause without for", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause}", 8, "faults[0].for: client-pause needs for (for: 15s)"},
+		{"client-pause without for", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause}", 8, "faults[0].for: client-pause needs for (like 15s)"},
 		{"param of another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], by: 3s}", 8, "power-loss takes no by"},
 		{"name mismatch", "drill: power-loss-everysec-no-delay", "drill: other-drill", 2, "does not match the file name"},
 		{"rate missing", "rate: 50, ", "", 5, "workload.rate: missing"},

@@ -465,7 +465,7 @@ func Validate(kind Kind, params Params, target Target, replicas bool) error {
 		v, given := params[p.Name]
 		if !given {
 			if p.Required {
-				return &Error{Kind: kind, Param: p.Name, Rule: fmt.Sprintf("%s needs %s (%s: %s)", kind, p.Name, p.Name, p.example())}
+				return &Error{Kind: kind, Param: p.Name, Rule: fmt.Sprintf("%s needs %s (like %s)", kind, p.Name, p.example())}
 			}
 			continue
 		}

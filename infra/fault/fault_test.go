@@ -30,7 +30,7 @@ func TestRules(t *testing.T) {
 		{"clock-jump zero", ClockJump, Params{"by": dur(0)}, "by", "want a non-zero duration from -24h to 24h, got 0s"},
 		{"clock-jump too far back", ClockJump, Params{"by": dur(-25 * time.Hour)}, "by", "got -25h"},
 		{"clock-jump too far", ClockJump, Params{"by": dur(25 * time.Hour)}, "by", "got 25h"},
-		{"clock-jump without by", ClockJump, Params{}, "by", "clock-jump needs by (by: 15s)"},
+		{"clock-jump without by", ClockJump, Params{}, "by", "clock-jump needs by (like 15s)"},
 		// failover lag: 0..1h.
 		{"lag none", Failover, Params{}, "", ""},
 		{"lag 1h", Failover, Params{"lag": dur(time.Hour)}, "", ""},
@@ -40,7 +40,7 @@ func TestRules(t *testing.T) {
 		{"factor 1.5", ClockRate, Params{"factor": num(1.5), "for": dur(time.Second)}, "", ""},
 		{"factor 0", ClockRate, Params{"factor": num(0), "for": dur(time.Second)}, "factor", "want a number from 0.001 to 1000, got 0"},
 		{"factor 5000", ClockRate, Params{"factor": num(5000), "for": dur(time.Second)}, "factor", "want a number from 0.001 to 1000, got 5000"},
-		{"clock-rate without for", ClockRate, Params{"factor": num(2)}, "for", "clock-rate needs for (for: 15s)"},
+		{"clock-rate without for", ClockRate, Params{"factor": num(2)}, "for", "clock-rate needs for (like 15s)"},
 		// The others.
 		{"restart needs delay", Restart, Params{}, "delay", "restart needs delay"},
 		{"restart at once", Restart, Params{"delay": dur(0)}, "", ""},
