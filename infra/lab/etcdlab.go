@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -98,45 +99,44 @@ func (l *Lab) EtcdStatus(ctx context.Context) ([]EtcdMemberStatus, error) {
 // Its supervisor starts it again after the restart delay, and the fault
 // ends when it answers again. It returns once the process is gone.
 func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultKill, faultRequest{})
+	return l.etcdFault(ctx, member, FaultKill, nil)
 }
 
 // EtcdRestart crashes member like EtcdKill, but it comes back after delay
 // instead of the restart delay (0: at once).
 func (l *Lab) EtcdRestart(ctx context.Context, member int, delay time.Duration) (EtcdFaultResult, error) {
-	d := Duration(delay)
-	return l.etcdFault(ctx, member, FaultRestart, faultRequest{Delay: &d})
+	return l.EtcdApply(ctx, member, FaultRestart, fault.Params{"delay": {D: delay}})
 }
 
 // EtcdStop shuts member's etcd down cleanly (SIGTERM) and keeps it down
 // until EtcdStart. It returns once it is down.
 func (l *Lab) EtcdStop(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultStop, faultRequest{})
+	return l.etcdFault(ctx, member, FaultStop, nil)
 }
 
 // EtcdStart starts a stopped member and returns once etcd runs; the stop
 // fault ends once the member has rejoined its cluster (which needs a
 // majority running).
 func (l *Lab) EtcdStart(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, fault.Start, faultRequest{})
+	return l.etcdFault(ctx, member, fault.Start, nil)
 }
 
 // EtcdPause SIGSTOPs member's etcd for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) EtcdPause(ctx context.Context, member int, d time.Duration) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultPause, faultRequest{For: Duration(d)})
+	return l.EtcdApply(ctx, member, FaultPause, fault.Params{fault.For: {D: d}})
 }
 
 // EtcdPartition silences member's client and peer fronts (see
 // etcdsupervisor.go for what that cuts, and what it does not).
 func (l *Lab) EtcdPartition(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultPartition, faultRequest{})
+	return l.etcdFault(ctx, member, FaultPartition, nil)
 }
 
 // EtcdLatency delays what member's fronts pass back by add ± jitter; add 0
 // removes it.
 func (l *Lab) EtcdLatency(ctx context.Context, member int, add, jitter time.Duration) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultLatency, faultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+	return l.EtcdApply(ctx, member, FaultLatency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
 }
 
 // EtcdHeal removes every network fault from the members, or from every
@@ -148,7 +148,7 @@ func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
 		}
 	}
 	for _, id := range members {
-		if _, err := l.etcdFault(ctx, id, fault.Heal, faultRequest{}); err != nil {
+		if _, err := l.etcdFault(ctx, id, fault.Heal, nil); err != nil {
 			return err
 		}
 	}
@@ -159,27 +159,36 @@ func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
 // leader's) as data, like Apply; the Etcd methods above are its kinds with
 // typed arguments.
 func (l *Lab) EtcdApply(ctx context.Context, member int, kind fault.Kind, params fault.Params) (EtcdFaultResult, error) {
-	req, err := requestOf(kind, params, fault.EtcdMember, false)
+	sent, err := requestOf(kind, params, fault.EtcdMember, false)
 	if err != nil {
-		return EtcdFaultResult{}, fmt.Errorf("lab: etcd member %d: %w", member, err)
+		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, member, err)
 	}
-	return l.etcdFault(ctx, member, kind, req)
+	return l.etcdFault(ctx, member, kind, sent)
 }
 
-func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req faultRequest) (EtcdFaultResult, error) {
+// etcdFault sends a fault request with params (as requestOf returns them)
+// to member, naming in it the leader when the lab chose the member as the
+// leader.
+func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, params fault.Params) (EtcdFaultResult, error) {
+	body := map[string]any{}
+	if b, err := json.Marshal(params); err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: %w", err)
+	} else if err := json.Unmarshal(b, &body); err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: %w", err)
+	}
 	if member == TargetLeader {
 		id, err := l.EtcdLeader(ctx)
 		if err != nil {
 			return EtcdFaultResult{}, fmt.Errorf("lab: %s the etcd leader: %w", kind, err)
 		}
-		member, req.Target = id, "leader"
+		member, body["target"] = id, "leader"
 	}
 	m, err := l.etcdMember(member)
 	if err != nil {
 		return EtcdFaultResult{}, err
 	}
 	var res EtcdFaultResult
-	if err := call(ctx, "etcd member "+strconv.Itoa(m.ID), m.Control, http.MethodPost, "/v1/faults/"+string(kind), req, &res); err != nil {
+	if err := call(ctx, "etcd member "+strconv.Itoa(m.ID), m.Control, http.MethodPost, "/v1/faults/"+string(kind), body, &res); err != nil {
 		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, m.ID, err)
 	}
 	return res, nil

@@ -404,7 +404,7 @@ func TestSupervisorFailover(t *testing.T) {
 
 	// A node without a replica refuses a failover, saying why.
 	plain := runTestSupervisor(t, prepareTestNode(t))
-	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no replica") {
+	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "the lab needs replicas") {
 		t.Errorf("failover of a node without a replica: got %v, want ErrInvalid saying it has no replica", err)
 	}
 	if _, err := l.Failover(context.Background(), 1, -time.Second); !errors.Is(err, ErrInvalid) {
