@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -409,14 +410,14 @@ func (p Param) Parse(kind Kind, text string) (Value, error) {
 		}
 		return Value{D: d}, nil
 	case Float:
-		var f float64
-		if _, err := fmt.Sscan(text, &f); err != nil || strings.TrimSpace(text) != text || f != f {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil || f != f {
 			return fail("a number like " + p.example())
 		}
 		return Value{N: f}, nil
 	case Int:
-		var n int64
-		if _, err := fmt.Sscan(text, &n); err != nil || fmt.Sprint(n) != text {
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
 			return fail("a whole number like " + p.example())
 		}
 		return Value{N: float64(n)}, nil

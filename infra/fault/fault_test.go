@@ -148,6 +148,8 @@ func TestParse(t *testing.T) {
 	}{
 		{ClockJump, "by", "soon", `by: want a duration like 15s, got "soon"`},
 		{ClockRate, "factor", "fast", `factor: want a number like 1.5, got "fast"`},
+		{ClockRate, "factor", "1.5x", `factor: want a number like 1.5, got "1.5x"`},
+		{ClockRate, "factor", "NaN", `factor: want a number like 1.5, got "NaN"`},
 		{ClientPause, "count", "1.5", `count: want a whole number like 1, got "1.5"`},
 		{Kill, "lag", "1s", "kill takes no lag (it applies to failover)"},
 	} {
