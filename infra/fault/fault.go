@@ -55,6 +55,7 @@ var targetNames = map[Target][2]string{ // one, many
 	ServiceProcess: {"service process", "service processes"},
 }
 
+// String is the target's name in messages ("etcd member").
 func (t Target) String() string {
 	if s, ok := targetNames[t]; ok {
 		return s[0]
