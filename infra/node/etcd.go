@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
 )
@@ -447,6 +448,9 @@ type EtcdFaultResult struct {
 }
 
 func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultRequest) (EtcdFaultResult, error) {
+	if err := CheckFault(kind, req.params, fault.EtcdMember, false); err != nil {
+		return EtcdFaultResult{}, err
+	}
 	params := map[string]string{}
 	if req.Target != "" {
 		params["target"] = req.Target
@@ -455,32 +459,23 @@ func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultReques
 	case string(FaultKill):
 		return s.kill(ctx, nil, params)
 	case string(FaultRestart):
-		if req.Delay == nil || *req.Delay < 0 {
-			return EtcdFaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
-		}
-		d := time.Duration(*req.Delay)
+		d := time.Duration(*req.Delay) // checkFault: given
 		params["delay"] = d.String()
 		return s.kill(ctx, &d, params)
 	case string(FaultStop):
 		return s.stop(ctx, params)
-	case "start":
+	case string(fault.Start):
 		return s.startMember(ctx)
 	case string(FaultPause):
-		if req.For <= 0 {
-			return EtcdFaultResult{}, fmt.Errorf("%w: pause needs a duration > 0", ErrInvalid)
-		}
 		return s.pause(time.Duration(req.For), params)
 	case string(FaultPartition):
 		return s.partition(params), nil
-	case "heal":
+	case string(fault.Heal):
 		return s.heal(), nil
 	case string(FaultLatency):
-		if req.Add < 0 || req.Jitter < 0 {
-			return EtcdFaultResult{}, fmt.Errorf("%w: latency and jitter must be >= 0", ErrInvalid)
-		}
 		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), params), nil
 	}
-	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members (kill, restart, stop, start, pause, partition, latency, heal)", ErrInvalid, kind)
+	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind) // checkFault refused it first
 }
 
 // kill SIGKILLs etcd (a crash). With delay set (the restart fault) the

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
@@ -17,24 +18,22 @@ import (
 // package faultlog for its format).
 const FaultsFile = faultlog.FileName
 
-// FaultKind names a fault.
+// FaultKind names a fault: a kind of the catalogue (package fault).
 type FaultKind = faultlog.Kind
 
-// The faults a node supervisor can inject.
+// The faults a node supervisor can inject, by the catalogue's names (see
+// package fault for what each takes and ends with).
 const (
-	FaultKill      FaultKind = "kill"       // SIGKILL; ends when the node answers again
-	FaultPowerLoss FaultKind = "power-loss" // SIGKILL, unsynced AOF cut; ends when the node answers again
-	FaultRestart   FaultKind = "restart"    // SIGKILL, restart with a delay override; ends when up
-	FaultStop      FaultKind = "stop"       // clean stop; ends at the next start
-	FaultPause     FaultKind = "pause"      // SIGSTOP; ends at SIGCONT
-	FaultPartition FaultKind = "partition"  // proxy answers nothing; ends at heal
-	FaultLatency   FaultKind = "latency"    // proxy delays replies; ends at heal or a new latency
-	FaultClockJump FaultKind = "clock-jump" // instantaneous
-	FaultClockRate FaultKind = "clock-rate" // repeated jumps for a duration
-	// FaultFailover: a replicated node's master is SIGKILLed and its replica
-	// promoted behind the node's address; ends when the promoted replica
-	// answers as master through the node's front.
-	FaultFailover FaultKind = "failover"
+	FaultKill      = fault.Kill
+	FaultPowerLoss = fault.PowerLoss
+	FaultRestart   = fault.Restart
+	FaultStop      = fault.Stop
+	FaultPause     = fault.Pause
+	FaultPartition = fault.Partition
+	FaultLatency   = fault.Latency
+	FaultClockJump = fault.ClockJump
+	FaultClockRate = fault.ClockRate
+	FaultFailover  = fault.Failover
 )
 
 // Fault is one injected fault with its start and end time. End is zero

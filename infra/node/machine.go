@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/machine"
 	"github.com/redlocklab/redlocklab/internal/proc"
 )
@@ -41,7 +42,8 @@ import (
 //   - stop / start: `systemctl stop` / `systemctl start`.
 //   - pause: SIGSTOP / SIGCONT of the host PID.
 //   - partition, heal, latency: at the front, as in the process lab.
-//   - clock-jump, clock-rate and failover are refused (ErrUnsupported).
+//   - clock-jump, clock-rate and failover are refused (ErrUnsupported; the
+//     reasons are the catalogue's, package fault).
 //
 // The supervisor sees redis-server as the child of the machine's systemd
 // named redis-server; the node is up once it answers PING through the
@@ -313,22 +315,17 @@ func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultReq
 		return s.kill(ctx, nil)
 	case string(FaultPowerLoss):
 		return s.machinePowerLoss(ctx)
-	case string(FaultRestart):
-		if req.Delay == nil || *req.Delay != 0 {
-			return FaultResult{}, fmt.Errorf("%w: restart with a delay: on a machine a restart is `systemctl restart`, which starts at once (delay 0); kill crashes it and the guard waits the restart delay", ErrUnsupported)
-		}
+	case string(FaultRestart): // delay 0 (checkFault)
 		return s.machineRestart(ctx)
 	case string(FaultStop):
 		return s.machineStop(ctx)
-	case "start":
+	case string(fault.Start):
 		return s.machineStart(ctx)
-	case string(FaultPause), string(FaultPartition), "heal", string(FaultLatency):
+	case string(FaultPause), string(FaultPartition), string(fault.Heal), string(FaultLatency):
 		return s.applyProcess(ctx, kind, req)
-	case string(FaultClockJump), string(FaultClockRate):
-		return FaultResult{}, fmt.Errorf("%w: %s models the clock through keys' TTLs, and a machine's clock is the host's (chronyd -x); use the process lab", ErrUnsupported, kind)
-	case string(FaultFailover):
-		return FaultResult{}, fmt.Errorf("%w: failover needs replicas, which machine labs do not have", ErrUnsupported)
 	}
+	// What a machine cannot apply (clock-jump, clock-rate, failover) the
+	// catalogue refused (checkFault).
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
 }
 

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -341,9 +340,6 @@ type FailoverResult struct {
 	LostBytes int64 `json:"lost_bytes"`
 }
 
-// errNoReplica is the failover of a node without a replica.
-var errNoReplica = errors.New("has no replica: bring the lab up with --replicas 1")
-
 // failover crashes the pair's master (SIGKILL), promotes the other process
 // (REPLICAOF NO ONE) and points the node's front and the replication link
 // at it, as Sentinel or a managed endpoint would: clients keep the node's
@@ -354,9 +350,7 @@ var errNoReplica = errors.New("has no replica: bring the lab up with --replicas 
 // replica. The fault ends when the promoted process answers as master
 // through the node's front.
 func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResult, error) {
-	if s.rep == nil {
-		return FaultResult{}, fmt.Errorf("%w: node %d %w", ErrInvalid, s.spec.ID, errNoReplica)
-	}
+	// A node without a replica (s.rep nil) was refused by checkFault.
 	s.mu.Lock()
 	if s.failingOver {
 		s.mu.Unlock()

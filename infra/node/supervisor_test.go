@@ -316,8 +316,8 @@ func TestSupervisorFailover(t *testing.T) {
 
 	// A node without a replica refuses a failover, saying why.
 	plain := runTestSupervisor(t, prepareTestNode(t))
-	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, node.ErrInvalid) || !strings.Contains(err.Error(), "no replica") {
-		t.Errorf("failover of a node without a replica: got %v, want node.ErrInvalid saying it has no replica", err)
+	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, node.ErrInvalid) || !strings.Contains(err.Error(), "the lab needs replicas") {
+		t.Errorf("failover of a node without a replica: got %v, want ErrInvalid saying it has no replica", err)
 	}
 	if _, err := l.Failover(context.Background(), 1, -time.Second); !errors.Is(err, node.ErrInvalid) {
 		t.Errorf("negative lag: got %v, want node.ErrInvalid", err)

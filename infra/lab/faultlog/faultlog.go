@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/flock"
 )
 
@@ -43,9 +44,9 @@ import (
 // directory.
 const FileName = "faults.jsonl"
 
-// Kind names a fault ("kill", "partition", …). The lab defines the kinds it
-// injects; the log records any.
-type Kind string
+// Kind names a fault ("kill", "partition", …): the catalogue's kind
+// (package fault owns the kinds). The log records any.
+type Kind = fault.Kind
 
 // Phase is an event's place in its fault's life: the "event" field.
 type Phase string
