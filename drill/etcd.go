@@ -207,7 +207,7 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 	if in.etcd == nil {
 		return errors.New("drill: the lab has no etcd members")
 	}
-	if f.Kind == FaultHeal {
+	if f.Kind == fault.Heal {
 		return in.etcd.EtcdHeal(ctx, f.Etcd...)
 	}
 	var (

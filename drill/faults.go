@@ -156,12 +156,12 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		return in.applyEtcd(ctx, f)
 	}
 	switch f.Kind {
-	case FaultHeal:
+	case fault.Heal:
 		if len(f.Nodes) == 0 {
 			return in.healAll(ctx)
 		}
 		return in.nodes.Heal(ctx, f.Nodes...)
-	case FaultClientPause:
+	case fault.ClientPause:
 		var errs []error
 		for g, p := range in.pausers {
 			if len(f.Guards) > 0 && !contains(f.Guards, g) {
@@ -213,22 +213,22 @@ func describeFault(f Fault) string {
 	}
 	p := f.Params
 	switch f.Kind {
-	case FaultRestart:
+	case fault.Restart:
 		fmt.Fprintf(&b, " delay %v", p.D("delay"))
-	case FaultLatency:
+	case fault.Latency:
 		fmt.Fprintf(&b, " +%v", p.D("add"))
 		if p.D("jitter") > 0 {
 			fmt.Fprintf(&b, " ±%v", p.D("jitter"))
 		}
-	case FaultClockJump:
+	case fault.ClockJump:
 		fmt.Fprintf(&b, " by %v", p.D("by"))
-	case FaultClockRate:
+	case fault.ClockRate:
 		fmt.Fprintf(&b, " ×%g", p.N("factor"))
-	case FaultFailover:
+	case fault.Failover:
 		if p.D("lag") > 0 {
 			fmt.Fprintf(&b, " after %v of replication lag", p.D("lag"))
 		}
-	case FaultClientPause:
+	case fault.ClientPause:
 		if len(f.Guards) > 0 {
 			b.WriteString(" " + inventory.JoinGuards(f.Guards))
 		}

@@ -18,24 +18,6 @@ import (
 // which says what each takes and what can apply it.
 type FaultKind = fault.Kind
 
-// The faults a drill can schedule, by the catalogue's names. All but
-// client-pause act on lab nodes or etcd members.
-const (
-	FaultKill        = fault.Kill
-	FaultPowerLoss   = fault.PowerLoss
-	FaultRestart     = fault.Restart
-	FaultStop        = fault.Stop
-	FaultStart       = fault.Start
-	FaultPause       = fault.Pause
-	FaultPartition   = fault.Partition
-	FaultHeal        = fault.Heal
-	FaultLatency     = fault.Latency
-	FaultClockJump   = fault.ClockJump
-	FaultClockRate   = fault.ClockRate
-	FaultClientPause = fault.ClientPause
-	FaultFailover    = fault.Failover
-)
-
 // Fault is one scheduled fault.
 type Fault struct {
 	At    time.Duration // from the start of the load
@@ -173,7 +155,7 @@ func (p *specParser) fault(e entry) Fault {
 		p.faultError(err, e, have)
 		return f
 	}
-	if f.Kind == FaultClientPause && f.Scope == "" {
+	if f.Kind == fault.ClientPause && f.Scope == "" {
 		f.Scope = inventory.ScopeRequest
 	}
 	return f
@@ -246,7 +228,7 @@ func (p *specParser) checkFaults(s *Spec) {
 // serve` processes, or "". Such a guard gets all its client pauses through
 // its processes: one scope per guard.
 func processPauseProblem(s *Spec, f Fault) string {
-	if f.Kind != FaultClientPause {
+	if f.Kind != fault.ClientPause {
 		return ""
 	}
 	if f.Scope == inventory.ScopeProcess && f.For() > inventory.MaxPause {
@@ -254,7 +236,7 @@ func processPauseProblem(s *Spec, f Fault) string {
 	}
 	for _, g := range pausedGuards(s, f) {
 		for _, o := range s.Faults {
-			if o.Kind == FaultClientPause && o.Scope != f.Scope && contains(pausedGuards(s, o), g) {
+			if o.Kind == fault.ClientPause && o.Scope != f.Scope && contains(pausedGuards(s, o), g) {
 				return fmt.Sprintf("guard %s is paused with scope %s here and with scope %s at line %d: a guard's replicas run in the drill or as processes, so give all its client pauses one scope", g, f.Scope, o.Scope, o.Line)
 			}
 		}
@@ -285,7 +267,7 @@ func (s *Spec) processGuards() []inventory.Guard {
 	var out []inventory.Guard
 	for _, g := range s.Workload.Guards {
 		for _, f := range s.Faults {
-			if f.Kind == FaultClientPause && f.Scope == inventory.ScopeProcess && contains(pausedGuards(s, f), g) && !contains(out, g) {
+			if f.Kind == fault.ClientPause && f.Scope == inventory.ScopeProcess && contains(pausedGuards(s, f), g) && !contains(out, g) {
 				out = append(out, g)
 			}
 		}
@@ -297,7 +279,7 @@ func (s *Spec) processGuards() []inventory.Guard {
 // replicas or not) cannot apply f, or nil: the catalogue's verdict. A
 // fault on etcd members or on the service was judged when it was read.
 func labFaultProblem(f Fault, machines, replicas bool) *fault.Error {
-	if len(f.Etcd) > 0 || f.Kind == FaultClientPause {
+	if len(f.Etcd) > 0 || f.Kind == fault.ClientPause {
 		return nil
 	}
 	target := fault.ProcessNode

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"net"
 	"net/http"
 	"os"
@@ -229,7 +230,7 @@ func (s *serveProcs) read(p *serveProc, r *os.File) {
 			s.hist.AddHold(s.guard, h.Hold(s.clock.time))
 			return
 		}
-		if f.Fault == string(FaultClientPause) && f.Event == "start" {
+		if f.Fault == string(fault.ClientPause) && f.Event == "start" {
 			s.paused(p, f.ID, s.clock.time(f.AtNs))
 		}
 	})

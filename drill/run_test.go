@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"errors"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,7 +224,7 @@ func checkProcessScope(t *testing.T, res *Result) {
 	t.Helper()
 	var pauses int
 	for _, f := range res.Faults {
-		if f.Fault == string(FaultClientPause) {
+		if f.Fault == string(fault.ClientPause) {
 			pauses++
 			if f.Scope != "process" {
 				t.Errorf("result.json: %s ran with scope %q, want process", f.Desc, f.Scope)

@@ -2,6 +2,7 @@ package drill
 
 import (
 	"errors"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestParseGood(t *testing.T) {
 		w.LockTTL != 10*time.Second || w.Seed != 7 || w.Replicas != DefaultReplicas {
 		t.Errorf("workload: got %+v", w)
 	}
-	if len(s.Faults) != 1 || s.Faults[0].Kind != FaultPowerLoss || s.Faults[0].At != 10*time.Second || len(s.Faults[0].Nodes) != 3 || s.Faults[0].Line != 8 {
+	if len(s.Faults) != 1 || s.Faults[0].Kind != fault.PowerLoss || s.Faults[0].At != 10*time.Second || len(s.Faults[0].Nodes) != 3 || s.Faults[0].Line != 8 {
 		t.Errorf("faults: got %+v", s.Faults)
 	}
 	x := s.Expect[inventory.GuardDBAtomic]
@@ -183,7 +184,7 @@ func TestParseMistakes(t *testing.T) {
 	if s.Lab.Replicas != 1 || s.Lab.RestartDelay != 15*time.Second {
 		t.Errorf("lab: got %+v, want replicas 1", s.Lab)
 	}
-	if f := s.Faults[0]; f.Kind != FaultFailover || f.Params.D("lag") != 3*time.Second || len(f.Nodes) != 3 {
+	if f := s.Faults[0]; f.Kind != fault.Failover || f.Params.D("lag") != 3*time.Second || len(f.Nodes) != 3 {
 		t.Errorf("fault: got %+v, want a failover of 3 nodes with 3s of lag", f)
 	}
 	w := s.Workload

@@ -47,7 +47,7 @@ func (l *Lab) NodeStatus(ctx context.Context, id int) (NodeStatus, error) {
 // through the restart guard, so it answers again only after the restart
 // delay. Kill returns once the process is gone.
 func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultKill, nil)
+	return l.fault(ctx, id, fault.Kill, nil)
 }
 
 // PowerLoss cuts node id's power: a crash that also loses what the node had
@@ -58,20 +58,20 @@ func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
 // after Kill, through the restart guard and its delay. PowerLoss returns
 // once the AOF is cut; the fault ends when the node answers again.
 func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultPowerLoss, nil)
+	return l.fault(ctx, id, fault.PowerLoss, nil)
 }
 
 // Restart crashes node id like Kill, but the restart waits delay instead of
 // the configured restart delay (0: restart at once, the unsafe practice).
 // A stopped node is started after delay.
 func (l *Lab) Restart(ctx context.Context, id int, delay time.Duration) (FaultResult, error) {
-	return l.Apply(ctx, id, node.FaultRestart, fault.Params{"delay": {D: delay}})
+	return l.Apply(ctx, id, fault.Restart, fault.Params{"delay": {D: delay}})
 }
 
 // Stop shuts node id's redis-server down cleanly (SIGTERM: the AOF is
 // fsynced) and keeps it down until Start. It returns once it is down.
 func (l *Lab) Stop(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultStop, nil)
+	return l.fault(ctx, id, fault.Stop, nil)
 }
 
 // Start starts a stopped node and returns once it answers. After a clean
@@ -83,7 +83,7 @@ func (l *Lab) Start(ctx context.Context, id int) (FaultResult, error) {
 // Pause SIGSTOPs node id's redis-server for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) Pause(ctx context.Context, id int, d time.Duration) (FaultResult, error) {
-	return l.Apply(ctx, id, node.FaultPause, fault.Params{fault.For: {D: d}})
+	return l.Apply(ctx, id, fault.Pause, fault.Params{fault.For: {D: d}})
 }
 
 // Partition cuts the nodes off: their proxies keep accepting connections
@@ -93,7 +93,7 @@ func (l *Lab) Partition(ctx context.Context, ids ...int) error {
 		return fmt.Errorf("%w: partition needs at least one node", ErrInvalid)
 	}
 	for _, id := range ids {
-		if _, err := l.fault(ctx, id, node.FaultPartition, nil); err != nil {
+		if _, err := l.fault(ctx, id, fault.Partition, nil); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,7 @@ func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 
 // Latency delays every reply of node id by add ± jitter; add 0 removes it.
 func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (FaultResult, error) {
-	return l.Apply(ctx, id, node.FaultLatency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
+	return l.Apply(ctx, id, fault.Latency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
 }
 
 // ClockJump models a step of node id's wall clock by `by`: Redis keeps
@@ -126,13 +126,13 @@ func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (F
 // TTL shortened by `by`, and keys with `by` or less left expire. It is a
 // model (TIME does not move); the runbook gives the real-VM command.
 func (l *Lab) ClockJump(ctx context.Context, id int, by time.Duration) (FaultResult, error) {
-	return l.Apply(ctx, id, node.FaultClockJump, fault.Params{"by": {D: by}})
+	return l.Apply(ctx, id, fault.ClockJump, fault.Params{"by": {D: by}})
 }
 
 // ClockRate models node id's clock running factor times real speed for d,
 // as repeated small clock jumps. It returns at once.
 func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (FaultResult, error) {
-	return l.Apply(ctx, id, node.FaultClockRate, fault.Params{"factor": {N: factor}, fault.For: {D: d}})
+	return l.Apply(ctx, id, fault.ClockRate, fault.Params{"factor": {N: factor}, fault.For: {D: d}})
 }
 
 // Failover crashes node id's master (SIGKILL), promotes its replica
@@ -145,7 +145,7 @@ func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Dura
 // through the node's address, logged in as any of the lab's users; the
 // crashed process comes back after the restart delay as its replica.
 func (l *Lab) Failover(ctx context.Context, id int, lag time.Duration) (FaultResult, error) {
-	return l.Apply(ctx, id, node.FaultFailover, fault.Params{"lag": {D: lag}})
+	return l.Apply(ctx, id, fault.Failover, fault.Params{"lag": {D: lag}})
 }
 
 // Apply injects a fault of the catalogue (package fault) into node id: kind

@@ -102,19 +102,19 @@ func (l *Lab) EtcdStatus(ctx context.Context) ([]EtcdMemberStatus, error) {
 // Its supervisor starts it again after the restart delay, and the fault
 // ends when it answers again. It returns once the process is gone.
 func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultKill, nil)
+	return l.etcdFault(ctx, member, fault.Kill, nil)
 }
 
 // EtcdRestart crashes member like EtcdKill, but it comes back after delay
 // instead of the restart delay (0: at once).
 func (l *Lab) EtcdRestart(ctx context.Context, member int, delay time.Duration) (EtcdFaultResult, error) {
-	return l.EtcdApply(ctx, member, node.FaultRestart, fault.Params{"delay": {D: delay}})
+	return l.EtcdApply(ctx, member, fault.Restart, fault.Params{"delay": {D: delay}})
 }
 
 // EtcdStop shuts member's etcd down cleanly (SIGTERM) and keeps it down
 // until EtcdStart. It returns once it is down.
 func (l *Lab) EtcdStop(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultStop, nil)
+	return l.etcdFault(ctx, member, fault.Stop, nil)
 }
 
 // EtcdStart starts a stopped member and returns once etcd runs; the stop
@@ -127,19 +127,19 @@ func (l *Lab) EtcdStart(ctx context.Context, member int) (EtcdFaultResult, error
 // EtcdPause SIGSTOPs member's etcd for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) EtcdPause(ctx context.Context, member int, d time.Duration) (EtcdFaultResult, error) {
-	return l.EtcdApply(ctx, member, node.FaultPause, fault.Params{fault.For: {D: d}})
+	return l.EtcdApply(ctx, member, fault.Pause, fault.Params{fault.For: {D: d}})
 }
 
 // EtcdPartition silences member's client and peer fronts (see
 // package node, etcd.go, for what that cuts, and what it does not).
 func (l *Lab) EtcdPartition(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultPartition, nil)
+	return l.etcdFault(ctx, member, fault.Partition, nil)
 }
 
 // EtcdLatency delays what member's fronts pass back by add ± jitter; add 0
 // removes it.
 func (l *Lab) EtcdLatency(ctx context.Context, member int, add, jitter time.Duration) (EtcdFaultResult, error) {
-	return l.EtcdApply(ctx, member, node.FaultLatency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
+	return l.EtcdApply(ctx, member, fault.Latency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
 }
 
 // EtcdHeal removes every network fault from the members, or from every

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -133,7 +134,7 @@ func TestLab(t *testing.T) {
 				t.Errorf("fault %s still active", f.ID)
 			}
 		}
-		for _, k := range []FaultKind{node.FaultPartition, node.FaultLatency, node.FaultPause, node.FaultClockJump, node.FaultKill, node.FaultPowerLoss, node.FaultRestart, node.FaultStop, node.FaultClockRate} {
+		for _, k := range []FaultKind{fault.Partition, fault.Latency, fault.Pause, fault.ClockJump, fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop, fault.ClockRate} {
 			if seen[k] == 0 {
 				t.Errorf("no %s in %s", k, FaultsFile)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"net"
 	"os"
 	"os/exec"
@@ -139,7 +140,7 @@ func TestLabMachines(t *testing.T) {
 		}
 		var last *Fault
 		for i := range faults {
-			if faults[i].Node == 3 && faults[i].Kind == node.FaultPowerLoss {
+			if faults[i].Node == 3 && faults[i].Kind == fault.PowerLoss {
 				last = &faults[i]
 			}
 		}

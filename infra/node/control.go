@@ -198,30 +198,30 @@ func (s *supervisor) apply(ctx context.Context, kind string, req FaultRequest) (
 // shares the faults that act on the front or the process alone.
 func (s *supervisor) applyProcess(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
-	case string(FaultKill):
+	case string(fault.Kill):
 		return s.kill(ctx, nil)
-	case string(FaultPowerLoss):
+	case string(fault.PowerLoss):
 		return s.powerLoss(ctx)
-	case string(FaultRestart):
+	case string(fault.Restart):
 		d := time.Duration(*req.Delay) // CheckFault: given
 		return s.kill(ctx, &d)
-	case string(FaultStop):
+	case string(fault.Stop):
 		return s.stop(ctx)
 	case string(fault.Start):
 		return s.startNode(ctx)
-	case string(FaultPause):
+	case string(fault.Pause):
 		return s.pause(time.Duration(req.For))
-	case string(FaultPartition):
+	case string(fault.Partition):
 		return s.partition()
 	case string(fault.Heal):
 		return s.heal(), nil
-	case string(FaultLatency):
+	case string(fault.Latency):
 		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter))
-	case string(FaultClockJump):
+	case string(fault.ClockJump):
 		return s.clockJump(ctx, time.Duration(req.By))
-	case string(FaultClockRate):
+	case string(fault.ClockRate):
 		return s.clockRate(req.Factor, time.Duration(req.For))
-	case string(FaultFailover):
+	case string(fault.Failover):
 		return s.failover(ctx, time.Duration(req.Lag))
 	}
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)

@@ -187,9 +187,9 @@ func (s *etcdSupervisor) restoreStatus() {
 	}
 	// The pause timer died with the previous supervisor, and its etcd with
 	// it.
-	if id := s.st.Active[FaultPause]; id != "" {
-		_ = s.faults.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
-		delete(s.st.Active, FaultPause)
+	if id := s.st.Active[fault.Pause]; id != "" {
+		_ = s.faults.rec.end(id, fault.Pause, map[string]string{"ended_by": "supervisor restart"})
+		delete(s.st.Active, fault.Pause)
 	}
 	if old.State == Stopped {
 		s.wantUp = false
@@ -313,7 +313,7 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 		return
 	}
 	s.setStateLocked(Up)
-	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
+	for _, k := range []FaultKind{fault.Kill, fault.Restart, fault.Stop} {
 		s.faults.endAtLocked(k, down, nil)
 	}
 }
@@ -456,23 +456,23 @@ func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultReques
 		params["target"] = req.Target
 	}
 	switch kind {
-	case string(FaultKill):
+	case string(fault.Kill):
 		return s.kill(ctx, nil, params)
-	case string(FaultRestart):
+	case string(fault.Restart):
 		d := time.Duration(*req.Delay) // checkFault: given
 		params["delay"] = d.String()
 		return s.kill(ctx, &d, params)
-	case string(FaultStop):
+	case string(fault.Stop):
 		return s.stop(ctx, params)
 	case string(fault.Start):
 		return s.startMember(ctx)
-	case string(FaultPause):
+	case string(fault.Pause):
 		return s.pause(time.Duration(req.For), params)
-	case string(FaultPartition):
+	case string(fault.Partition):
 		return s.partition(params), nil
 	case string(fault.Heal):
 		return s.heal(), nil
-	case string(FaultLatency):
+	case string(fault.Latency):
 		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), params), nil
 	}
 	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind) // checkFault refused it first
@@ -489,9 +489,9 @@ func (s *etcdSupervisor) kill(ctx context.Context, delay *time.Duration, params 
 		s.mu.Unlock()
 		return EtcdFaultResult{}, err
 	}
-	kind := FaultKill
+	kind := fault.Kill
 	if delay != nil {
-		kind = FaultRestart
+		kind = fault.Restart
 		s.wantUp = true
 		if p != nil {
 			s.override = delay
@@ -524,7 +524,7 @@ func (s *etcdSupervisor) stop(ctx context.Context, params map[string]string) (Et
 	}
 	s.wantUp = false
 	s.pendingDelay = 0
-	f := s.faults.startLocked(FaultStop, params)
+	f := s.faults.startLocked(fault.Stop, params)
 	p, cancelWait := s.proc, s.cancelWait
 	s.mu.Unlock()
 	if p != nil {
@@ -559,7 +559,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 	}
 	s.stopPauseLocked()
 	params["for"] = d.String()
-	f := s.faults.startLocked(FaultPause, params)
+	f := s.faults.startLocked(fault.Pause, params)
 	s.paused.start(p, d, &s.wg, func(p *child) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -579,7 +579,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 // pause fault.
 func (s *etcdSupervisor) stopPauseLocked() {
 	s.paused.stop()
-	s.faults.endLocked(FaultPause, nil)
+	s.faults.endLocked(fault.Pause, nil)
 }
 
 func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
@@ -591,7 +591,7 @@ func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
 	_ = s.client.partition()
 	_ = s.peer.partition()
 	s.st.Partitioned = true
-	f := s.faults.startLocked(FaultPartition, params)
+	f := s.faults.startLocked(fault.Partition, params)
 	return EtcdFaultResult{Fault: &f}
 }
 
@@ -601,8 +601,8 @@ func (s *etcdSupervisor) heal() EtcdFaultResult {
 	s.client.heal()
 	s.peer.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.faults.endLocked(FaultPartition, nil)
-	s.faults.endLocked(FaultLatency, nil)
+	s.faults.endLocked(fault.Partition, nil)
+	s.faults.endLocked(fault.Latency, nil)
 	s.saveLocked()
 	return EtcdFaultResult{}
 }
@@ -612,7 +612,7 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 	defer s.mu.Unlock()
 	_ = s.client.latency(add, jitter)
 	_ = s.peer.latency(add, jitter)
-	s.faults.endLocked(FaultLatency, nil)
+	s.faults.endLocked(fault.Latency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Latency, s.st.Jitter = 0, 0
@@ -620,7 +620,7 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 		return EtcdFaultResult{}
 	}
 	params["add"], params["jitter"] = add.String(), jitter.String()
-	f := s.faults.startLocked(FaultLatency, params)
+	f := s.faults.startLocked(fault.Latency, params)
 	return EtcdFaultResult{Fault: &f}
 }
 

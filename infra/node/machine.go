@@ -311,17 +311,17 @@ func (s *supervisor) onMachineExit(p *child) {
 // applyMachine runs one fault request on a machine node.
 func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
-	case string(FaultKill):
+	case string(fault.Kill):
 		return s.kill(ctx, nil)
-	case string(FaultPowerLoss):
+	case string(fault.PowerLoss):
 		return s.machinePowerLoss(ctx)
-	case string(FaultRestart): // delay 0 (checkFault)
+	case string(fault.Restart): // delay 0 (checkFault)
 		return s.machineRestart(ctx)
-	case string(FaultStop):
+	case string(fault.Stop):
 		return s.machineStop(ctx)
 	case string(fault.Start):
 		return s.machineStart(ctx)
-	case string(FaultPause), string(FaultPartition), string(fault.Heal), string(FaultLatency):
+	case string(fault.Pause), string(fault.Partition), string(fault.Heal), string(fault.Latency):
 		return s.applyProcess(ctx, kind, req)
 	}
 	// What a machine cannot apply (clock-jump, clock-rate, failover) the
@@ -353,7 +353,7 @@ func (s *supervisor) machineRestart(ctx context.Context) (FaultResult, error) {
 		s.mu.Unlock()
 		return FaultResult{}, err
 	}
-	f := s.faults.startLocked(FaultRestart, map[string]string{"delay": "0s"})
+	f := s.faults.startLocked(fault.Restart, map[string]string{"delay": "0s"})
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -378,7 +378,7 @@ func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.wantUp = false
-	f := s.faults.startLocked(FaultStop, nil)
+	f := s.faults.startLocked(fault.Stop, nil)
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -430,7 +430,7 @@ func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) 
 		return FaultResult{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.faults.startLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(fault.PowerLoss, map[string]string{"persistence": string(prof)})
 	mn.leader = 0
 	s.mu.Unlock()
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"strconv"
 	"strings"
@@ -370,7 +371,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		return FaultResult{}, err
 	}
 	s.failingOver = true
-	f := s.faults.startLocked(FaultFailover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
+	f := s.faults.startLocked(fault.Failover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -384,7 +385,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 	fail := func(err error) (FaultResult, error) {
 		s.rep.link.heal()
 		s.mu.Lock()
-		s.faults.endLocked(FaultFailover, map[string]string{"error": err.Error()})
+		s.faults.endLocked(fault.Failover, map[string]string{"error": err.Error()})
 		s.mu.Unlock()
 		return FaultResult{}, fmt.Errorf("node %d: failover: %w", s.spec.ID, err)
 	}
@@ -445,7 +446,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		"promoted": res.Promoted, "caught_up": strconv.FormatBool(res.CaughtUp), "lost_bytes": strconv.FormatInt(res.LostBytes, 10),
 	}
 	s.mu.Lock()
-	s.faults.endLocked(FaultFailover, end)
+	s.faults.endLocked(fault.Failover, end)
 	s.mu.Unlock()
 	s.log.Printf("failover: the %s answers as master through 127.0.0.1:%d (lost %d bytes of replication)", standby, s.spec.Port, res.LostBytes)
 	f.End = time.Now()

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,7 @@ func TestSupervisorFaults(t *testing.T) {
 			t.Errorf("fault %s ends %v before it starts %v", f.ID, f.End, f.Start)
 		}
 	}
-	for _, k := range []node.FaultKind{node.FaultPartition, node.FaultLatency, node.FaultPause, node.FaultClockJump, node.FaultKill, node.FaultRestart, node.FaultStop, node.FaultClockRate} {
+	for _, k := range []node.FaultKind{fault.Partition, fault.Latency, fault.Pause, fault.ClockJump, fault.Kill, fault.Restart, fault.Stop, fault.ClockRate} {
 		if !seen[k] {
 			t.Errorf("no %s in faults.jsonl", k)
 		}
