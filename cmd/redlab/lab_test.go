@@ -142,7 +142,7 @@ func TestLabCLI(t *testing.T) {
 		{[]string{"fault", "start", "2"}, exitOK, []string{"start node 2: now up"}},
 		{[]string{"fault", "clock-rate", "3", "--factor", "2", "--for", "200ms"}, exitOK, []string{"clock-rate node 3"}},
 		{[]string{"fault", "kill", "9"}, exitUsage, []string{"no node 9"}},
-		{[]string{"fault", "failover", "1"}, exitUsage, []string{"no replicas"}},
+		{[]string{"fault", "failover", "1"}, exitUsage, []string{"the lab needs replicas"}},
 		{[]string{"fault", "list"}, exitOK, []string{"partition", "kill", "restart", "stop", "clock-jump", "latency"}},
 		{[]string{"lab", "down"}, exitOK, []string{"is clear"}},
 		{[]string{"lab", "down"}, exitOK, nil},
