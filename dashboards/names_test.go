@@ -98,7 +98,10 @@ func projectFamilies(t *testing.T) []family {
 	if err := r.Store().Seed(context.Background(), "w", 5); err != nil {
 		t.Fatal(err)
 	}
-	h := inventory.NewHandler(r.Service(), reg)
+	h, err := inventory.NewHandler(r.Service(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/v1/reservations", strings.NewReader(`{"sku":"w","quantity":1,"request_id":"a"}`))
 	req.Header.Set("Content-Type", "application/json")

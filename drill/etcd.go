@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/inventory"
@@ -34,19 +35,11 @@ const etcdLeader = "leader"
 // lab without them, so that the two kinds of lab keep their alignment.
 const etcdPortStep = 1200
 
-// etcdFaultKinds are the kinds a fault on etcd members may have.
-var etcdFaultKinds = []FaultKind{FaultKill, FaultRestart, FaultStop, FaultStart, FaultPause, FaultPartition, FaultLatency, FaultHeal}
-
-// etcdFaults is what a drill does to the lab's etcd members: the etcd
-// fault API of *lab.Lab. member is lab.TargetLeader or a number from 1.
+// etcdFaults is what a drill does to the lab's etcd members: any fault of
+// the catalogue that a member can apply, as data (*lab.Lab). member is
+// lab.TargetLeader or a number from 1.
 type etcdFaults interface {
-	EtcdKill(ctx context.Context, member int) (lab.EtcdFaultResult, error)
-	EtcdRestart(ctx context.Context, member int, delay time.Duration) (lab.EtcdFaultResult, error)
-	EtcdStop(ctx context.Context, member int) (lab.EtcdFaultResult, error)
-	EtcdStart(ctx context.Context, member int) (lab.EtcdFaultResult, error)
-	EtcdPause(ctx context.Context, member int, d time.Duration) (lab.EtcdFaultResult, error)
-	EtcdPartition(ctx context.Context, member int) (lab.EtcdFaultResult, error)
-	EtcdLatency(ctx context.Context, member int, add, jitter time.Duration) (lab.EtcdFaultResult, error)
+	EtcdApply(ctx context.Context, member int, kind fault.Kind, params fault.Params) (lab.EtcdFaultResult, error)
 	EtcdHeal(ctx context.Context, members ...int) error
 }
 
@@ -88,19 +81,14 @@ func (p *specParser) etcdMembers(e entry) []int {
 	return out
 }
 
-// checkEtcdFault checks a fault that names etcd members: not nodes too,
-// and a kind a member can have.
-func (p *specParser) checkEtcdFault(e entry, have map[string]entry, f Fault) {
-	ee, ok := have["etcd"]
-	if !ok {
+// checkEtcdFault checks a fault that names etcd members: not nodes too.
+// Which kinds a member can have is the catalogue's (fault.EtcdMember).
+func (p *specParser) checkEtcdFault(e entry, have map[string]entry, _ Fault) {
+	if _, ok := have["etcd"]; !ok {
 		return
 	}
 	if ne, both := have["nodes"]; both {
 		p.fail(ne.keyNode, e.field+".nodes", "a fault acts on Redis nodes or on etcd members: give nodes or etcd, not both")
-		return
-	}
-	if !contains(etcdFaultKinds, f.Kind) {
-		p.fail(ee.keyNode, e.field+".etcd", "%s does not apply to etcd members (they take %s)", f.Kind, joinKinds(etcdFaultKinds))
 	}
 }
 
@@ -219,7 +207,7 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 	if in.etcd == nil {
 		return errors.New("drill: the lab has no etcd members")
 	}
-	if f.Kind == FaultHeal {
+	if f.Kind == fault.Heal {
 		return in.etcd.EtcdHeal(ctx, f.Etcd...)
 	}
 	var (
@@ -231,24 +219,7 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 			res lab.EtcdFaultResult
 			err error
 		)
-		switch f.Kind {
-		case FaultKill:
-			res, err = in.etcd.EtcdKill(ctx, m)
-		case FaultRestart:
-			res, err = in.etcd.EtcdRestart(ctx, m, f.Delay)
-		case FaultStop:
-			res, err = in.etcd.EtcdStop(ctx, m)
-		case FaultStart:
-			res, err = in.etcd.EtcdStart(ctx, m)
-		case FaultPause:
-			res, err = in.etcd.EtcdPause(ctx, m, f.For)
-		case FaultPartition:
-			res, err = in.etcd.EtcdPartition(ctx, m)
-		case FaultLatency:
-			res, err = in.etcd.EtcdLatency(ctx, m, f.Add, f.Jitter)
-		default:
-			err = fmt.Errorf("%s does not apply to etcd members", f.Kind)
-		}
+		res, err = in.etcd.EtcdApply(ctx, m, f.Kind, f.Params)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package drill
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"io"
 	"strconv"
 	"sync"
@@ -53,7 +54,7 @@ func (w *EventWriter) ProcessPause(p inventory.ProcessPause) {
 	n := w.pauses
 	w.mu.Unlock()
 	w.write(FaultRecord{
-		Type: "fault", ID: "client-pause-" + string(w.guard) + "-" + w.holder + "-" + strconv.Itoa(n), Fault: string(FaultClientPause),
+		Type: "fault", ID: "client-pause-" + string(w.guard) + "-" + w.holder + "-" + strconv.Itoa(n), Fault: string(fault.ClientPause),
 		Nodes: []int{}, Guard: string(w.guard), Scope: string(inventory.ScopeProcess), Event: "start", AtNs: w.clock.mono(p.At),
 	})
 }

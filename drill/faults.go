@@ -10,25 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
-// nodeFaults is what a drill does to the lab's nodes: the fault API of
-// *lab.Lab.
+// nodeFaults is what a drill does to the lab's nodes: any fault of the
+// catalogue, as data (*lab.Lab).
 type nodeFaults interface {
-	Kill(ctx context.Context, id int) (lab.FaultResult, error)
-	PowerLoss(ctx context.Context, id int) (lab.FaultResult, error)
-	Restart(ctx context.Context, id int, delay time.Duration) (lab.FaultResult, error)
-	Stop(ctx context.Context, id int) (lab.FaultResult, error)
-	Start(ctx context.Context, id int) (lab.FaultResult, error)
-	Pause(ctx context.Context, id int, d time.Duration) (lab.FaultResult, error)
-	Partition(ctx context.Context, ids ...int) error
+	Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (lab.FaultResult, error)
 	Heal(ctx context.Context, ids ...int) error
-	Latency(ctx context.Context, id int, add, jitter time.Duration) (lab.FaultResult, error)
-	ClockJump(ctx context.Context, id int, by time.Duration) (lab.FaultResult, error)
-	ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (lab.FaultResult, error)
-	Failover(ctx context.Context, id int, lag time.Duration) (lab.FaultResult, error)
 }
 
 var _ nodeFaults = (*lab.Lab)(nil)
@@ -116,8 +107,8 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 	for _, f := range faults {
 		f := f
 		steps = append(steps, step{f.At, describeFault(f), func(ctx context.Context) error { return in.apply(ctx, f) }})
-		if f.For > 0 && (f.Kind == FaultPartition || f.Kind == FaultLatency) && f.At+f.For < end {
-			steps = append(steps, step{f.At + f.For, "heal " + faultTargets(f), func(ctx context.Context) error {
+		if def, _ := fault.Lookup(f.Kind); def.For == fault.ForHeals && f.For() > 0 && f.At+f.For() < end {
+			steps = append(steps, step{f.At + f.For(), "heal " + faultTargets(f), func(ctx context.Context) error {
 				return in.heal(ctx, f)
 			}})
 		}
@@ -165,53 +156,27 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		return in.applyEtcd(ctx, f)
 	}
 	switch f.Kind {
-	case FaultPartition:
-		return in.nodes.Partition(ctx, f.Nodes...)
-	case FaultHeal:
+	case fault.Heal:
 		if len(f.Nodes) == 0 {
 			return in.healAll(ctx)
 		}
 		return in.nodes.Heal(ctx, f.Nodes...)
-	case FaultClientPause:
+	case fault.ClientPause:
 		var errs []error
 		for g, p := range in.pausers {
 			if len(f.Guards) > 0 && !contains(f.Guards, g) {
 				continue
 			}
 			if sp, ok := in.procs[g]; ok {
-				errs = append(errs, sp.Arm(ctx, f.For, f.Count))
+				errs = append(errs, sp.Arm(ctx, f.For(), f.Count))
 			} else {
-				p.Arm(f.For, f.Count)
+				p.Arm(f.For(), f.Count)
 			}
 		}
 		return errors.Join(errs...)
 	}
 	return onEach(f.Nodes, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		var err error
-		switch f.Kind {
-		case FaultKill:
-			_, err = in.nodes.Kill(ctx, id)
-		case FaultPowerLoss:
-			_, err = in.nodes.PowerLoss(ctx, id)
-		case FaultRestart:
-			_, err = in.nodes.Restart(ctx, id, f.Delay)
-		case FaultStop:
-			_, err = in.nodes.Stop(ctx, id)
-		case FaultStart:
-			_, err = in.nodes.Start(ctx, id)
-		case FaultPause:
-			_, err = in.nodes.Pause(ctx, id, f.For)
-		case FaultLatency:
-			_, err = in.nodes.Latency(ctx, id, f.Add, f.Jitter)
-		case FaultClockJump:
-			_, err = in.nodes.ClockJump(ctx, id, f.By)
-		case FaultClockRate:
-			_, err = in.nodes.ClockRate(ctx, id, f.Factor, f.For)
-		case FaultFailover:
-			_, err = in.nodes.Failover(ctx, id, f.Lag)
-		default:
-			err = fmt.Errorf("unknown fault %q", f.Kind)
-		}
+		_, err := in.nodes.Apply(ctx, id, f.Kind, f.Params)
 		return err
 	})
 }
@@ -246,23 +211,24 @@ func describeFault(f Fault) string {
 		b.WriteString(" ")
 		b.WriteString(faultTargets(f))
 	}
+	p := f.Params
 	switch f.Kind {
-	case FaultRestart:
-		fmt.Fprintf(&b, " delay %v", f.Delay)
-	case FaultLatency:
-		fmt.Fprintf(&b, " +%v", f.Add)
-		if f.Jitter > 0 {
-			fmt.Fprintf(&b, " ±%v", f.Jitter)
+	case fault.Restart:
+		fmt.Fprintf(&b, " delay %v", p.D("delay"))
+	case fault.Latency:
+		fmt.Fprintf(&b, " +%v", p.D("add"))
+		if p.D("jitter") > 0 {
+			fmt.Fprintf(&b, " ±%v", p.D("jitter"))
 		}
-	case FaultClockJump:
-		fmt.Fprintf(&b, " by %v", f.By)
-	case FaultClockRate:
-		fmt.Fprintf(&b, " ×%g", f.Factor)
-	case FaultFailover:
-		if f.Lag > 0 {
-			fmt.Fprintf(&b, " after %v of replication lag", f.Lag)
+	case fault.ClockJump:
+		fmt.Fprintf(&b, " by %v", p.D("by"))
+	case fault.ClockRate:
+		fmt.Fprintf(&b, " ×%g", p.N("factor"))
+	case fault.Failover:
+		if p.D("lag") > 0 {
+			fmt.Fprintf(&b, " after %v of replication lag", p.D("lag"))
 		}
-	case FaultClientPause:
+	case fault.ClientPause:
 		if len(f.Guards) > 0 {
 			b.WriteString(" " + inventory.JoinGuards(f.Guards))
 		}
@@ -271,8 +237,8 @@ func describeFault(f Fault) string {
 		}
 		fmt.Fprintf(&b, " (scope %s)", f.Scope)
 	}
-	if f.For > 0 {
-		fmt.Fprintf(&b, " for %v", f.For)
+	if f.For() > 0 {
+		fmt.Fprintf(&b, " for %v", f.For())
 	}
 	return b.String()
 }

@@ -4,67 +4,19 @@
 package drill
 
 import (
+	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
-// FaultKind names a drill fault.
-type FaultKind string
-
-// The faults a drill can schedule. All but client-pause act on lab nodes.
-const (
-	FaultKill        FaultKind = "kill"         // SIGKILL redis-server; back after the restart delay
-	FaultPowerLoss   FaultKind = "power-loss"   // a crash that loses what was not fsynced
-	FaultRestart     FaultKind = "restart"      // crash and restart after delay (default 0)
-	FaultStop        FaultKind = "stop"         // clean shutdown, until start
-	FaultStart       FaultKind = "start"        // start a stopped node
-	FaultPause       FaultKind = "pause"        // SIGSTOP for `for`
-	FaultPartition   FaultKind = "partition"    // silence, until heal or `for`
-	FaultHeal        FaultKind = "heal"         // end partitions and latency
-	FaultLatency     FaultKind = "latency"      // add delay, until heal or `for`
-	FaultClockJump   FaultKind = "clock-jump"   // the node's clock steps forward by `by`
-	FaultClockRate   FaultKind = "clock-rate"   // the node's clock runs `factor` fast for `for`
-	FaultClientPause FaultKind = "client-pause" // a lock holder freezes inside its critical section for `for`; scope: request | process
-	// FaultFailover crashes the master of each node and promotes its replica
-	// behind the node's address, after holding replication back for `lag`
-	// (optional); the lab needs replicas: 1.
-	FaultFailover FaultKind = "failover"
-)
-
-// faultKinds is every kind with what it needs: nodes, a duration, params.
-var faultKinds = map[FaultKind]struct {
-	nodes    bool // needs nodes (heal: optional)
-	needsFor bool
-	allowFor bool
-}{
-	FaultKill:        {nodes: true},
-	FaultPowerLoss:   {nodes: true},
-	FaultRestart:     {nodes: true},
-	FaultStop:        {nodes: true},
-	FaultStart:       {nodes: true},
-	FaultPause:       {nodes: true, needsFor: true, allowFor: true},
-	FaultPartition:   {nodes: true, allowFor: true},
-	FaultHeal:        {},
-	FaultLatency:     {nodes: true, allowFor: true},
-	FaultClockJump:   {nodes: true},
-	FaultClockRate:   {nodes: true, needsFor: true, allowFor: true},
-	FaultClientPause: {needsFor: true, allowFor: true},
-	FaultFailover:    {nodes: true},
-}
-
-func faultKindNames() string {
-	names := make([]string, 0, len(faultKinds))
-	for k := range faultKinds {
-		names = append(names, string(k))
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+// FaultKind names a drill fault: a kind of the catalogue (package fault),
+// which says what each takes and what can apply it.
+type FaultKind = fault.Kind
 
 // Fault is one scheduled fault.
 type Fault struct {
@@ -75,15 +27,10 @@ type Fault struct {
 	// numbered from 1; lab.TargetLeader (0) is the member leading when the
 	// fault fires.
 	Etcd []int
-	// For ends the fault after this long (pause, clock-rate, client-pause:
-	// required; partition, latency: optional, else until a heal or the end).
-	For    time.Duration
-	Delay  time.Duration // restart
-	Add    time.Duration // latency
-	Jitter time.Duration // latency
-	By     time.Duration // clock-jump
-	Factor float64       // clock-rate
-	Lag    time.Duration // failover
+	// Params are the fault's parameters as the catalogue defines them:
+	// for, delay, add, jitter, by, factor, lag, count (guards and scope are
+	// present, their values below).
+	Params fault.Params
 	// Guards limits a client-pause to these guards (default: every guard).
 	Guards []inventory.Guard
 	// Count is how many holders a client-pause freezes (default 1).
@@ -96,21 +43,35 @@ type Fault struct {
 	Line int
 }
 
+// For is how long the fault lasts (pause, clock-rate, client-pause), or
+// after how long the drill heals it (partition, latency); 0: not given.
+func (f Fault) For() time.Duration { return f.Params.D(fault.For) }
+
 func (p *specParser) fault(e entry) Fault {
-	f := Fault{Line: p.line(e.node), Count: 1}
+	f := Fault{Line: p.line(e.node), Count: 1, Params: fault.Params{}}
 	have := map[string]entry{}
-	for _, fe := range p.mapping(e.node, e.field, "at", "fault", "nodes", "etcd", "for", "delay", "add", "jitter", "by", "factor", "guards", "count", "lag", "scope") {
+	entries := p.mapping(e.node, e.field, append([]string{"at", "fault", "nodes", "etcd"}, fault.ParamNames()...)...)
+	// The kind first: the parameters are read as its own.
+	for _, fe := range entries {
+		if fe.key != "fault" {
+			continue
+		}
+		if v, ok := p.scalar(fe); ok {
+			f.Kind = FaultKind(v)
+			if _, known := fault.Lookup(f.Kind); !known {
+				p.fail(fe.node, fe.field, "unknown fault %q (want one of %s)", v, fault.Kinds())
+			}
+		}
+	}
+	for _, fe := range entries {
 		have[fe.key] = fe
+		if p.err != nil {
+			break
+		}
 		switch fe.key {
+		case "fault":
 		case "at":
 			f.At = p.duration(fe, 0)
-		case "fault":
-			if v, ok := p.scalar(fe); ok {
-				f.Kind = FaultKind(v)
-				if _, known := faultKinds[f.Kind]; !known {
-					p.fail(fe.node, fe.field, "unknown fault %q (want one of %s)", v, faultKindNames())
-				}
-			}
 		case "nodes":
 			for _, ne := range p.list(fe) {
 				n := int(p.integer(ne, 1, lab.MaxNodes))
@@ -121,19 +82,8 @@ func (p *specParser) fault(e entry) Fault {
 			}
 		case "etcd":
 			f.Etcd = p.etcdMembers(fe)
-		case "for":
-			f.For = p.duration(fe, time.Millisecond)
-		case "delay":
-			f.Delay = p.duration(fe, 0)
-		case "add":
-			f.Add = p.duration(fe, time.Millisecond)
-		case "jitter":
-			f.Jitter = p.duration(fe, 0)
-		case "by":
-			f.By = p.duration(fe, time.Millisecond)
-		case "factor":
-			f.Factor = p.number(fe, 0.001, 1000)
 		case "guards":
+			f.Params[fe.key] = fault.Value{Names: []string{}}
 			for _, ge := range p.list(fe) {
 				v, ok := p.scalar(ge)
 				if !ok {
@@ -146,11 +96,8 @@ func (p *specParser) fault(e entry) Fault {
 				}
 				f.Guards = append(f.Guards, g)
 			}
-		case "count":
-			f.Count = int(p.integer(fe, 1, 1000))
-		case "lag":
-			f.Lag = p.duration(fe, 0)
 		case "scope":
+			f.Params[fe.key] = fault.Value{Names: []string{}}
 			if v, ok := p.scalar(fe); ok {
 				sc, err := inventory.ParsePauseScope(v)
 				if err != nil {
@@ -158,6 +105,17 @@ func (p *specParser) fault(e entry) Fault {
 				}
 				f.Scope = sc
 			}
+		default: // a parameter of the catalogue
+			v, ok := p.scalar(fe)
+			if !ok {
+				break
+			}
+			val, err := fault.Parse(f.Kind, fe.key, v)
+			if err != nil {
+				p.faultError(err, e, have)
+				break
+			}
+			f.Params[fe.key] = val
 		}
 	}
 	if p.err != nil {
@@ -169,58 +127,61 @@ func (p *specParser) fault(e entry) Fault {
 			return f
 		}
 	}
-	k := faultKinds[f.Kind]
+	if f.Params.Has("count") {
+		f.Count = int(f.Params.N("count"))
+	}
+	def, _ := fault.Lookup(f.Kind)
 	_, hasNodes := have["nodes"]
 	_, hasEtcd := have["etcd"]
-	_, hasFor := have["for"]
 	if p.checkEtcdFault(e, have, f); p.err != nil {
 		return f
 	}
 	switch {
-	case k.nodes && !hasNodes && !hasEtcd:
+	case def.Nodes && !def.NodesOptional && !hasNodes && !hasEtcd:
 		p.fail(e.node, e.field+".nodes", "%s needs the nodes it acts on (numbered from 1)", f.Kind)
-	case f.Kind == FaultClientPause && hasNodes:
-		p.fail(have["nodes"].keyNode, e.field+".nodes", "client-pause freezes a lock holder, not a node: give guards (optional), not nodes")
-	case k.needsFor && !hasFor:
-		p.fail(e.node, e.field+".for", "%s needs a duration (for: 15s)", f.Kind)
-	case hasFor && !k.allowFor:
-		p.fail(have["for"].keyNode, e.field+".for", "%s takes no duration", f.Kind)
+		return f
+	case !def.Nodes && hasNodes:
+		p.fail(have["nodes"].keyNode, e.field+".nodes", "%s acts on no node (%s): give guards (optional), not nodes", f.Kind, def.Summary)
+		return f
 	}
-	param := func(key string, kinds ...FaultKind) {
-		if pe, ok := have[key]; ok && !contains(kinds, f.Kind) {
-			p.fail(pe.keyNode, pe.field, "%s takes no %s (it applies to %s)", f.Kind, key, joinKinds(kinds))
-		}
+	// The parameters, and whether what the fault names can apply it; the
+	// lab's replicas and machines are checked with the whole spec
+	// (checkFaults).
+	target := def.Targets[0]
+	if hasEtcd {
+		target = fault.EtcdMember
 	}
-	param("delay", FaultRestart)
-	param("add", FaultLatency)
-	param("jitter", FaultLatency)
-	param("by", FaultClockJump)
-	param("factor", FaultClockRate)
-	param("guards", FaultClientPause)
-	param("count", FaultClientPause)
-	param("lag", FaultFailover)
-	param("scope", FaultClientPause)
-	if f.Kind == FaultClientPause && f.Scope == "" {
+	if err := fault.Validate(f.Kind, f.Params, target, true); err != nil {
+		p.faultError(err, e, have)
+		return f
+	}
+	if f.Kind == fault.ClientPause && f.Scope == "" {
 		f.Scope = inventory.ScopeRequest
-	}
-	if _, ok := have["add"]; f.Kind == FaultLatency && !ok {
-		p.fail(e.node, e.field+".add", "latency needs add (add: 200ms)")
-	}
-	if _, ok := have["by"]; f.Kind == FaultClockJump && !ok {
-		p.fail(e.node, e.field+".by", "clock-jump needs by (by: 15s)")
-	}
-	if _, ok := have["factor"]; f.Kind == FaultClockRate && !ok {
-		p.fail(e.node, e.field+".factor", "clock-rate needs factor (factor: 1.5)")
 	}
 	return f
 }
 
-func joinKinds(ks []FaultKind) string {
-	s := make([]string, len(ks))
-	for i, k := range ks {
-		s[i] = string(k)
+// faultError reports a catalogue error of the fault at e: on the parameter
+// it names (at its key when given), on etcd when etcd members cannot apply
+// it, or else on the fault.
+func (p *specParser) faultError(err error, e entry, have map[string]entry) {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		p.fail(e.node, e.field, "%v", err)
+		return
 	}
-	return strings.Join(s, ", ")
+	switch ee, etcd := have["etcd"]; {
+	case fe.Param != "":
+		n := e.node
+		if pe, ok := have[fe.Param]; ok {
+			n = pe.keyNode
+		}
+		p.fail(n, e.field+"."+fe.Param, "%s", fe.Rule)
+	case etcd && fe.Unsupported:
+		p.fail(ee.keyNode, e.field+".etcd", "%s", fe.Rule)
+	default:
+		p.fail(e.node, e.field+".fault", "%s", fe.Rule)
+	}
 }
 
 // checkFaults checks what needs the whole spec: node numbers against the
@@ -248,15 +209,12 @@ func (p *specParser) checkFaults(s *Spec) {
 			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".scope", Msg: msg}
 			return
 		}
-		if f.Kind == FaultFailover && s.Lab.Replicas == 0 {
-			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: "failover promotes a node's replica: the lab needs replicas (lab: {replicas: 1})"}
-			return
-		}
-		if s.Lab.Machines {
-			if msg := machineFaultProblem(f); msg != "" {
-				p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: msg}
-				return
+		if fe := labFaultProblem(f, s.Lab.Machines, s.Lab.Replicas > 0); fe != nil {
+			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: fe.Rule}
+			if fe.Param != "" {
+				p.err.Field = field + "." + fe.Param
 			}
+			return
 		}
 	}
 	if s.Lab.Machines && s.Lab.Replicas > 0 {
@@ -270,15 +228,15 @@ func (p *specParser) checkFaults(s *Spec) {
 // serve` processes, or "". Such a guard gets all its client pauses through
 // its processes: one scope per guard.
 func processPauseProblem(s *Spec, f Fault) string {
-	if f.Kind != FaultClientPause {
+	if f.Kind != fault.ClientPause {
 		return ""
 	}
-	if f.Scope == inventory.ScopeProcess && f.For > inventory.MaxPause {
-		return fmt.Sprintf("scope process pauses a serve process for at most %v (inventory.MaxPause), got for: %v", inventory.MaxPause, f.For)
+	if f.Scope == inventory.ScopeProcess && f.For() > inventory.MaxPause {
+		return fmt.Sprintf("scope process pauses a serve process for at most %v (inventory.MaxPause), got for: %v", inventory.MaxPause, f.For())
 	}
 	for _, g := range pausedGuards(s, f) {
 		for _, o := range s.Faults {
-			if o.Kind == FaultClientPause && o.Scope != f.Scope && contains(pausedGuards(s, o), g) {
+			if o.Kind == fault.ClientPause && o.Scope != f.Scope && contains(pausedGuards(s, o), g) {
 				return fmt.Sprintf("guard %s is paused with scope %s here and with scope %s at line %d: a guard's replicas run in the drill or as processes, so give all its client pauses one scope", g, f.Scope, o.Scope, o.Line)
 			}
 		}
@@ -309,7 +267,7 @@ func (s *Spec) processGuards() []inventory.Guard {
 	var out []inventory.Guard
 	for _, g := range s.Workload.Guards {
 		for _, f := range s.Faults {
-			if f.Kind == FaultClientPause && f.Scope == inventory.ScopeProcess && contains(pausedGuards(s, f), g) && !contains(out, g) {
+			if f.Kind == fault.ClientPause && f.Scope == inventory.ScopeProcess && contains(pausedGuards(s, f), g) && !contains(out, g) {
 				out = append(out, g)
 			}
 		}
@@ -317,17 +275,22 @@ func (s *Spec) processGuards() []inventory.Guard {
 	return out
 }
 
-// machineFaultProblem says why a lab of machines cannot apply f, or "".
-func machineFaultProblem(f Fault) string {
-	switch {
-	case f.Kind == FaultClockJump || f.Kind == FaultClockRate:
-		return fmt.Sprintf("%s models the clock through keys' TTLs; a machine's clock is the host's: run it on the process lab", f.Kind)
-	case f.Kind == FaultFailover:
-		return "failover needs replicas, which a lab of machines does not have"
-	case f.Kind == FaultRestart && f.Delay != 0:
-		return "on a machine restart is `systemctl restart`, which starts at once: only delay 0 (kill waits the restart delay)"
+// labFaultProblem says why the lab's nodes (machines or processes, with
+// replicas or not) cannot apply f, or nil: the catalogue's verdict. A
+// fault on etcd members or on the service was judged when it was read.
+func labFaultProblem(f Fault, machines, replicas bool) *fault.Error {
+	if len(f.Etcd) > 0 || f.Kind == fault.ClientPause {
+		return nil
 	}
-	return ""
+	target := fault.ProcessNode
+	if machines {
+		target = fault.MachineNode
+	}
+	var fe *fault.Error
+	if err := fault.Validate(f.Kind, f.Params, target, replicas); errors.As(err, &fe) {
+		return fe
+	}
+	return nil
 }
 
 // CheckMachines reports why spec cannot run on a lab of machines (the
@@ -338,8 +301,8 @@ func CheckMachines(spec *Spec) error {
 		return fmt.Errorf("drill %s: machines and replicas do not go together: a machine runs one redis-server under systemd", spec.Name)
 	}
 	for i, f := range spec.Faults {
-		if msg := machineFaultProblem(f); msg != "" {
-			return fmt.Errorf("drill %s: faults[%d] (line %d): %s", spec.Name, i, f.Line, msg)
+		if fe := labFaultProblem(f, true, false); fe != nil && fe.Unsupported {
+			return fmt.Errorf("drill %s: faults[%d] (line %d): %s", spec.Name, i, f.Line, fe.Rule)
 		}
 	}
 	return nil

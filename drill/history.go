@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"io"
 	"os"
 	"sort"
@@ -129,7 +130,7 @@ func (h *History) AddFault(id string, kind FaultKind, nodes []int, guard invento
 
 // AddPause records a client-pause event of guard g at t.
 func (h *History) AddPause(id string, g inventory.Guard, scope inventory.PauseScope, event string, t time.Time) {
-	r := FaultRecord{Type: "fault", ID: id, Fault: string(FaultClientPause), Nodes: []int{}, Guard: string(g), Scope: string(scope), Event: event, AtNs: h.ns(t)}
+	r := FaultRecord{Type: "fault", ID: id, Fault: string(fault.ClientPause), Nodes: []int{}, Guard: string(g), Scope: string(scope), Event: event, AtNs: h.ns(t)}
 	h.mu.Lock()
 	h.faults = append(h.faults, r)
 	h.mu.Unlock()

@@ -2,6 +2,7 @@ package drill
 
 import (
 	"bytes"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,8 +45,8 @@ func TestHistoryRoundTrip(t *testing.T) {
 	h := NewHistory(t0)
 	h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:x", Holder: "replica-0", Token: "tok1",
 		Granted: t0.Add(time.Second), ValidUntil: t0.Add(9 * time.Second), Released: t0.Add(3 * time.Second)})
-	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "start", t0.Add(2*time.Second))
-	h.AddFault("f1", FaultPowerLoss, []int{3}, "", "end", t0.Add(4*time.Second))
+	h.AddFault("f1", fault.PowerLoss, []int{3}, "", "start", t0.Add(2*time.Second))
+	h.AddFault("f1", fault.PowerLoss, []int{3}, "", "end", t0.Add(4*time.Second))
 	h.AddHold(inventory.GuardRedlock, inventory.Hold{Key: "lock:sku:x", Holder: "replica-1", Token: "tok2",
 		Granted: t0.Add(2500 * time.Millisecond), Released: t0.Add(5 * time.Second)})
 	path := filepath.Join(t.TempDir(), HistoryFile)

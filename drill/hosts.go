@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hostfault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 	"github.com/redlocklab/redlocklab/infra/lab"
@@ -72,8 +73,11 @@ func CheckHosts(spec *Spec, inv *hosts.Inventory) error {
 		return fmt.Errorf("%w: %s pauses serve processes (scope process), which run in the lab", errNotOnHosts, spec.Name)
 	}
 	for _, f := range spec.Faults {
-		if f.Kind == FaultClockRate || f.Kind == FaultFailover {
-			return fmt.Errorf("%w: %s: %s is the lab's model; hosts take kill, restart, stop, start, pause, partition, latency, power-loss, clock-jump", errNotOnHosts, spec.Name, f.Kind)
+		if f.Kind == fault.ClientPause {
+			continue // in the drill's own process
+		}
+		if err := fault.Validate(f.Kind, f.Params, fault.SSHHost, false); err != nil {
+			return fmt.Errorf("%w: %s:%d: %w", errNotOnHosts, spec.Name, f.Line, err)
 		}
 	}
 	if len(weakenings(spec)) > 0 {
@@ -298,16 +302,33 @@ func (s *hostSite) crash(ctx context.Context, id int, kind string, p hostfault.P
 	return lab.FaultResult{}, err
 }
 
-func (s *hostSite) Kill(ctx context.Context, id int) (lab.FaultResult, error) {
-	return s.crash(ctx, id, "kill", hostfault.Params{})
-}
-
-func (s *hostSite) PowerLoss(ctx context.Context, id int) (lab.FaultResult, error) {
-	return s.crash(ctx, id, "power-loss", hostfault.Params{})
-}
-
-func (s *hostSite) Restart(ctx context.Context, id int, delay time.Duration) (lab.FaultResult, error) {
-	return s.crash(ctx, id, "restart", hostfault.Params{Delay: delay})
+// Apply injects one fault of the catalogue on node id, as *lab.Lab.Apply
+// does in the lab.
+func (s *hostSite) Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (lab.FaultResult, error) {
+	if err := fault.Validate(kind, params, fault.SSHHost, false); err != nil {
+		return lab.FaultResult{}, err
+	}
+	switch kind {
+	case fault.Kill, fault.PowerLoss:
+		return s.crash(ctx, id, string(kind), hostfault.Params{})
+	case fault.Restart:
+		return s.crash(ctx, id, string(kind), hostfault.Params{Delay: params.D("delay")})
+	case fault.Stop:
+		return s.Stop(ctx, id)
+	case fault.Start:
+		return s.Start(ctx, id)
+	case fault.Pause:
+		return s.Pause(ctx, id, params.D(fault.For))
+	case fault.Partition:
+		return lab.FaultResult{}, s.Partition(ctx, id)
+	case fault.Latency:
+		return s.Latency(ctx, id, params.D("add"), params.D("jitter"))
+	case fault.ClockJump:
+		return s.ClockJump(ctx, id, params.D("by"))
+	case fault.Heal:
+		return lab.FaultResult{}, s.Heal(ctx, id)
+	}
+	return lab.FaultResult{}, fmt.Errorf("%w: %s", errNotOnHosts, kind)
 }
 
 func (s *hostSite) Stop(ctx context.Context, id int) (lab.FaultResult, error) {
@@ -385,35 +406,10 @@ func (s *hostSite) ClockJump(ctx context.Context, id int, by time.Duration) (lab
 	return lab.FaultResult{}, err
 }
 
-func (s *hostSite) ClockRate(context.Context, int, float64, time.Duration) (lab.FaultResult, error) {
-	return lab.FaultResult{}, fmt.Errorf("%w: clock-rate is the lab's model", errNotOnHosts)
+func (s *hostSite) EtcdApply(context.Context, int, fault.Kind, fault.Params) (lab.EtcdFaultResult, error) {
+	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
 }
 
-func (s *hostSite) Failover(context.Context, int, time.Duration) (lab.FaultResult, error) {
-	return lab.FaultResult{}, fmt.Errorf("%w: failover needs the lab's replicas", errNotOnHosts)
-}
-
-func (s *hostSite) EtcdKill(context.Context, int) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-func (s *hostSite) EtcdRestart(context.Context, int, time.Duration) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-func (s *hostSite) EtcdStop(context.Context, int) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-func (s *hostSite) EtcdStart(context.Context, int) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-func (s *hostSite) EtcdPause(context.Context, int, time.Duration) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-func (s *hostSite) EtcdPartition(context.Context, int) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-func (s *hostSite) EtcdLatency(context.Context, int, time.Duration, time.Duration) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
 func (s *hostSite) EtcdHeal(context.Context, ...int) error { return nil }
 
 var errEtcdNotOnHosts = fmt.Errorf("%w: no etcd members", errNotOnHosts)

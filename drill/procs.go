@@ -1,10 +1,10 @@
 package drill
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
@@ -229,7 +230,7 @@ func (s *serveProcs) read(p *serveProc, r *os.File) {
 			s.hist.AddHold(s.guard, h.Hold(s.clock.time))
 			return
 		}
-		if f.Fault == string(FaultClientPause) && f.Event == "start" {
+		if f.Fault == string(fault.ClientPause) && f.Event == "start" {
 			s.paused(p, f.ID, s.clock.time(f.AtNs))
 		}
 	})
@@ -280,7 +281,7 @@ func (p *serveProc) waitStopped(stop <-chan struct{}) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := procState(p.cmd.Process.Pid)
+		st, err := proc.State(p.cmd.Process.Pid)
 		if err == nil && st == 'T' {
 			return nil
 		}
@@ -292,21 +293,6 @@ func (p *serveProc) waitStopped(stop <-chan struct{}) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// procState is a process's state letter from /proc/PID/stat: R, S, D, T
-// (stopped by a signal), Z…
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// pid (comm) state …: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("drill: /proc/%d/stat: unexpected %q", pid, b)
-	}
-	return b[i+2], nil
 }
 
 // URLs are the processes' base URLs.

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
@@ -22,7 +24,7 @@ import (
 func startTestProcs(t *testing.T, cfg serveConfig) (*serveProcs, *History) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg.Redlab, cfg.Dir, cfg.StateDir = redlab(t), dir, dir
+	cfg.Redlab, cfg.Dir, cfg.StateDir = testenv.Redlab(t), dir, dir
 	cfg.StoreDSN = "sqlite:" + filepath.Join(dir, "inventory.db")
 	hist := NewHistory(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -47,7 +49,7 @@ func pauseOf(t *testing.T, s *serveProcs, p *serveProc, hist *History) FaultReco
 	for i := 0; ; i++ {
 		for _, f := range hist.Faults() {
 			if f.Event == "start" && f.Scope == string(inventory.ScopeProcess) {
-				if st, err := procState(p.cmd.Process.Pid); err == nil && st == 'T' {
+				if st, err := proc.State(p.cmd.Process.Pid); err == nil && st == 'T' {
 					return f
 				}
 			}

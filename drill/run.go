@@ -480,12 +480,11 @@ func prepareDir(dir string) error {
 	return os.MkdirAll(dir, 0o755)
 }
 
-// freeBasePort finds a lab base port whose port ranges (three, five with
-// replicas, then the monitoring's: Prometheus on base+500 and node N's
-// exporter on base+500+N) are free for n nodes, and the etcd members'
-// ranges for etcd members.
+// freeBasePort finds a lab base port whose port ranges (the nodes', with
+// replicas or not, and the monitoring's) are free for n nodes, and the etcd
+// members' ranges for etcd members.
 func freeBasePort(n, replicas, etcd int) (int, error) {
-	offsets := append(lab.PortOffsets(replicas), 499, 500)
+	offsets := append(lab.PortOffsets(replicas), lab.MonitoringPortOffsets()...)
 	step := 600
 	if etcd > 0 {
 		step = etcdPortStep

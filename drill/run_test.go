@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"errors"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -193,7 +195,7 @@ expect:
 		// Abort once a serve process is stopped by the pause.
 		for ctx.Err() == nil {
 			for _, pid := range serveChildren(t) {
-				if st, err := procState(pid); err == nil && st == 'T' {
+				if st, err := proc.State(pid); err == nil && st == 'T' {
 					seen = serveChildren(t)
 					cancel()
 					return
@@ -222,7 +224,7 @@ func checkProcessScope(t *testing.T, res *Result) {
 	t.Helper()
 	var pauses int
 	for _, f := range res.Faults {
-		if f.Fault == string(FaultClientPause) {
+		if f.Fault == string(fault.ClientPause) {
 			pauses++
 			if f.Scope != "process" {
 				t.Errorf("result.json: %s ran with scope %q, want process", f.Desc, f.Scope)

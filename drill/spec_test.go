@@ -2,6 +2,7 @@ package drill
 
 import (
 	"errors"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestParseGood(t *testing.T) {
 		w.LockTTL != 10*time.Second || w.Seed != 7 || w.Replicas != DefaultReplicas {
 		t.Errorf("workload: got %+v", w)
 	}
-	if len(s.Faults) != 1 || s.Faults[0].Kind != FaultPowerLoss || s.Faults[0].At != 10*time.Second || len(s.Faults[0].Nodes) != 3 || s.Faults[0].Line != 8 {
+	if len(s.Faults) != 1 || s.Faults[0].Kind != fault.PowerLoss || s.Faults[0].At != 10*time.Second || len(s.Faults[0].Nodes) != 3 || s.Faults[0].Line != 8 {
 		t.Errorf("faults: got %+v", s.Faults)
 	}
 	x := s.Expect[inventory.GuardDBAtomic]
@@ -91,7 +92,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad persistence", "persistence: everysec", "persistence: sometimes", 4, "lab.persistence: want always, everysec or none, got \"sometimes\""},
 		{"persistence count", "persistence: everysec", "persistence: [always, everysec]", 4, "one per node (5), got 2"},
 		{"power-loss without nodes", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: power-loss}", 8, "power-loss needs the nodes it acts on"},
-		{"client-pause without for", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause}", 8, "client-pause needs a duration"},
+		{"client-pause without for", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause}", 8, "faults[0].for: client-pause needs for (like 15s)"},
 		{"param of another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], by: 3s}", 8, "power-loss takes no by"},
 		{"name mismatch", "drill: power-loss-everysec-no-delay", "drill: other-drill", 2, "does not match the file name"},
 		{"rate missing", "rate: 50, ", "", 5, "workload.rate: missing"},
@@ -183,7 +184,7 @@ func TestParseMistakes(t *testing.T) {
 	if s.Lab.Replicas != 1 || s.Lab.RestartDelay != 15*time.Second {
 		t.Errorf("lab: got %+v, want replicas 1", s.Lab)
 	}
-	if f := s.Faults[0]; f.Kind != FaultFailover || f.Lag != 3*time.Second || len(f.Nodes) != 3 {
+	if f := s.Faults[0]; f.Kind != fault.Failover || f.Params.D("lag") != 3*time.Second || len(f.Nodes) != 3 {
 		t.Errorf("fault: got %+v, want a failover of 3 nodes with 3s of lag", f)
 	}
 	w := s.Workload
@@ -375,7 +376,7 @@ func TestParseMachines(t *testing.T) {
 			t.Errorf("%s with machines: true: got %v, want a spec error on faults[0].fault, line 8", name, err)
 		}
 	}
-	restartNow := strings.Replace(goodSpec, "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: restart, nodes: [3]}", 1)
+	restartNow := strings.Replace(goodSpec, "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: restart, nodes: [3], delay: 0s}", 1)
 	s, err = Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(restartNow))
 	if err != nil {
 		t.Fatal(err)

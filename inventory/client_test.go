@@ -110,7 +110,7 @@ func TestClientLockErrors(t *testing.T) {
 		}
 	}
 	svc := replica(t, store, GuardRedlock, cluster, WithAcquireTimeout(150*time.Millisecond))
-	c := newClient(t, serve(t, NewHandler(svc, nil)), 30*time.Second)
+	c := newClient(t, serve(t, newTestHandler(t, svc, nil)), 30*time.Second)
 	_, err := c.Reserve(ctx, Request{SKU: "held", Quantity: 1, RequestID: "h-1"})
 	var re *ReserveError
 	var ae *APIError

@@ -75,7 +75,11 @@ func ExampleClient() {
 		log.Fatal(err)
 	}
 	defer replica.Close()
-	srv := httptest.NewServer(inventory.NewHandler(replica.Service(), nil))
+	h, err := inventory.NewHandler(replica.Service(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 
 	tr := &http.Transport{}
 	c, err := inventory.NewClient(srv.URL, &http.Client{Transport: tr, Timeout: 10 * time.Second})

@@ -166,7 +166,7 @@ func TestDBVersionConflictHTTP(t *testing.T) {
 	b := newBumper("h-1")
 	svc := replica(t, store, GuardDBVersion, nil, WithPauseHook(b.hook))
 	b.other.Store(replica(t, store, GuardDBVersion, nil))
-	h := NewHandler(svc, nil)
+	h := newTestHandler(t, svc, nil)
 	res := do(t, h, "POST", "/v1/reservations", jsonCT, `{"sku":"contested","quantity":1,"request_id":"h-1"}`)
 	if res.status != 409 || res.code() != "version_conflict" || res.header.Get("Retry-After") != "1" {
 		t.Errorf("got %d %q Retry-After %q, want 409 version_conflict with Retry-After 1", res.status, res.code(), res.header.Get("Retry-After"))
@@ -178,7 +178,7 @@ func TestDBVersionConflictHTTP(t *testing.T) {
 	b2 := newBumper("h-2")
 	svc2 := replica(t, store, GuardDBVersion, nil, WithPauseHook(b2.hook))
 	b2.other.Store(replica(t, store, GuardDBVersion, nil))
-	c := newClient(t, serve(t, NewHandler(svc2, nil)), 30*time.Second)
+	c := newClient(t, serve(t, newTestHandler(t, svc2, nil)), 30*time.Second)
 	_, err := c.Reserve(ctx, Request{SKU: "contested", Quantity: 1, RequestID: "h-2"})
 	var re *ReserveError
 	var ae *APIError

@@ -2,27 +2,25 @@ package inventory
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/redlocklab/redlocklab/internal/pgtest"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
-// quietRedis drops go-redis's own log lines (dial failures to nodes a test
-// killed on purpose); the tests assert on errors instead.
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietRedis{})
+	// go-redis would log every dial failure to nodes a test killed on
+	// purpose; the tests assert on errors instead.
+	logging.Disable()
 	os.Exit(m.Run())
 }
 
@@ -205,4 +203,15 @@ func await(t *testing.T, ch <-chan result, what string) result {
 		t.Fatalf("%s did not return", what)
 		return result{}
 	}
+}
+
+// newTestHandler is NewHandler for a test, which fails when the metrics cannot be
+// registered.
+func newTestHandler(t testing.TB, s *Service, reg prometheus.Registerer, opts ...HandlerOption) http.Handler {
+	t.Helper()
+	h, err := NewHandler(s, reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

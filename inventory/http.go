@@ -86,13 +86,17 @@ type handler struct {
 // NewHandler returns the HTTP API of s, registering its metrics on reg
 // (which may be nil: no metrics). Handlers sharing a registry share the
 // collectors; a registry already holding different metrics of the same names
-// makes it panic, as prometheus.MustRegister would.
-func NewHandler(s *Service, reg prometheus.Registerer, opts ...HandlerOption) http.Handler {
+// is an error.
+func NewHandler(s *Service, reg prometheus.Registerer, opts ...HandlerOption) (http.Handler, error) {
 	cfg := handlerConfig{log: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := &handler{svc: s, cfg: cfg, m: newMetrics(reg), mux: http.NewServeMux()}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{svc: s, cfg: cfg, m: m, mux: http.NewServeMux()}
 	g := cfg.gatherer
 	if g == nil {
 		g, _ = reg.(prometheus.Gatherer)
@@ -113,7 +117,7 @@ func NewHandler(s *Service, reg prometheus.Registerer, opts ...HandlerOption) ht
 		h.mux.HandleFunc("POST /v1/faults/pause", h.postFaults)
 		h.mux.HandleFunc("DELETE /v1/faults/pause", h.deleteFaults)
 	}
-	return h
+	return h, nil
 }
 
 // ServeHTTP routes through the mux, except that a request no route takes

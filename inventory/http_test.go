@@ -64,7 +64,7 @@ func newAPI(t *testing.T, opts ...HandlerOption) (http.Handler, *Service, *prome
 	svc := replica(t, store, GuardDBAtomic, nil, WithHolder("api"))
 	reg := prometheus.NewRegistry()
 	opts = append([]HandlerOption{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
-	return NewHandler(svc, reg, opts...), svc, reg
+	return newTestHandler(t, svc, reg, opts...), svc, reg
 }
 
 // TestBadInput: every class of bad input gets a 4xx with a JSON error and a
@@ -216,7 +216,7 @@ func TestLockErrorsHTTP(t *testing.T) {
 		}
 	}
 	svc := replica(t, store, GuardRedlock, cluster, WithAcquireTimeout(150*time.Millisecond))
-	h := NewHandler(svc, nil)
+	h := newTestHandler(t, svc, nil)
 	res := do(t, h, "POST", "/v1/reservations", jsonCT, `{"sku":"held","quantity":1,"request_id":"c1"}`)
 	if res.status != 503 || res.code() != "contended" || res.header.Get("Retry-After") != "1" {
 		t.Errorf("contended: got %d %q Retry-After %q, want 503 contended with Retry-After 1", res.status, res.code(), res.header.Get("Retry-After"))
@@ -275,7 +275,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("/metrics: got %d, want the reservations counter in:\n%s", res.status, res.raw)
 	}
 	// A second handler on the same registry shares the collectors.
-	h2 := NewHandler(h.(*handler).svc, reg)
+	h2 := newTestHandler(t, h.(*handler).svc, reg)
 	do(t, h2, "POST", "/v1/reservations", jsonCT, `{"sku":"widget","quantity":1,"request_id":"m3"}`)
 	if got := testutil.ToFloat64(m.reservations.WithLabelValues("db-atomic", outcomeReserved)); got != 2 {
 		t.Errorf("shared registry: got %v reserved, want 2", got)
@@ -361,7 +361,7 @@ func TestGracefulShutdown(t *testing.T) {
 	seed(t, store, "slow", 5)
 	g := newGate(t)
 	svc := replica(t, store, GuardRedlock, cluster, WithPauseHook(g.hook)) // default TTL: 10s
-	srv := NewServer("", NewHandler(svc, prometheus.NewRegistry()))
+	srv := NewServer("", newTestHandler(t, svc, prometheus.NewRegistry()))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,11 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/redlocklab/redlocklab/internal/promreg"
 )
 
 const metricsNamespace = "redlab_inventory"
@@ -61,7 +64,7 @@ type metrics struct {
 	lockTTL          *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "reservations_total",
@@ -99,32 +102,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "The lock TTL of the guards that lock: a crashed lock node must stay down at least this long before it rejoins.",
 		}, []string{"guard"}),
 	}
-	if reg != nil {
-		m.reservations = register(reg, m.reservations)
-		m.duration = register(reg, m.duration)
-		m.acquire = register(reg, m.acquire)
-		m.fencedRejections = register(reg, m.fencedRejections)
-		m.requests = register(reg, m.requests)
-		m.inFlight = register(reg, m.inFlight)
-		m.store = register(reg, m.store)
-		m.lockTTL = register(reg, m.lockTTL)
+	if reg == nil {
+		return m, nil
 	}
-	return m
-}
-
-// register registers c, or returns the identical collector registered
-// before (several handlers may share one registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("inventory: register metrics: " + err.Error())
+	if err := errors.Join(
+		promreg.Register(reg, &m.reservations),
+		promreg.Register(reg, &m.duration),
+		promreg.Register(reg, &m.acquire),
+		promreg.Register(reg, &m.fencedRejections),
+		promreg.Register(reg, &m.requests),
+		promreg.Register(reg, &m.inFlight),
+		promreg.Register(reg, &m.store),
+		promreg.Register(reg, &m.lockTTL),
+	); err != nil {
+		return nil, fmt.Errorf("inventory: register metrics: %w", err)
 	}
-	return c
+	return m, nil
 }
 
 // outcome maps a Reserve result to its label value.

@@ -131,7 +131,7 @@ func TestHandlerOfAMeteredService(t *testing.T) {
 	seed(t, store, "widget", 5)
 	reg := prometheus.NewPedanticRegistry()
 	svc := replica(t, store, GuardDBAtomic, nil, WithHolder("api"), WithMetrics(reg))
-	h := NewHandler(svc, reg)
+	h := newTestHandler(t, svc, reg)
 	if r := do(t, h, "POST", "/v1/reservations", jsonCT, `{"sku":"widget","quantity":1,"request_id":"a"}`); r.status != 201 {
 		t.Fatalf("reserve: got %d %s, want 201", r.status, r.raw)
 	}

@@ -48,7 +48,7 @@ func TestOverloadedHTTP(t *testing.T) {
 	for i := range burst {
 		seed(t, r.Store(), fmt.Sprintf("sku-%d", i), 10)
 	}
-	h := NewHandler(r.Service(), nil)
+	h := newTestHandler(t, r.Service(), nil)
 
 	var (
 		wg       sync.WaitGroup

@@ -250,7 +250,9 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 	}
 	s.g = g
 	if cfg.reg != nil {
-		s.m = newMetrics(cfg.reg)
+		if s.m, err = newMetrics(cfg.reg); err != nil {
+			return nil, err
+		}
 		// Every outcome from the start at 0, so that a ratio of one of
 		// them (contended, say) is 0 rather than absent until it happens.
 		for _, o := range outcomes {

@@ -13,12 +13,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 
+	"github.com/redlocklab/redlocklab/internal/flock"
 	"github.com/redlocklab/redlocklab/inventory/internal/wire"
 )
 
@@ -119,7 +119,7 @@ func OpenStore(ctx context.Context, dsn string) (*Store, error) {
 		// file at once would fail with SQLITE_BUSY. Openers of a file take
 		// turns, across processes, until it is migrated.
 		path, _, _ := strings.Cut(source, "?")
-		unlock, err := lockFile(path + ".lock")
+		unlock, err := flock.Lock(ctx, path+".lock")
 		if err != nil {
 			return nil, fmt.Errorf("inventory: open store: %w", err)
 		}
@@ -148,23 +148,6 @@ func OpenStore(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// lockFile takes an exclusive flock on path (created if missing) and returns
-// its release.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
 }
 
 // migrate applies every embedded migration not yet recorded in

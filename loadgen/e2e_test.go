@@ -164,7 +164,11 @@ func TestHTTPTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(inventory.NewHandler(svc, nil))
+	h, err := inventory.NewHandler(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
 	for _, withStore := range []bool{false, true} {

@@ -28,7 +28,11 @@ func serveInventory(t *testing.T, dsn string, wrap func(http.Handler) http.Handl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	srv := inventory.NewServer("", wrap(inventory.NewHandler(r.Service(), nil)))
+	h, err := inventory.NewHandler(r.Service(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := inventory.NewServer("", wrap(h))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/redlocklab/redlocklab/internal/promreg"
 )
 
 // Metrics are the generator's own Prometheus metrics. NewMetrics puts them
@@ -58,8 +60,10 @@ func NewMetrics() *Metrics {
 
 // NewMetricsOn registers the generator's metrics on reg (a drill runs one
 // generator per guard in one process: wrap reg with a guard label for
-// each). Registry returns nil for these Metrics; serve reg's gatherer with
-// ServeMetrics.
+// each). A second NewMetricsOn on the same registry reuses the first one's
+// collectors (their counts add up); other collectors under these names are
+// an error. Registry returns nil for these Metrics; serve reg's gatherer
+// with ServeMetrics.
 func NewMetricsOn(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -99,10 +103,17 @@ func NewMetricsOn(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Lock SET requests by node number (from 1) and outcome (granted, taken, error, timeout, abandoned).",
 		}, []string{"node", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.ops, m.lateStarts, m.inFlight, m.targetRate, m.latency, m.doubleGrants, m.lockViolations, m.nodeSets} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("loadgen: metrics: %w", err)
-		}
+	if err := errors.Join(
+		promreg.Register(reg, &m.ops),
+		promreg.Register(reg, &m.lateStarts),
+		promreg.Register(reg, &m.inFlight),
+		promreg.Register(reg, &m.targetRate),
+		promreg.Register(reg, &m.latency),
+		promreg.Register(reg, &m.doubleGrants),
+		promreg.Register(reg, &m.lockViolations),
+		promreg.Register(reg, &m.nodeSets),
+	); err != nil {
+		return nil, fmt.Errorf("loadgen: metrics: %w", err)
 	}
 	for _, name := range outcomeNames {
 		m.ops.WithLabelValues(name)

@@ -110,7 +110,14 @@ func TestMetricsOnASharedRegistry(t *testing.T) {
 		ms = append(ms, m)
 	}
 	if _, err := NewMetricsOn(reg); err == nil {
-		t.Error("NewMetricsOn twice on the same labels: got no error")
+		t.Error("NewMetricsOn without the guard label beside ones with it: got no error")
+	}
+	again, err := NewMetricsOn(prometheus.WrapRegistererWith(prometheus.Labels{"guard": "redlock"}, reg))
+	if err != nil {
+		t.Fatalf("NewMetricsOn again for redlock: %v", err)
+	}
+	if again.ops != ms[0].ops {
+		t.Error("NewMetricsOn again for redlock: got new collectors, want the first one's")
 	}
 	if ms[0].Registry() != nil {
 		t.Error("Registry of NewMetricsOn: want nil")

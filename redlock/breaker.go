@@ -9,6 +9,35 @@ import (
 // BreakerState is the state of a Client's circuit breaker, as reported in
 // Event.Breaker. The zero value means no state: the breaker is off, or the
 // Event is not an acquire attempt.
+//
+// The circuit breaker stops a Client from sending acquire attempts that
+// cannot succeed. It counts, per node, the requests in a row that failed or
+// timed out; a node with DefaultBreakerThreshold of them (see
+// WithBreakerPolicy) is down, and any answer from the node, granted or
+// taken, resets its count. The breaker opens when an attempt found too few
+// nodes answering for a quorum (ErrUnavailable) while more nodes are down
+// than the quorum can spare (three of five). Acquire, TryAcquire and Do then
+// fail at once, without sending anything, with an error that wraps
+// ErrCircuitOpen and ErrUnavailable, instead of retrying until their context
+// ends; Release and Extend are never refused. Once DefaultBreakerCooldown
+// has passed, the next attempt goes to the nodes as the probe (half-open)
+// while the others are still refused; the probe closes the breaker when a
+// quorum answers it, granted or contended, and reopens it otherwise. Any
+// attempt that finds a quorum answering closes it, and contention never
+// opens it.
+//
+// Counting per node is what keeps a minority outage from tripping it: with
+// two of five nodes cut off, every attempt needs all three others, and one
+// of them timing out once (a busy machine) fails the attempt but does not
+// make that node down, so the breaker stays closed and the caller retries;
+// with three of five cut off, three nodes are down and it opens. A timeout
+// on a node set that is slow everywhere is congestion, for the overload
+// control, not a failed request here: how a round's timeouts are told apart
+// is documented with DefaultRetryRatio.
+//
+// Every acquire Event carries the breaker's state (Event.Breaker), and marks
+// refused attempts (Rejected), probes (Probe) and the attempts that changed
+// the state (BreakerChanged).
 type BreakerState uint8
 
 // Circuit breaker states.
@@ -60,20 +89,7 @@ const (
 	quorumDown
 )
 
-// breaker stops a Client from sending acquire attempts that cannot succeed.
-// It keeps, per node, how many requests in a row failed or timed out; a node
-// with threshold of them is down. The breaker opens when an attempt found the
-// quorum unreachable and more nodes are down than the quorum can spare:
-// attempts are then refused at once. After cooldown the next attempt is let
-// through as the probe (half-open) while the others are still refused; the
-// probe closes the breaker when a quorum answered and reopens it otherwise.
-// Any attempt that finds a quorum answering closes it.
-//
-// Counting per node is what keeps a minority outage from tripping it: with
-// two of five nodes cut off, every attempt needs all three others, and one
-// of them timing out once (a busy machine) fails the attempt, but it does
-// not make that node down, so the breaker stays closed and the caller
-// retries; with three of five cut off, three nodes are down and it opens.
+// breaker is the circuit breaker that BreakerState describes.
 type breaker struct {
 	threshold int
 	quorum    int

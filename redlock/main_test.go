@@ -1,13 +1,12 @@
 package redlock_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
@@ -20,13 +19,9 @@ var sharedAddrs []string
 
 func TestMain(m *testing.M) {
 	// Dead nodes are part of the tests; go-redis would log every refused dial.
-	redis.SetLogger(quietLogger{})
+	logging.Disable()
 	os.Exit(runMain(m))
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func runMain(m *testing.M) int {
 	bin, err := testenv.LookPath("redis-server")

@@ -16,11 +16,9 @@ const (
 	// DefaultDriftFixed is the fixed drift added to every validity.
 	DefaultDriftFixed = 2 * time.Millisecond
 	// DefaultBreakerThreshold is how many requests in a row must fail or
-	// time out on a node before the circuit breaker counts it as down; the
-	// breaker opens when an attempt finds the quorum unreachable while more
-	// nodes are down than the quorum can spare. More than one, so that a
-	// single slow request on a busy machine does not count a node out; any
-	// answer from the node resets its count.
+	// time out on a node before the circuit breaker (see BreakerState)
+	// counts it as down. More than one, so that a single slow request on a
+	// busy machine does not count a node out.
 	DefaultBreakerThreshold = 5
 	// DefaultBreakerCooldown is how long an open breaker refuses attempts
 	// before it lets one probe through: about the cap of DefaultBackoff, so
@@ -190,13 +188,10 @@ func WithMaxConcurrentAttempts(n int) Option {
 }
 
 // WithOverloadControl switches the Client's overload control on (the
-// default) or off: the adaptive limit on concurrent acquire attempts, which
-// makes attempts wait for a place once the nodes show congestion (and fail
-// with ErrOverloaded when none comes in time; see overload.go), and
-// the retry budget, which bounds the retries of attempts that found too few
-// nodes (see the package documentation, "Overload"). Switch it off to
-// measure what a deployment does without it; past the nodes' capacity, an
-// open-loop load then collapses into timeouts and retries.
+// default) or off: the adaptive limit on concurrent acquire attempts and the
+// retry budget, documented with DefaultRetryRatio. Switch it off to measure
+// what a deployment does without it; past the nodes' capacity, an open-loop
+// load then collapses into timeouts and retries.
 func WithOverloadControl(on bool) Option {
 	return func(c *config) { c.overloadOff = !on }
 }
@@ -217,24 +212,9 @@ func WithRetryBudget(ratio float64, burst int) Option {
 }
 
 // WithCircuitBreaker switches the circuit breaker of acquire attempts on (the
-// default) or off. A node whose last DefaultBreakerThreshold requests (see
-// WithBreakerPolicy) all failed or timed out counts as down; when an attempt
-// finds too few nodes answering for a quorum while more nodes are down than
-// the quorum can spare (three of five), the breaker opens (a minority of
-// nodes down never opens it: the others can still grant): Acquire, TryAcquire and Do then fail at once, without sending
-// anything, with an error that wraps ErrCircuitOpen and ErrUnavailable,
-// instead of retrying until their context ends. Once the cooldown has passed,
-// the next attempt goes to the nodes as a probe while the others are still
-// refused; the probe closes the breaker when a quorum answers (whether it was
-// granted or contended) and reopens it otherwise. Any attempt that finds a
-// quorum answering closes it. Release and Extend are never refused.
-//
-// Every acquire Event carries the breaker's state (Event.Breaker), and marks
-// refused attempts (Rejected), probes (Probe) and the attempts that changed
-// the state (BreakerChanged).
-//
-// Switch it off when a caller must keep trying for its whole context, e.g. to
-// measure how long a deployment is unavailable.
+// default) or off; BreakerState describes it. Switch it off when a caller
+// must keep trying for its whole context, e.g. to measure how long a
+// deployment is unavailable.
 func WithCircuitBreaker(on bool) Option {
 	return func(c *config) { c.breakerOff = !on }
 }

@@ -83,8 +83,10 @@ import (
 // within silentAfter on one that is, while a saturated node set, slow
 // everywhere, reaches the limiter; only one that answers nothing at all for
 // silentAfter reaches the breaker too, which is then the right call.
-
-// Defaults of the overload control.
+//
+// WithOverloadControl switches all of it off, WithMaxConcurrentAttempts
+// replaces the adaptive limit by a fixed one and WithRetryBudget sets the
+// budget; the constants below are the defaults.
 const (
 	// DefaultRetryRatio is the share of a token each call's first attempt
 	// adds to the retry budget.

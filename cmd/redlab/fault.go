@@ -6,154 +6,167 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
-// faultOptions are the flags of `redlab fault`: the shared ones, and each
-// kind's own.
+// faultOptions are the flags every `redlab fault` subcommand shares.
 type faultOptions struct {
-	stateDir    string
-	timeout     time.Duration
-	delay       time.Duration
-	forD        time.Duration
-	add, jitter msDurationFlag
-	by          time.Duration
-	factor      float64
-	lag         time.Duration
+	stateDir string
+	timeout  time.Duration
 	// hosts: the faults go to real hosts over SSH (faulthosts.go).
 	hosts faultHostsOptions
 }
 
-// faultKind is one `redlab fault` subcommand.
-type faultKind struct {
-	use, short string
-	// min and max bound the node arguments; max -1: any number.
-	min, max int
-	flags    func(fs *pflag.FlagSet, o *faultOptions)
-	// check validates the kind's flags; fs tells which were given.
-	check func(fs *pflag.FlagSet, o *faultOptions) error
-	// do injects the fault into the lab's nodes.
-	do func(ctx context.Context, l *lab.Lab, nodes []int, o *faultOptions) (lab.FaultResult, error)
+// Every kind of the catalogue (package fault) that a lab node applies is a
+// subcommand, with a flag per parameter and the catalogue's checks: a
+// parameter `redlab drill --check` refuses in a spec, this refuses with the
+// same rule, before the lab is opened.
+
+// severalNodes are the kinds the CLI applies to several nodes at once (the
+// others take one node, and print that node's result).
+var severalNodes = map[fault.Kind]bool{fault.Partition: true, fault.Heal: true}
+
+// nodeKinds are the catalogue's kinds a lab node applies, in its order.
+func nodeKinds() []fault.Def {
+	var out []fault.Def
+	for _, d := range fault.Defs() {
+		if d.Can(fault.ProcessNode) || d.Can(fault.MachineNode) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
-var faultKinds = []faultKind{
-	{use: "kill N", short: "SIGKILL redis-server; it restarts after the restart delay", min: 1, max: 1,
-		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
-			return l.Kill(ctx, n[0])
-		}},
-	{use: "power-loss N", short: "crash the node losing what it had not fsynced (everysec: the last second; always: nothing)", min: 1, max: 1,
-		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
-			return l.PowerLoss(ctx, n[0])
-		}},
-	{use: "restart N --delay D", short: "SIGKILL redis-server and restart it after D (0: at once)", min: 1, max: 1,
-		flags: func(fs *pflag.FlagSet, o *faultOptions) {
-			fs.DurationVar(&o.delay, "delay", 0, "restart delay override (required; 0 restarts at once)")
-		},
-		check: func(fs *pflag.FlagSet, o *faultOptions) error {
-			if !fs.Changed("delay") || o.delay < 0 {
-				return errors.New("--delay D (>= 0) is required")
-			}
-			return nil
-		},
-		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
-			return l.Restart(ctx, n[0], o.delay)
-		}},
-	{use: "stop N", short: "shut redis-server down cleanly (SIGTERM); it stays down", min: 1, max: 1,
-		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
-			return l.Stop(ctx, n[0])
-		}},
-	{use: "start N", short: "start a stopped node again", min: 1, max: 1,
-		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
-			return l.Start(ctx, n[0])
-		}},
-	{use: "pause N --for D", short: "SIGSTOP redis-server for D (returns at once)", min: 1, max: 1,
-		flags: func(fs *pflag.FlagSet, o *faultOptions) {
-			fs.DurationVar(&o.forD, "for", 0, "how long the node stays paused (required)")
-		},
-		check: func(_ *pflag.FlagSet, o *faultOptions) error {
-			if o.forD <= 0 {
-				return errors.New("--for D (> 0) is required")
-			}
-			return nil
-		},
-		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
-			return l.Pause(ctx, n[0], o.forD)
-		}},
-	{use: "partition N...", short: "the proxy answers nothing: clients time out", min: 1, max: -1,
-		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
-			return lab.FaultResult{}, l.Partition(ctx, n...)
-		}},
-	{use: "heal [N...]", short: "remove partitions and latency (all nodes by default)", min: 0, max: -1,
-		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
-			return lab.FaultResult{}, l.Heal(ctx, n...)
-		}},
-	{use: "latency N --add D [--jitter D]", short: "delay every reply by D±jitter, in whole milliseconds (--add 0 removes it)", min: 1, max: 1,
-		flags: func(fs *pflag.FlagSet, o *faultOptions) {
-			fs.Var(&o.add, "add", "added delay per reply, whole milliseconds (required; 0 removes)")
-			fs.Var(&o.jitter, "jitter", "± jitter on the added delay, whole milliseconds")
-		},
-		check: func(fs *pflag.FlagSet, _ *faultOptions) error {
-			if !fs.Changed("add") {
-				return errors.New("--add D is required (0 removes the latency)")
-			}
-			return nil
-		},
-		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
-			return l.Latency(ctx, n[0], time.Duration(o.add), time.Duration(o.jitter))
-		}},
-	{use: "clock-jump N --by D", short: "model the node's clock stepping by D: every key's TTL shortens by D (--by=-D lengthens)", min: 1, max: 1,
-		flags: func(fs *pflag.FlagSet, o *faultOptions) {
-			fs.DurationVar(&o.by, "by", 0, "the step (required; negative steps back: --by=-5s)")
-		},
-		check: func(_ *pflag.FlagSet, o *faultOptions) error {
-			if o.by == 0 {
-				return errors.New("--by D (non-zero) is required")
-			}
-			return nil
-		},
-		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
-			return l.ClockJump(ctx, n[0], o.by)
-		}},
-	{use: "clock-rate N --factor F --for D", short: "model the node's clock running F times real speed for D", min: 1, max: 1,
-		flags: func(fs *pflag.FlagSet, o *faultOptions) {
-			fs.DurationVar(&o.forD, "for", 0, "how long the clock runs fast (required)")
-			fs.Float64Var(&o.factor, "factor", 0, "clock speed relative to real time, e.g. 1.5 (required)")
-		},
-		check: func(_ *pflag.FlagSet, o *faultOptions) error {
-			switch {
-			case o.forD <= 0:
-				return errors.New("--for D (> 0) is required")
-			case !(o.factor > 0):
-				return errors.New("--factor F (> 0) is required")
-			}
-			return nil
-		},
-		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
-			return l.ClockRate(ctx, n[0], o.factor, o.forD)
-		}},
-	{use: "failover N [--lag D]", short: "crash the node's master and promote its replica behind the node's address (labs with --replicas 1)", min: 1, max: 1,
-		flags: func(fs *pflag.FlagSet, o *faultOptions) {
-			fs.DurationVar(&o.lag, "lag", 0, "hold replication back this long before the crash, so the writes of the last D are lost")
-		},
-		check: func(_ *pflag.FlagSet, o *faultOptions) error {
-			if o.lag < 0 || o.lag > time.Hour {
-				return fmt.Errorf("--lag must be 0..1h, got %v", o.lag)
-			}
-			return nil
-		},
-		do: func(ctx context.Context, l *lab.Lab, n []int, o *faultOptions) (lab.FaultResult, error) {
-			if l.Replicas() == 0 {
-				return lab.FaultResult{}, fmt.Errorf("%w: the lab has no replicas (bring it up with --replicas 1)", lab.ErrInvalid)
-			}
-			return l.Failover(ctx, n[0], o.lag)
-		}},
+// cliParams are the parameters of d the CLI takes as flags: all but the
+// caller's names, and `for` only where the target ends the fault after it
+// (the CLI has no timeline to heal a partition after `for`).
+func cliParams(d fault.Def) []fault.Param {
+	var out []fault.Param
+	for _, p := range d.AllParams() {
+		if p.Type == fault.Names || (p.Name == fault.For && d.For != fault.ForLasts) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// faultUse is a kind's usage line: "latency N --add D [--jitter D]".
+func faultUse(d fault.Def, target string) string {
+	b := strings.Builder{}
+	b.WriteString(string(d.Kind))
+	switch {
+	case d.NodesOptional:
+		b.WriteString(" [" + target + "...]")
+	case severalNodes[d.Kind]:
+		b.WriteString(" " + target + "...")
+	default:
+		b.WriteString(" " + target)
+	}
+	for _, p := range cliParams(d) {
+		v := "--" + p.Name + " " + paramMeta(p)
+		if !p.Required {
+			v = "[" + v + "]"
+		}
+		b.WriteString(" " + v)
+	}
+	return b.String()
+}
+
+func paramMeta(p fault.Param) string {
+	switch p.Type {
+	case fault.Duration:
+		return "D"
+	case fault.Int:
+		return "N"
+	}
+	return "F"
+}
+
+// paramFlag is one catalogue parameter as a flag: it reads the value with
+// the catalogue's Parse into the command's params.
+type paramFlag struct {
+	kind   fault.Kind
+	p      fault.Param
+	params fault.Params
+}
+
+func (f *paramFlag) String() string {
+	v, ok := f.params[f.p.Name]
+	switch {
+	case !ok:
+		return ""
+	case f.p.Type == fault.Duration:
+		return v.D.String()
+	}
+	return strconv.FormatFloat(v.N, 'g', -1, 64)
+}
+
+func (f *paramFlag) Type() string {
+	switch f.p.Type {
+	case fault.Duration:
+		return "DURATION"
+	case fault.Int:
+		return "INT"
+	}
+	return "NUMBER"
+}
+
+func (f *paramFlag) Set(s string) error {
+	v, err := f.p.Parse(f.kind, s)
+	if err != nil {
+		var fe *fault.Error
+		if errors.As(err, &fe) {
+			return errors.New(fe.Rule)
+		}
+		return err
+	}
+	f.params[f.p.Name] = v
+	return nil
+}
+
+// addParamFlags adds d's parameters to fs, read into params.
+func addParamFlags(fs *pflag.FlagSet, d fault.Def, params fault.Params) {
+	for _, p := range cliParams(d) {
+		usage := p.Usage
+		if b := p.Bounds(); b != "" {
+			usage += "; " + b
+		}
+		if p.Required {
+			usage += " (required)"
+		}
+		fs.Var(&paramFlag{kind: d.Kind, p: p, params: params}, p.Name, usage)
+	}
+}
+
+// checkParams validates params as any target of d could take them: what
+// needs the lab (a machine, a replica) is checked once it is open.
+func checkParams(d fault.Def, params fault.Params) error {
+	return validate(d.Kind, params, d.Targets[0], true)
+}
+
+// validate is fault.Validate as a usage error that names the parameter by
+// its flag: "--by: want a non-zero duration from -24h to 24h, got 0s", the
+// rule `redlab drill --check` gives for the same value in a spec.
+func validate(kind fault.Kind, params fault.Params, target fault.Target, replicas bool) error {
+	err := fault.Validate(kind, params, target, replicas)
+	var fe *fault.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe) && fe.Param != "":
+		return usageErrorf("--%s: %s", fe.Param, fe.Rule)
+	}
+	return &exitError{code: exitUsage, err: err}
 }
 
 func newFaultCmd(e *env) *cobra.Command {
@@ -168,8 +181,8 @@ fault is recorded with its start and end time in STATE_DIR/faults.jsonl
 	c.PersistentFlags().StringVar(&o.stateDir, "state-dir", "", stateDirUsage)
 	c.PersistentFlags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for the node after this long")
 	addFaultHostsFlags(c.PersistentFlags(), &o.hosts)
-	for _, k := range faultKinds {
-		c.AddCommand(newFaultKindCmd(e, k, o))
+	for _, d := range nodeKinds() {
+		c.AddCommand(newFaultKindCmd(e, d, o))
 	}
 	c.AddCommand(newFaultEtcdCmd(e, o))
 	c.AddCommand(&cobra.Command{
@@ -186,27 +199,31 @@ fault is recorded with its start and end time in STATE_DIR/faults.jsonl
 	return c
 }
 
-func newFaultKindCmd(e *env, k faultKind, o *faultOptions) *cobra.Command {
+func newFaultKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
+	min, max := 1, 1
+	switch {
+	case d.NodesOptional:
+		min, max = 0, -1
+	case severalNodes[d.Kind]:
+		max = -1
+	}
+	params := fault.Params{}
 	c := &cobra.Command{
-		Use:   k.use,
-		Short: k.short,
-		Args:  hostsOrNodeArgs(&o.hosts, k.min, k.max),
+		Use:   faultUse(d, "N"),
+		Short: d.Summary,
+		Args:  hostsOrNodeArgs(&o.hosts, min, max),
 	}
-	if k.flags != nil {
-		k.flags(c.Flags(), o)
-	}
+	addParamFlags(c.Flags(), d, params)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if o.timeout <= 0 {
 			return usageErrorf("--timeout must be positive, got %v", o.timeout)
 		}
-		if k.check != nil {
-			if err := k.check(c.Flags(), o); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
+		if err := checkParams(d, params); err != nil {
+			return err
 		}
 		nodes, _ := parseNodeNumbers(args) // nodeArgs accepted them
 		if o.hosts.file != "" {
-			return runHostsFault(c, e, c.Name(), nodes, o)
+			return runHostsFault(c, e, d, nodes, params, o)
 		}
 		l, err := lab.Open(stateDir(o.stateDir))
 		if err != nil {
@@ -217,12 +234,31 @@ func newFaultKindCmd(e *env, k faultKind, o *faultOptions) *cobra.Command {
 				return usageErrorf("no node %d: the lab has nodes 1-%d", n, len(l.Nodes()))
 			}
 		}
+		target := fault.ProcessNode
+		if l.Machines() {
+			target = fault.MachineNode
+		}
+		if err := validate(d.Kind, params, target, l.Replicas() > 0); err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(c.Context(), o.timeout)
 		defer cancel()
 		ctx, cancelSig := cancelOnSignal(ctx, e)
 		defer cancelSig()
-		res, err := k.do(ctx, l, nodes, o)
-		if errors.Is(err, lab.ErrInvalid) {
+		var res lab.FaultResult
+		switch {
+		case d.Kind == fault.Heal && len(nodes) == 0:
+			err = l.Heal(ctx)
+		case severalNodes[d.Kind]:
+			for _, n := range nodes {
+				if _, err = l.Apply(ctx, n, d.Kind, params); err != nil {
+					break
+				}
+			}
+		default:
+			res, err = l.Apply(ctx, nodes[0], d.Kind, params)
+		}
+		if errors.Is(err, lab.ErrInvalid) || errors.Is(err, fault.ErrInvalid) {
 			return &exitError{code: exitUsage, err: err}
 		}
 		if err != nil {

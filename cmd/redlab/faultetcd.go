@@ -6,47 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
 )
-
-// etcdFault is what a kind of faultKinds does to an etcd member: its help
-// line and its call.
-type etcdFault struct {
-	short string
-	do    func(ctx context.Context, l *lab.Lab, member int, o *faultOptions) (lab.EtcdFaultResult, error)
-}
-
-// etcdFaults are the kinds of faultKinds that apply to an etcd member;
-// `redlab fault etcd KIND` takes the kind's flags and checks from
-// faultKinds, so the two cannot drift.
-var etcdFaults = map[string]etcdFault{
-	"kill": {short: "SIGKILL etcd; it restarts after the lab's restart delay", do: func(ctx context.Context, l *lab.Lab, m int, _ *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdKill(ctx, m)
-	}},
-	"restart": {short: "SIGKILL etcd and restart it after D (0: at once)", do: func(ctx context.Context, l *lab.Lab, m int, o *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdRestart(ctx, m, o.delay)
-	}},
-	"stop": {short: "shut etcd down cleanly (SIGTERM); it stays down", do: func(ctx context.Context, l *lab.Lab, m int, _ *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdStop(ctx, m)
-	}},
-	"start": {short: "start a stopped member again", do: func(ctx context.Context, l *lab.Lab, m int, _ *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdStart(ctx, m)
-	}},
-	"pause": {short: "SIGSTOP etcd for D (returns at once)", do: func(ctx context.Context, l *lab.Lab, m int, o *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdPause(ctx, m, o.forD)
-	}},
-	"partition": {short: "the member's client and peer fronts pass nothing (see infra/lab/etcdsupervisor.go for what that cuts)", do: func(ctx context.Context, l *lab.Lab, m int, _ *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdPartition(ctx, m)
-	}},
-	"latency": {short: "delay what the member's fronts send back by D±jitter, whole milliseconds (--add 0 removes it)", do: func(ctx context.Context, l *lab.Lab, m int, o *faultOptions) (lab.EtcdFaultResult, error) {
-		return l.EtcdLatency(ctx, m, time.Duration(o.add), time.Duration(o.jitter))
-	}},
-}
 
 // parseEtcdTarget reads "leader" (lab.TargetLeader: the member that leads
 // when the fault fires) or a member number from 1.
@@ -70,13 +35,12 @@ func newFaultEtcdCmd(e *env, o *faultOptions) *cobra.Command {
 partition and latency act on the member's client and peer fronts, heal
 removes them (every member's by default).`,
 	}
-	for _, k := range faultKinds {
-		name, _, _ := strings.Cut(k.use, " ")
-		f, ok := etcdFaults[name]
-		if !ok {
-			continue
+	// Every kind of the catalogue an etcd member applies, heal apart (it
+	// takes several members, below).
+	for _, d := range fault.Defs() {
+		if d.Can(fault.EtcdMember) && d.Kind != fault.Heal {
+			c.AddCommand(newFaultEtcdKindCmd(e, d, o))
 		}
-		c.AddCommand(newFaultEtcdKindCmd(e, k, name, f, o))
 	}
 	c.AddCommand(&cobra.Command{
 		Use:   "heal [MEMBER...]",
@@ -107,11 +71,11 @@ removes them (every member's by default).`,
 	return c
 }
 
-func newFaultEtcdKindCmd(e *env, k faultKind, name string, f etcdFault, o *faultOptions) *cobra.Command {
-	_, rest, _ := strings.Cut(k.use, " ")
+func newFaultEtcdKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
+	params := fault.Params{}
 	c := &cobra.Command{
-		Use:   name + " " + strings.Replace(strings.Replace(rest, "N...", "MEMBER", 1), "N", "MEMBER", 1),
-		Short: f.short + " (MEMBER: a number, or leader)",
+		Use:   faultUse(d, "MEMBER"),
+		Short: d.Summary + " (MEMBER: a number, or leader)",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("takes exactly one member (a number, or leader), got %d", len(args))
@@ -120,14 +84,10 @@ func newFaultEtcdKindCmd(e *env, k faultKind, name string, f etcdFault, o *fault
 			return err
 		},
 	}
-	if k.flags != nil {
-		k.flags(c.Flags(), o)
-	}
+	addParamFlags(c.Flags(), d, params)
 	c.RunE = func(c *cobra.Command, args []string) error {
-		if k.check != nil {
-			if err := k.check(c.Flags(), o); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
+		if err := validate(d.Kind, params, fault.EtcdMember, false); err != nil {
+			return err
 		}
 		member, _ := parseEtcdTarget(args[0]) // Args accepted it
 		l, err := lab.Open(stateDir(o.stateDir))
@@ -138,14 +98,14 @@ func newFaultEtcdKindCmd(e *env, k faultKind, name string, f etcdFault, o *fault
 		defer cancel()
 		ctx, cancelSig := cancelOnSignal(ctx, e)
 		defer cancelSig()
-		res, err := f.do(ctx, l, member, o)
-		if errors.Is(err, lab.ErrInvalid) {
+		res, err := l.EtcdApply(ctx, member, d.Kind, params)
+		if errors.Is(err, lab.ErrInvalid) || errors.Is(err, fault.ErrInvalid) {
 			return &exitError{code: exitUsage, err: err}
 		}
 		if err != nil {
 			return err
 		}
-		printEtcdFaultResult(e.stdout, name, res)
+		printEtcdFaultResult(e.stdout, c.Name(), res)
 		return nil
 	}
 	return c

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hostfault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 	"github.com/redlocklab/redlocklab/infra/remote"
@@ -111,25 +112,14 @@ func (s *hostsSession) each(f func(i int, c *remote.Client) error) error {
 	return errors.Join(errs...)
 }
 
-// hostsFaultKinds maps `redlab fault` subcommands to the SSH backend's
-// kinds and parameters; the others have no meaning on real hosts.
-func hostsParams(kind string, o *faultOptions) (hostfault.Params, error) {
-	switch kind {
-	case "kill", "stop", "start", "power-loss", "partition":
-		return hostfault.Params{}, nil
-	case "restart":
-		return hostfault.Params{Delay: o.delay}, nil
-	case "pause":
-		return hostfault.Params{For: o.forD}, nil
-	case "latency":
-		if o.add == 0 {
-			return hostfault.Params{}, errors.New("--add 0 with --hosts: heal the latency with 'redlab heal --hosts FILE N' instead")
-		}
-		return hostfault.Params{Add: time.Duration(o.add), Jitter: time.Duration(o.jitter)}, nil
-	case "clock-jump":
-		return hostfault.Params{By: o.by}, nil
+// hostsParams are the SSH backend's parameters of a catalogue fault the
+// catalogue accepted for a host over SSH.
+func hostsParams(kind fault.Kind, params fault.Params) (hostfault.Params, error) {
+	p := hostfault.Params{Delay: params.D("delay"), For: params.D(fault.For), Add: params.D("add"), Jitter: params.D("jitter"), By: params.D("by")}
+	if kind == fault.Latency && p.Add == 0 {
+		return p, errors.New("--add 0 with --hosts: heal the latency with 'redlab heal --hosts FILE N' instead")
 	}
-	return hostfault.Params{}, fmt.Errorf("%s has no SSH form (it models what the lab's nodes do); the faults over SSH are %v", kind, hostfault.Kinds())
+	return p, nil
 }
 
 // peerAddress reads one --from entry: a host number of the inventory (its
@@ -153,11 +143,15 @@ func peerAddress(inv *hosts.Inventory, s string) (string, error) {
 }
 
 // runHostsFault is `redlab fault KIND N... --hosts FILE`.
-func runHostsFault(c *cobra.Command, e *env, kind string, nodes []int, o *faultOptions) error {
-	if kind == "heal" {
+func runHostsFault(c *cobra.Command, e *env, d fault.Def, nodes []int, params fault.Params, o *faultOptions) error {
+	if d.Kind == fault.Heal {
 		return runHeal(c.Context(), e, o.hosts.hostsOptions, nodes, o.timeout)
 	}
-	p, err := hostsParams(kind, o)
+	if err := validate(d.Kind, params, fault.SSHHost, false); err != nil {
+		return err
+	}
+	kind := string(d.Kind)
+	p, err := hostsParams(d.Kind, params)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/node"
@@ -164,34 +163,6 @@ func (f *persistenceListFlag) Set(s string) error {
 		return err
 	}
 	*f = ps
-	return nil
-}
-
-// msDurationFlag is a duration in whole milliseconds, >= 0: the lab's proxy
-// delays replies in whole milliseconds, and a value it would truncate
-// (500µs to nothing, 1.5ms to 1ms) is refused rather than silently changed.
-type msDurationFlag time.Duration
-
-func (f *msDurationFlag) String() string {
-	if *f == 0 {
-		return "0"
-	}
-	return time.Duration(*f).String()
-}
-func (f *msDurationFlag) Type() string { return "DURATION" }
-func (f *msDurationFlag) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	switch {
-	case d < 0:
-		return fmt.Errorf("%v is negative", d)
-	case d%time.Millisecond != 0:
-		return fmt.Errorf("%v is not a whole number of milliseconds: the lab's proxy delays in 1ms steps (use %v or %v)",
-			d, d.Truncate(time.Millisecond), d.Truncate(time.Millisecond)+time.Millisecond)
-	}
-	*f = msDurationFlag(d)
 	return nil
 }
 

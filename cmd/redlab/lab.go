@@ -25,12 +25,10 @@ func newLabCmd(e *env) *cobra.Command {
 and supervised by 'redlab node run', created with OpenTofu/Terraform
 (infra/envs/local).
 
-Node N's proxy (what clients use) is 127.0.0.1:base+N, its redis-server
-127.0.0.1:base+100+N, its control endpoint 127.0.0.1:base+200+N; with
---replicas 1, its replica 127.0.0.1:base+300+N and the front of the
-replica's replication link 127.0.0.1:base+400+N. With 'lab up --machines'
-every node is a systemd-nspawn machine whose redis-server listens on
-127.80.x.y:base+100+N (x.y: the proxy port's two bytes).
+Node N's proxy (what clients use) is 127.0.0.1:base+N; 'lab up' and
+'lab status' print every address of every node, and the whole port layout
+is documented in infra/lab/layout.go. With 'lab up --machines' every node
+is a systemd-nspawn machine.
 The tofu/terraform binary: $REDLAB_TF, else tofu, else terraform on PATH,
 else ./bin/tofu (make tools).`,
 	}
@@ -191,12 +189,12 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	}
 	fs := c.Flags()
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of nodes")
-	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "node N listens on base+N (proxy), base+100+N (redis), base+200+N (control)")
+	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "the lab's base port: node N's proxy is base+N (the layout: infra/lab/layout.go)")
 	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "appendfsync of every node (always, everysec or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
-	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5): member M on base+600+M (client front), base+700+M (peer front), base+800+M and base+900+M (etcd), base+1000+M (control); the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
+	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5), on ports from base+600+M; the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
 	fs.BoolVar(&monitoring, "monitoring", false, "also run one redis_exporter per node and a Prometheus with the lab's rules (kept by a later lab up unless --monitoring=false)")

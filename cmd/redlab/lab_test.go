@@ -88,36 +88,12 @@ func TestLabFaultNodeUsage(t *testing.T) {
 	}
 }
 
-// buildRedlab builds the redlab binary into a test directory: the lab's
-// provisioners exec it, so the test binary cannot stand in.
-func buildRedlab(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "redlab")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// requireLab ends the test by testenv.Missing (a failure under CI=true, a
-// loud skip otherwise) when tofu/terraform or redis-server is missing.
-func requireLab(t *testing.T) {
-	t.Helper()
-	wd, _ := os.Getwd()
-	if _, err := lab.FindTerraform(filepath.Dir(filepath.Dir(wd))); err != nil {
-		testenv.Missing(t, err.Error())
-	}
-	testenv.Require(t, "redis-server")
-}
-
 // TestLabCLI drives a real lab through the redlab binary, as a user would.
 func TestLabCLI(t *testing.T) {
-	requireLab(t)
-	bin := buildRedlab(t)
-	wd, _ := os.Getwd()
-	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	dir := filepath.Join(t.TempDir(), "state")
-	base := redistest.FreeStableBasePort(t, 3, 0, 100, 200) // the lab's three port ranges
+	base := redistest.FreeStableBasePort(t, 3, lab.PortOffsets(0)...)
 	redlab := func(args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(bin, append(args, "--state-dir", dir)...)
@@ -166,7 +142,7 @@ func TestLabCLI(t *testing.T) {
 		{[]string{"fault", "start", "2"}, exitOK, []string{"start node 2: now up"}},
 		{[]string{"fault", "clock-rate", "3", "--factor", "2", "--for", "200ms"}, exitOK, []string{"clock-rate node 3"}},
 		{[]string{"fault", "kill", "9"}, exitUsage, []string{"no node 9"}},
-		{[]string{"fault", "failover", "1"}, exitUsage, []string{"no replicas"}},
+		{[]string{"fault", "failover", "1"}, exitUsage, []string{"the lab needs replicas"}},
 		{[]string{"fault", "list"}, exitOK, []string{"partition", "kill", "restart", "stop", "clock-jump", "latency"}},
 		{[]string{"lab", "down"}, exitOK, []string{"is clear"}},
 		{[]string{"lab", "down"}, exitOK, nil},
@@ -245,10 +221,8 @@ func checkExports(t *testing.T, bin, line, nodes, dir string) {
 // `redlab doctor` against it exits 1 naming the replica problem on every
 // node, and `fault failover` promotes a replica behind the node's address.
 func TestLabReplicasCLI(t *testing.T) {
-	requireLab(t)
-	bin := buildRedlab(t)
-	wd, _ := os.Getwd()
-	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	dir := filepath.Join(t.TempDir(), "state")
 	base := redistest.FreeStableBasePort(t, 3, lab.PortOffsets(1)...)
 	redlab := func(args ...string) (int, string) {

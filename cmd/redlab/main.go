@@ -12,7 +12,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/spf13/cobra"
 )
 
@@ -78,7 +78,7 @@ func main() {
 func run(ctx context.Context, e *env, args []string) int {
 	// go-redis logs every failed dial of its pools, a dozen lines per dead
 	// node; the commands report node failures themselves, once, in context.
-	redis.SetLogger(quietRedis{})
+	logging.Disable()
 	e = &env{stdout: e.stdout, stderr: e.stderr, signals: e.signals, args: args}
 	root := newRoot(e)
 	root.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
@@ -100,11 +100,6 @@ func run(ctx context.Context, e *env, args []string) int {
 	}
 	return code
 }
-
-// quietRedis drops go-redis' own log lines.
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // exitError is an error with the exit code it ends the process with.
 type exitError struct {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/dashboards"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
@@ -180,14 +180,12 @@ func signals(e parser.Expr) []parser.Expr {
 // they watch, without their thresholds, must return data. Alerts' for: is
 // capped at 2s, scrapes every second.
 func TestLabMonitoringEndToEnd(t *testing.T) {
-	requireLab(t)
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
 	testenv.Require(t, "prometheus")
 	testenv.Require(t, "prometheus-redis-exporter")
-	bin := buildRedlab(t)
-	wd, _ := os.Getwd()
-	infra := filepath.Join(filepath.Dir(filepath.Dir(wd)), "infra")
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	dir := filepath.Join(t.TempDir(), "state")
-	base := redistest.FreeStableBasePort(t, 3, 0, 100, 200, 499, 500)
+	base := redistest.FreeStableBasePort(t, 3, append(lab.PortOffsets(0), lab.MonitoringPortOffsets()...)...)
 	redlab := func(args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
@@ -392,7 +390,7 @@ func TestLabMonitoringEndToEnd(t *testing.T) {
 		t.Fatalf("lab down: exit %d\n%s", code, out)
 	}
 	for _, pid := range append([]int{mon.PID}, exporterPIDs(mon)...) {
-		if processAlive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("pid %d still running after lab down", pid)
 		}
 	}
@@ -416,18 +414,6 @@ func exporterPIDs(m *lab.Monitoring) []int {
 		out = append(out, e.PID)
 	}
 	return out
-}
-
-var procState = regexp.MustCompile(`\) ([A-Z]) `)
-
-// processAlive reports whether pid runs (a zombie does not).
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	m := procState.FindSubmatch(b)
-	return m == nil || (string(m[1]) != "Z" && string(m[1]) != "X")
 }
 
 // lastLines returns the last n lines of s.

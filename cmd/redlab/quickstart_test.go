@@ -25,9 +25,8 @@ func TestReadmeQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the quick start runs a lab, two loads and a drill")
 	}
-	requireLab(t)
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
 	testenv.Require(t, "bash")
-	bin := buildRedlab(t)
 	etcd, err := etcdtest.Binary()
 	if err != nil {
 		testenv.Missing(t, err.Error())
@@ -35,8 +34,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if etcd, err = filepath.Abs(etcd); err != nil {
 		t.Fatal(err)
 	}
-	wd, _ := os.Getwd()
-	repo := filepath.Dir(filepath.Dir(wd))
+	repo := testenv.RepoRoot(t)
 	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +55,7 @@ func TestReadmeQuickStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base := redistest.FreeStableBasePort(t, lab.DefaultCount, 0, 100, 200)
+	base := redistest.FreeStableBasePort(t, lab.DefaultCount, lab.PortOffsets(0)...)
 	var lines []string
 	for _, l := range strings.Split(script, "\n") {
 		switch {

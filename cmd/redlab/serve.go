@@ -209,7 +209,11 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	defer replica.Close()
 	svc := replica.Service()
 
-	srv := inventory.NewServer(o.listen, inventory.NewHandler(svc, reg, handlerOpts...))
+	h, err := inventory.NewHandler(svc, reg, handlerOpts...)
+	if err != nil {
+		return err
+	}
+	srv := inventory.NewServer(o.listen, h)
 	ln, err := o.listener()
 	if err != nil {
 		return err

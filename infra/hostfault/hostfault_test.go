@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 	"github.com/redlocklab/redlocklab/infra/remote"
 	"github.com/redlocklab/redlocklab/internal/sshtest"
@@ -166,5 +167,28 @@ func TestSSHHealScriptsRun(t *testing.T) {
 	h.Type = hosts.Machine
 	if _, err := Inject(ctx, c, Fault{Kind: "power-loss", Host: h}, Params{}, Options{}); !errors.Is(err, ErrRefused) {
 		t.Errorf("power-loss on a machine: got %v, want ErrRefused", err)
+	}
+}
+
+// TestTableMatchesCatalogue: the table has a row for every kind the fault
+// catalogue lets a host over SSH apply (heal is redlab heal), and no other.
+func TestTableMatchesCatalogue(t *testing.T) {
+	for _, d := range fault.Defs() {
+		_, inTable := Lookup(string(d.Kind))
+		switch {
+		case d.Kind == fault.Heal:
+			if inTable {
+				t.Errorf("heal has a row: it is HealScript and HealAllScript")
+			}
+		case d.Can(fault.SSHHost) && !inTable:
+			t.Errorf("the catalogue lets hosts over SSH take %s, the table has no row for it", d.Kind)
+		case !d.Can(fault.SSHHost) && inTable:
+			t.Errorf("the table has %s, which the catalogue does not let hosts over SSH take", d.Kind)
+		}
+	}
+	for _, s := range Table {
+		if _, ok := fault.Lookup(fault.Kind(s.Kind)); !ok {
+			t.Errorf("table kind %q is not in the catalogue", s.Kind)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/node"
 )
 
@@ -46,7 +47,7 @@ func (l *Lab) NodeStatus(ctx context.Context, id int) (NodeStatus, error) {
 // through the restart guard, so it answers again only after the restart
 // delay. Kill returns once the process is gone.
 func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultKill, node.FaultRequest{})
+	return l.fault(ctx, id, fault.Kill, nil)
 }
 
 // PowerLoss cuts node id's power: a crash that also loses what the node had
@@ -57,33 +58,32 @@ func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
 // after Kill, through the restart guard and its delay. PowerLoss returns
 // once the AOF is cut; the fault ends when the node answers again.
 func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultPowerLoss, node.FaultRequest{})
+	return l.fault(ctx, id, fault.PowerLoss, nil)
 }
 
 // Restart crashes node id like Kill, but the restart waits delay instead of
 // the configured restart delay (0: restart at once, the unsafe practice).
 // A stopped node is started after delay.
 func (l *Lab) Restart(ctx context.Context, id int, delay time.Duration) (FaultResult, error) {
-	d := Duration(delay)
-	return l.fault(ctx, id, node.FaultRestart, node.FaultRequest{Delay: &d})
+	return l.Apply(ctx, id, fault.Restart, fault.Params{"delay": {D: delay}})
 }
 
 // Stop shuts node id's redis-server down cleanly (SIGTERM: the AOF is
 // fsynced) and keeps it down until Start. It returns once it is down.
 func (l *Lab) Stop(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultStop, node.FaultRequest{})
+	return l.fault(ctx, id, fault.Stop, nil)
 }
 
 // Start starts a stopped node and returns once it answers. After a clean
 // stop the restart guard does not delay it.
 func (l *Lab) Start(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, "start", node.FaultRequest{})
+	return l.fault(ctx, id, fault.Start, nil)
 }
 
 // Pause SIGSTOPs node id's redis-server for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) Pause(ctx context.Context, id int, d time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultPause, node.FaultRequest{For: Duration(d)})
+	return l.Apply(ctx, id, fault.Pause, fault.Params{fault.For: {D: d}})
 }
 
 // Partition cuts the nodes off: their proxies keep accepting connections
@@ -93,7 +93,7 @@ func (l *Lab) Partition(ctx context.Context, ids ...int) error {
 		return fmt.Errorf("%w: partition needs at least one node", ErrInvalid)
 	}
 	for _, id := range ids {
-		if _, err := l.fault(ctx, id, node.FaultPartition, node.FaultRequest{}); err != nil {
+		if _, err := l.fault(ctx, id, fault.Partition, nil); err != nil {
 			return err
 		}
 	}
@@ -109,7 +109,7 @@ func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 		}
 	}
 	for _, id := range ids {
-		if _, err := l.fault(ctx, id, "heal", node.FaultRequest{}); err != nil {
+		if _, err := l.fault(ctx, id, fault.Heal, nil); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,7 @@ func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 
 // Latency delays every reply of node id by add ± jitter; add 0 removes it.
 func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultLatency, node.FaultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+	return l.Apply(ctx, id, fault.Latency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
 }
 
 // ClockJump models a step of node id's wall clock by `by`: Redis keeps
@@ -126,13 +126,13 @@ func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (F
 // TTL shortened by `by`, and keys with `by` or less left expire. It is a
 // model (TIME does not move); the runbook gives the real-VM command.
 func (l *Lab) ClockJump(ctx context.Context, id int, by time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultClockJump, node.FaultRequest{By: Duration(by)})
+	return l.Apply(ctx, id, fault.ClockJump, fault.Params{"by": {D: by}})
 }
 
 // ClockRate models node id's clock running factor times real speed for d,
 // as repeated small clock jumps. It returns at once.
 func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultClockRate, node.FaultRequest{Factor: factor, For: Duration(d)})
+	return l.Apply(ctx, id, fault.ClockRate, fault.Params{"factor": {N: factor}, fault.For: {D: d}})
 }
 
 // Failover crashes node id's master (SIGKILL), promotes its replica
@@ -145,19 +145,57 @@ func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Dura
 // through the node's address, logged in as any of the lab's users; the
 // crashed process comes back after the restart delay as its replica.
 func (l *Lab) Failover(ctx context.Context, id int, lag time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, node.FaultFailover, node.FaultRequest{Lag: Duration(lag)})
+	return l.Apply(ctx, id, fault.Failover, fault.Params{"lag": {D: lag}})
+}
+
+// Apply injects a fault of the catalogue (package fault) into node id: kind
+// with params, as data, for callers that hold faults as data (a drill's
+// timeline, the CLI). The fault methods above are Apply's kinds with typed
+// arguments. The params are validated first as the node can apply them (a
+// machine node, a replica): an error there is ErrInvalid (or
+// ErrUnsupported on a machine), as the supervisor would answer, with
+// nothing sent.
+func (l *Lab) Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (FaultResult, error) {
+	target := fault.ProcessNode
+	if l.f.Machines {
+		target = fault.MachineNode
+	}
+	// Whether the node has a replica its supervisor knows best: it judges
+	// that part.
+	body, err := requestOf(kind, params, target, true)
+	if err != nil {
+		return FaultResult{}, fmt.Errorf("lab: %s node %d: %w", kind, id, err)
+	}
+	return l.fault(ctx, id, kind, body)
+}
+
+// requestOf validates params of kind for target (checkFault, as the
+// supervisor does) and returns the control endpoint's request: the params
+// the target sees, whose JSON is a faultRequest (the catalogue's parameter
+// names are its fields).
+func requestOf(kind fault.Kind, params fault.Params, target fault.Target, replicas bool) (fault.Params, error) {
+	if err := node.CheckFault(string(kind), params, target, replicas); err != nil {
+		return nil, err
+	}
+	d, _ := fault.Lookup(kind)
+	return d.Sent(params), nil
 }
 
 // Faults returns the faults recorded so far.
 func (l *Lab) Faults() ([]Fault, error) { return node.ReadFaults(l.stateDir) }
 
-func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, req node.FaultRequest) (FaultResult, error) {
+// fault sends a fault request with body, the fault.Params of one (nil:
+// none).
+func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, body any) (FaultResult, error) {
 	n, err := l.node(id)
 	if err != nil {
 		return FaultResult{}, err
 	}
+	if body == nil {
+		body = fault.Params{} // the endpoint reads a JSON object
+	}
 	var res FaultResult
-	if err := control(n).Fault(ctx, kind, req, &res); err != nil {
+	if err := control(n).Fault(ctx, kind, body, &res); err != nil {
 		return FaultResult{}, fmt.Errorf("lab: %s node %d: %w", kind, id, err)
 	}
 	return res, nil

@@ -47,8 +47,8 @@ func etcdPut(cli *clientv3.Client, key, val string, timeout time.Duration) error
 // silences it for clients and peers (another member leads, the partitioned
 // one commits nothing) until heal; down leaves no process, port or file.
 func TestLabEtcd(t *testing.T) {
-	redlab, tf := requireLab(t)
-	infra := filepath.Join(repoRoot(t), "infra")
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	etcd, err := FindEtcd(redlab, infra)
 	if err != nil {
 		testenv.Missing(t, err.Error())

@@ -2,8 +2,10 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlocklab/redlocklab/infra/node"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
 )
 
@@ -100,45 +102,44 @@ func (l *Lab) EtcdStatus(ctx context.Context) ([]EtcdMemberStatus, error) {
 // Its supervisor starts it again after the restart delay, and the fault
 // ends when it answers again. It returns once the process is gone.
 func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultKill, node.FaultRequest{})
+	return l.etcdFault(ctx, member, fault.Kill, nil)
 }
 
 // EtcdRestart crashes member like EtcdKill, but it comes back after delay
 // instead of the restart delay (0: at once).
 func (l *Lab) EtcdRestart(ctx context.Context, member int, delay time.Duration) (EtcdFaultResult, error) {
-	d := Duration(delay)
-	return l.etcdFault(ctx, member, node.FaultRestart, node.FaultRequest{Delay: &d})
+	return l.EtcdApply(ctx, member, fault.Restart, fault.Params{"delay": {D: delay}})
 }
 
 // EtcdStop shuts member's etcd down cleanly (SIGTERM) and keeps it down
 // until EtcdStart. It returns once it is down.
 func (l *Lab) EtcdStop(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultStop, node.FaultRequest{})
+	return l.etcdFault(ctx, member, fault.Stop, nil)
 }
 
 // EtcdStart starts a stopped member and returns once etcd runs; the stop
 // fault ends once the member has rejoined its cluster (which needs a
 // majority running).
 func (l *Lab) EtcdStart(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, "start", node.FaultRequest{})
+	return l.etcdFault(ctx, member, fault.Start, nil)
 }
 
 // EtcdPause SIGSTOPs member's etcd for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) EtcdPause(ctx context.Context, member int, d time.Duration) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultPause, node.FaultRequest{For: Duration(d)})
+	return l.EtcdApply(ctx, member, fault.Pause, fault.Params{fault.For: {D: d}})
 }
 
 // EtcdPartition silences member's client and peer fronts (see
 // package node, etcd.go, for what that cuts, and what it does not).
 func (l *Lab) EtcdPartition(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultPartition, node.FaultRequest{})
+	return l.etcdFault(ctx, member, fault.Partition, nil)
 }
 
 // EtcdLatency delays what member's fronts pass back by add ± jitter; add 0
 // removes it.
 func (l *Lab) EtcdLatency(ctx context.Context, member int, add, jitter time.Duration) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, node.FaultLatency, node.FaultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+	return l.EtcdApply(ctx, member, fault.Latency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
 }
 
 // EtcdHeal removes every network fault from the members, or from every
@@ -150,27 +151,47 @@ func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
 		}
 	}
 	for _, id := range members {
-		if _, err := l.etcdFault(ctx, id, "heal", node.FaultRequest{}); err != nil {
+		if _, err := l.etcdFault(ctx, id, fault.Heal, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req node.FaultRequest) (EtcdFaultResult, error) {
+// EtcdApply injects a fault of the catalogue into member (TargetLeader: the
+// leader's) as data, like Apply; the Etcd methods above are its kinds with
+// typed arguments.
+func (l *Lab) EtcdApply(ctx context.Context, member int, kind fault.Kind, params fault.Params) (EtcdFaultResult, error) {
+	sent, err := requestOf(kind, params, fault.EtcdMember, false)
+	if err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, member, err)
+	}
+	return l.etcdFault(ctx, member, kind, sent)
+}
+
+// etcdFault sends a fault request with params (as requestOf returns them)
+// to member, naming in it the leader when the lab chose the member as the
+// leader.
+func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, params fault.Params) (EtcdFaultResult, error) {
+	body := map[string]any{}
+	if b, err := json.Marshal(params); err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: %w", err)
+	} else if err := json.Unmarshal(b, &body); err != nil {
+		return EtcdFaultResult{}, fmt.Errorf("lab: %w", err)
+	}
 	if member == TargetLeader {
 		id, err := l.EtcdLeader(ctx)
 		if err != nil {
 			return EtcdFaultResult{}, fmt.Errorf("lab: %s the etcd leader: %w", kind, err)
 		}
-		member, req.Target = id, "leader"
+		member, body["target"] = id, "leader"
 	}
 	m, err := l.etcdMember(member)
 	if err != nil {
 		return EtcdFaultResult{}, err
 	}
 	var res EtcdFaultResult
-	if err := etcdControl(m).Fault(ctx, kind, req, &res); err != nil {
+	if err := etcdControl(m).Fault(ctx, kind, body, &res); err != nil {
 		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, m.ID, err)
 	}
 	return res, nil

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,18 +17,20 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
+	"github.com/redlocklab/redlocklab/internal/proc"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
 // TestLab provisions a real lab with tofu/terraform (infra/envs/local),
 // runs every fault against it, reconfigures it, and tears it down twice.
 func TestLab(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	const n = 3
 	const delay = 2 * time.Second
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	infra := filepath.Join(repoRoot(t), "infra")
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: delay,
 		Redlab: redlab, Terraform: tf, InfraDir: infra,
@@ -102,8 +105,8 @@ func TestLab(t *testing.T) {
 		if err := syscall.Kill(before.SupervisorPID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(before.SupervisorPID, 5*time.Second)
-		if !alive(before.RedisPID) {
+		proc.WaitGone(context.Background(), before.SupervisorPID, 5*time.Second)
+		if !proc.Alive(before.RedisPID) {
 			t.Fatalf("redis-server %d died with its supervisor, want it kept", before.RedisPID)
 		}
 		if _, err := Up(ctx, cfg); err != nil {
@@ -114,7 +117,7 @@ func TestLab(t *testing.T) {
 			t.Errorf("after up: supervisor %d redis %d, want a new supervisor adopting redis %d",
 				after.SupervisorPID, after.RedisPID, before.RedisPID)
 		}
-		if got := findRedis(filepath.Join(node.Dir(dir, 3), "data")); len(got) != 1 {
+		if got := node.FindRedis(filepath.Join(node.Dir(dir, 3), "data")); len(got) != 1 {
 			t.Errorf("redis-server processes for node 3: %v, want one", got)
 		}
 	})
@@ -131,7 +134,7 @@ func TestLab(t *testing.T) {
 				t.Errorf("fault %s still active", f.ID)
 			}
 		}
-		for _, k := range []FaultKind{node.FaultPartition, node.FaultLatency, node.FaultPause, node.FaultClockJump, node.FaultKill, node.FaultPowerLoss, node.FaultRestart, node.FaultStop, node.FaultClockRate} {
+		for _, k := range []FaultKind{fault.Partition, fault.Latency, fault.Pause, fault.ClockJump, fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop, fault.ClockRate} {
 			if seen[k] == 0 {
 				t.Errorf("no %s in %s", k, FaultsFile)
 			}
@@ -225,7 +228,7 @@ func checkNothingLeft(t *testing.T, dir string, base, n int) {
 // profile, a killed node comes back without waiting, and a power loss
 // loses what its profile says.
 func TestLabProfiles(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
@@ -235,7 +238,7 @@ func TestLabProfiles(t *testing.T) {
 	}
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, NodePersistence: profiles, NoRestartDelay: true,
-		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
 	t.Cleanup(func() {
@@ -483,13 +486,13 @@ func redlockClient(t *testing.T, l *Lab, u User) *redlock.Client {
 // behind the node's address with the same ACL users, and down leaves
 // nothing of the five port ranges.
 func TestLabReplicas(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: time.Second, Replicas: 1,
-		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
 	t.Cleanup(func() {

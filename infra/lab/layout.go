@@ -2,12 +2,27 @@ package lab
 
 import "fmt"
 
-// Port offsets from the lab's base port. Node N (from 1) listens on
-// base+N (proxy, what clients use), base+redisPortOffset+N (redis-server,
-// private) and base+controlPortOffset+N (control endpoint). A node with a
-// replica (Config.Replicas) also has the replica's redis-server on
-// base+replicaPortOffset+N and the front of its replication link on
-// base+replicaLinkOffset+N.
+// The lab's port layout: offsets from Config.BasePort (DefaultBasePort),
+// each range holding one port per node N or etcd member M, from 1, all on
+// 127.0.0.1 (a machine lab's redis-server listens on 127.80.x.y instead,
+// x.y the proxy port's two bytes):
+//
+//	base+N        node N's proxy, the fault front: what clients use
+//	base+100+N    node N's redis-server (private)
+//	base+200+N    node N's control endpoint (faults, status)
+//	base+300+N    with Config.Replicas: node N's replica's redis-server
+//	base+400+N    with Config.Replicas: the front of the replica's replication link
+//	base+500      with monitoring: Prometheus (monitoringPortOffset)
+//	base+500+N    with monitoring: node N's redis_exporter
+//	base+600+M    etcd member M's client front (etcdClientFrontOffset …)
+//	base+700+M    member M's peer front
+//	base+800+M    member M's etcd, clients
+//	base+900+M    member M's etcd, peers
+//	base+1000+M   member M's supervisor's control endpoint
+//
+// PortOffsets, MonitoringPortOffsets and EtcdPortOffsets give the ranges
+// to code. The root module infra/envs/local computes the same node ports
+// from base_port (main.tf); the lab's tests check the two agree.
 const (
 	redisPortOffset   = 100
 	controlPortOffset = 200
@@ -23,11 +38,7 @@ const (
 // its peer port. The member advertises the fronts, so clients and the other
 // members reach it only through them.
 //
-// Ports: member M's client front is on BasePort+600+M, its peer front on
-// BasePort+700+M, etcd itself on BasePort+800+M (clients) and
-// BasePort+900+M (peers), the supervisor's control endpoint on
-// BasePort+1000+M, all on 127.0.0.1. Its files: package node,
-// etcdmember.go.
+// Ports: see the table above. Its files: package node, etcdmember.go.
 const (
 	etcdClientFrontOffset = 600
 	etcdPeerFrontOffset   = 700

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"net"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ func TestMachineAddresses(t *testing.T) {
 // refused before anything is recorded; down leaves no process, mount,
 // file or port behind.
 func TestLabMachines(t *testing.T) {
-	redlab, tf := requireLab(t)
+	redlab, tf := testenv.RequireLab(t, FindTerraform)
 	if err := node.CheckMachineHost(); err != nil {
 		testenv.Missing(t, err.Error())
 	}
@@ -54,7 +55,7 @@ func TestLabMachines(t *testing.T) {
 	cfg := Config{
 		StateDir: dir, Count: n, BasePort: base, RestartDelay: delay, Machines: true,
 		NodePersistence: []Persistence{PersistAlways, PersistAlways, PersistEverysec},
-		Redlab:          redlab, Terraform: tf, InfraDir: filepath.Join(repoRoot(t), "infra"),
+		Redlab:          redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
 	downed := false
@@ -139,7 +140,7 @@ func TestLabMachines(t *testing.T) {
 		}
 		var last *Fault
 		for i := range faults {
-			if faults[i].Node == 3 && faults[i].Kind == node.FaultPowerLoss {
+			if faults[i].Node == 3 && faults[i].Kind == fault.PowerLoss {
 				last = &faults[i]
 			}
 		}
@@ -240,7 +241,7 @@ func TestUpRefusesMachinesWithoutTheirPrograms(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")
 	_, err = Up(context.Background(), Config{
 		StateDir: dir, Machines: true, Redlab: "/bin/true", RedisServer: "/bin/true",
-		Terraform: "/bin/true", InfraDir: filepath.Join(repoRoot(t), "infra"),
+		Terraform: "/bin/true", InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	})
 	if !errors.Is(err, node.ErrMachineHost) {
 		t.Fatalf("Up with machines: got %v, want %v", err, node.ErrMachineHost)

@@ -2,75 +2,16 @@ package lab
 
 import (
 	"fmt"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
-// The redlab binary the provisioners exec (the test binary cannot stand in
-// for it), built at most once per test run into TestMain's temporary
-// directory, and only when a test needs it.
-var (
-	binDir    string
-	buildOnce sync.Once
-	redlabBin string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	var err error
-	binDir, err = os.MkdirTemp("", "redlab-lab-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(binDir)
-	os.Exit(code)
-}
-
-func buildRedlab() (string, error) {
-	buildOnce.Do(func() {
-		redlabBin = filepath.Join(binDir, "redlab")
-		out, err := exec.Command("go", "build", "-o", redlabBin, "github.com/redlocklab/redlocklab/cmd/redlab").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/redlab: %w\n%s", err, out)
-		}
-	})
-	return redlabBin, buildErr
-}
-
-// requireLab returns what a real lab needs: the redlab binary and a tofu or
-// terraform binary. Without redis-server or tofu/terraform the test ends by
-// testenv.Missing: a failure under CI=true, a loud skip otherwise.
-func requireLab(t *testing.T) (redlab, terraform string) {
-	t.Helper()
-	testenv.Require(t, "redis-server")
-	tf, err := FindTerraform(repoRoot(t))
-	if err != nil {
-		testenv.Missing(t, err.Error())
-	}
-	bin, err := buildRedlab()
-	if err != nil {
-		t.Fatalf("redlab binary: %v", err)
-	}
-	return bin, tf
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(filepath.Dir(wd)) // infra/lab -> repo
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // labPortOffsets are a lab's port ranges relative to its base port, with
 // replicas (every range a test lab may use).
@@ -90,24 +31,11 @@ func portsFree(base, n int) bool { return redistest.PortsFree(base, n, labPortOf
 // argv mentions it or their working directory is inside it.
 func leftovers(dir string) []string {
 	var out []string
-	for _, pid := range scanProc(func(pid int) bool {
+	for _, pid := range proc.Scan(func(pid int) bool {
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		return strings.HasPrefix(cwd, dir) || strings.Contains(strings.Join(cmdline(pid), " "), dir)
+		return strings.HasPrefix(cwd, dir) || strings.Contains(strings.Join(proc.Cmdline(pid), " "), dir)
 	}) {
-		out = append(out, fmt.Sprintf("%d %q", pid, cmdline(pid)))
+		out = append(out, fmt.Sprintf("%d %q", pid, proc.Cmdline(pid)))
 	}
 	return out
-}
-
-// findRedis returns the live redis-server processes whose working
-// directory is dataDir (the supervisor's own finder is package node's).
-func findRedis(dataDir string) []int {
-	return scanProc(func(pid int) bool {
-		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		if err != nil || cwd != dataDir {
-			return false
-		}
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		return strings.HasPrefix(strings.TrimSpace(string(comm)), "redis-server")
-	})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/redlocklab/redlocklab/dashboards"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // Monitoring of a lab: one redis_exporter per node and a Prometheus that
@@ -44,9 +45,14 @@ import (
 // reporting the node while the network to it is faulted. Clients' view of
 // a partition comes from the lock clients' per-node metrics.
 
-// Port layout of the monitoring, after the three node ranges (see
-// layout.go): Prometheus on base+500, node N's exporter on base+500+N.
+// monitoringPortOffset is where the monitoring's ports start (the port
+// layout is in layout.go).
 const monitoringPortOffset = 500
+
+// MonitoringPortOffsets are the monitoring's ports as PortOffsets gives
+// ranges (one port per node, from 1): Prometheus's base+500 is the first
+// port of the range at 499, the exporters' are the range at 500.
+func MonitoringPortOffsets() []int { return []int{monitoringPortOffset - 1, monitoringPortOffset} }
 
 // DefaultScrapeInterval is the lab's scrape and rule evaluation interval.
 const DefaultScrapeInterval = 5 * time.Second
@@ -379,10 +385,10 @@ func startDetached(dir, logName, bin string, env []string, args ...string) (int,
 // isOurs reports whether pid is a live process started for the monitoring
 // in dir: its command line names a file there.
 func isOurs(pid int, dir string) bool {
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return false
 	}
-	for _, a := range cmdline(pid) {
+	for _, a := range proc.Cmdline(pid) {
 		if strings.Contains(a, dir+string(filepath.Separator)) {
 			return true
 		}
@@ -416,7 +422,7 @@ func waitHTTP(ctx context.Context, url string, pid int, limit time.Duration) err
 			err = fmt.Errorf("%s: %s", url, resp.Status)
 		}
 		last = err
-		if !alive(pid) {
+		if !proc.Alive(pid) {
 			return fmt.Errorf("pid %d exited (last: %v)", pid, last)
 		}
 		select {
@@ -430,13 +436,13 @@ func waitHTTP(ctx context.Context, url string, pid int, limit time.Duration) err
 // stopProcess sends SIGTERM (Prometheus then writes out its head block) and
 // SIGKILL after limit; it returns once pid is gone.
 func stopProcess(ctx context.Context, pid int, limit time.Duration) {
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	if !waitGoneCtx(ctx, pid, limit) {
+	if !proc.WaitGone(ctx, pid, limit) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 }
 
@@ -461,7 +467,7 @@ func StopMonitoring(ctx context.Context, stateDir string) error {
 		pids = append(pids, m.PID)
 	}
 	// Whatever else was started for this directory (a record lost half-way).
-	pids = append(pids, scanProc(func(pid int) bool { return isOurs(pid, dir) && isMonitoringBinary(pid) })...)
+	pids = append(pids, proc.Scan(func(pid int) bool { return isOurs(pid, dir) && isMonitoringBinary(pid) })...)
 	slices.Sort(pids)
 	var wg sync.WaitGroup
 	for _, pid := range slices.Compact(pids) {
@@ -485,7 +491,7 @@ func StopMonitoring(ctx context.Context, stateDir string) error {
 // prometheus-redis-exporter (so that a pager that happens to name a file of
 // the monitoring directory is left alone).
 func isMonitoringBinary(pid int) bool {
-	args := cmdline(pid)
+	args := proc.Cmdline(pid)
 	if len(args) == 0 {
 		return false
 	}
@@ -542,7 +548,7 @@ func pruneTargets(dir string) {
 		if m == nil {
 			continue
 		}
-		if pid, _ := strconv.Atoi(m[2]); !alive(pid) {
+		if pid, _ := strconv.Atoi(m[2]); !proc.Alive(pid) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

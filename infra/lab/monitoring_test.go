@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
@@ -167,7 +168,7 @@ func TestMonitoringInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{m.PID, m.Exporters[0].PID} {
-		if alive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("pid %d alive after StopMonitoring", pid)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/flock"
 )
 
 // DefaultCacheDir holds the built images, one directory per recipe hash.
@@ -154,9 +156,9 @@ func EnsureImage(ctx context.Context, cfg ImageConfig) (Image, error) {
 	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
 		return Image{}, fmt.Errorf("machine: %w", err)
 	}
-	unlock, err := Lock(ctx, filepath.Join(cfg.CacheDir, ".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(cfg.CacheDir, ".lock"))
 	if err != nil {
-		return Image{}, err
+		return Image{}, fmt.Errorf("machine: image cache: %w", err)
 	}
 	defer unlock()
 	if built(img.Dir) { // another process built it while we waited

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // Config describes one machine.
@@ -423,34 +425,6 @@ func (m *Machine) Close() error {
 	return errors.Join(errs...)
 }
 
-// Lock takes an exclusive lock on path (created when missing), shared by
-// every process on this host, waiting until it is free or ctx ends. The
-// returned function releases it.
-func Lock(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("machine: lock: %w", err)
-	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil // closing the descriptor releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("machine: lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("machine: lock %s: %w", path, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
 // Sweep ends what a Machine whose owner died without Close left in dir (its
 // Config.Dir): the systemd-nspawn booted on dir/root, which takes its
 // container with it, and every mount under dir. Nothing else on the host is
@@ -478,7 +452,7 @@ func Sweep(ctx context.Context, dir string) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for _, pid := range pids {
-		for alive(pid) {
+		for proc.Alive(pid) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("machine: sweep %s: systemd-nspawn %d: %w", dir, pid, ctx.Err())
@@ -487,15 +461,4 @@ func Sweep(ctx context.Context, dir string) error {
 		}
 	}
 	return unmountUnder(dir)
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	i := strings.LastIndexByte(string(data), ')')
-	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
 }

@@ -3,7 +3,6 @@ package machine
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
@@ -103,25 +103,6 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 	}
 }
 
-func TestLockIsExclusive(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lock")
-	unlock, err := Lock(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if _, err := Lock(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("second Lock while held: got %v, want %v", err, context.DeadlineExceeded)
-	}
-	unlock()
-	unlock2, err := Lock(context.Background(), path)
-	if err != nil {
-		t.Fatalf("Lock after release: %v", err)
-	}
-	unlock2()
-}
-
 // helperEnv makes this test binary boot a machine and wait to be killed.
 const helperEnv = "REDLAB_MACHINE_TEST_HELPER"
 
@@ -181,14 +162,14 @@ func TestMachineDiesWithItsStarter(t *testing.T) {
 	if leader == 0 {
 		t.Fatalf("the helper printed no leader PID (%v); console:\n%s", sc.Err(), tail(filepath.Join(dir, "console.log"), 30))
 	}
-	if !alive(leader) {
+	if !proc.Alive(leader) {
 		t.Fatalf("leader %d is not running before the kill", leader)
 	}
 	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for alive(leader) {
+	for proc.Alive(leader) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(leader, syscall.SIGKILL)
 			t.Fatalf("the machine's systemd (PID %d) outlived the process that booted it by 30 s", leader)

@@ -32,8 +32,8 @@ func (c Control) Status(ctx context.Context, st any) error {
 // Fault asks the supervisor for a fault of kind (a FaultKind, "start" or
 // "heal") and reads its answer into res: a *FaultResult for a node, an
 // *EtcdFaultResult for an etcd member.
-func (c Control) Fault(ctx context.Context, kind FaultKind, req FaultRequest, res any) error {
-	return c.call(ctx, http.MethodPost, "/v1/faults/"+string(kind), req, res)
+func (c Control) Fault(ctx context.Context, kind FaultKind, body, res any) error {
+	return c.call(ctx, http.MethodPost, "/v1/faults/"+string(kind), body, res)
 }
 
 func (c Control) call(ctx context.Context, method, path string, body, out any) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"strconv"
 	"time"
 
@@ -46,7 +47,7 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 		return FaultResult{}, err
 	}
 	s.mu.Unlock()
-	f, err := s.faults.rec.start(FaultClockJump, map[string]string{"by": by.String()})
+	f, err := s.faults.rec.start(fault.ClockJump, map[string]string{"by": by.String()})
 	if err != nil {
 		s.log.Printf("record: %v", err)
 	}
@@ -57,7 +58,7 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 	if err != nil {
 		endParams = map[string]string{"error": err.Error()}
 	}
-	if rerr := s.faults.rec.end(f.ID, FaultClockJump, endParams); rerr != nil {
+	if rerr := s.faults.rec.end(f.ID, fault.ClockJump, endParams); rerr != nil {
 		s.log.Printf("record: %v", rerr)
 	}
 	if err != nil {
@@ -79,7 +80,7 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 	if s.rateStop != nil {
 		s.rateStop()
 	}
-	f := s.faults.startLocked(FaultClockRate, map[string]string{
+	f := s.faults.startLocked(fault.ClockRate, map[string]string{
 		"factor": strconv.FormatFloat(factor, 'g', -1, 64), "for": d.String(),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -113,8 +114,8 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 					jcancel()
 				}
 				s.mu.Lock()
-				if s.st.Active[FaultClockRate] == f.ID {
-					s.faults.endLocked(FaultClockRate, map[string]string{
+				if s.st.Active[fault.ClockRate] == f.ID {
+					s.faults.endLocked(fault.ClockRate, map[string]string{
 						"adjusted": strconv.FormatInt(adjusted, 10), "deleted": strconv.FormatInt(deleted, 10),
 					})
 				}

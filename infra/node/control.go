@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -41,6 +43,24 @@ type FaultRequest struct {
 	// Target is recorded with the fault: "leader" when the lab chose the
 	// etcd member because it led when the fault fired.
 	Target string `json:"target,omitempty"`
+	// params are the same parameters as the catalogue reads them, for
+	// CheckFault (set by controlMux).
+	params fault.Params
+}
+
+// CheckFault judges a fault request by the catalogue (package fault) for
+// target, before anything changes: ErrInvalid, or ErrUnsupported for what a
+// machine node cannot apply. The lab's client calls it too, so that a bad
+// request is refused before it is sent.
+func CheckFault(kind string, params fault.Params, target fault.Target, replicas bool) error {
+	err := fault.Validate(fault.Kind(kind), params, target, replicas)
+	switch {
+	case err == nil:
+		return nil
+	case target == fault.MachineNode && errors.Is(err, fault.ErrUnsupported):
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, err)
 }
 
 // FaultResult is what the node reports after a fault request.
@@ -90,7 +110,14 @@ func controlMux[S, R any](status func(context.Context) S, apply func(context.Con
 	})
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		var req FaultRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+		if err == nil {
+			err = json.Unmarshal(body, &req)
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &req.params)
+		}
+		if err != nil {
 			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
 			return
 		}
@@ -154,6 +181,13 @@ func writeError(w http.ResponseWriter, err error) {
 
 // apply runs one fault request.
 func (s *supervisor) apply(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
+	target := fault.ProcessNode
+	if s.mach != nil {
+		target = fault.MachineNode
+	}
+	if err := CheckFault(kind, req.params, target, s.rep != nil); err != nil {
+		return FaultResult{}, err
+	}
 	if s.mach != nil {
 		return s.applyMachine(ctx, kind, req)
 	}
@@ -164,45 +198,30 @@ func (s *supervisor) apply(ctx context.Context, kind string, req FaultRequest) (
 // shares the faults that act on the front or the process alone.
 func (s *supervisor) applyProcess(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
-	case string(FaultKill):
+	case string(fault.Kill):
 		return s.kill(ctx, nil)
-	case string(FaultPowerLoss):
+	case string(fault.PowerLoss):
 		return s.powerLoss(ctx)
-	case string(FaultRestart):
-		if req.Delay == nil || *req.Delay < 0 {
-			return FaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
-		}
-		d := time.Duration(*req.Delay)
+	case string(fault.Restart):
+		d := time.Duration(*req.Delay) // CheckFault: given
 		return s.kill(ctx, &d)
-	case string(FaultStop):
+	case string(fault.Stop):
 		return s.stop(ctx)
-	case "start":
+	case string(fault.Start):
 		return s.startNode(ctx)
-	case string(FaultPause):
-		if req.For <= 0 {
-			return FaultResult{}, fmt.Errorf("%w: pause needs a duration > 0", ErrInvalid)
-		}
+	case string(fault.Pause):
 		return s.pause(time.Duration(req.For))
-	case string(FaultPartition):
+	case string(fault.Partition):
 		return s.partition()
-	case "heal":
+	case string(fault.Heal):
 		return s.heal(), nil
-	case string(FaultLatency):
-		if req.Add < 0 || req.Jitter < 0 {
-			return FaultResult{}, fmt.Errorf("%w: latency and jitter must be >= 0", ErrInvalid)
-		}
+	case string(fault.Latency):
 		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter))
-	case string(FaultClockJump):
+	case string(fault.ClockJump):
 		return s.clockJump(ctx, time.Duration(req.By))
-	case string(FaultClockRate):
-		if req.Factor <= 0 || req.For <= 0 {
-			return FaultResult{}, fmt.Errorf("%w: clock-rate needs a factor > 0 and a duration > 0", ErrInvalid)
-		}
+	case string(fault.ClockRate):
 		return s.clockRate(req.Factor, time.Duration(req.For))
-	case string(FaultFailover):
-		if req.Lag < 0 || time.Duration(req.Lag) > time.Hour {
-			return FaultResult{}, fmt.Errorf("%w: failover lag must be 0..1h, got %v", ErrInvalid, time.Duration(req.Lag))
-		}
+	case string(fault.Failover):
 		return s.failover(ctx, time.Duration(req.Lag))
 	}
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"io"
 	"log"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
 )
@@ -149,7 +151,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	for _, pid := range findMentioning(spec.path(etcdConfFile)) {
 		s.log.Printf("killing etcd pid %d left by a previous supervisor", pid)
 		signalGroup(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 	s.log.Printf("supervising: client front 127.0.0.1:%d -> %s, peer front 127.0.0.1:%d -> 127.0.0.1:%d, control 127.0.0.1:%d",
 		spec.ClientPort, s.url, spec.PeerPort, spec.EtcdPeerPort, spec.ControlPort)
@@ -185,9 +187,9 @@ func (s *etcdSupervisor) restoreStatus() {
 	}
 	// The pause timer died with the previous supervisor, and its etcd with
 	// it.
-	if id := s.st.Active[FaultPause]; id != "" {
-		_ = s.faults.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
-		delete(s.st.Active, FaultPause)
+	if id := s.st.Active[fault.Pause]; id != "" {
+		_ = s.faults.rec.end(id, fault.Pause, map[string]string{"ended_by": "supervisor restart"})
+		delete(s.st.Active, fault.Pause)
 	}
 	if old.State == Stopped {
 		s.wantUp = false
@@ -311,7 +313,7 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 		return
 	}
 	s.setStateLocked(Up)
-	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
+	for _, k := range []FaultKind{fault.Kill, fault.Restart, fault.Stop} {
 		s.faults.endAtLocked(k, down, nil)
 	}
 }
@@ -446,40 +448,34 @@ type EtcdFaultResult struct {
 }
 
 func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultRequest) (EtcdFaultResult, error) {
+	if err := CheckFault(kind, req.params, fault.EtcdMember, false); err != nil {
+		return EtcdFaultResult{}, err
+	}
 	params := map[string]string{}
 	if req.Target != "" {
 		params["target"] = req.Target
 	}
 	switch kind {
-	case string(FaultKill):
+	case string(fault.Kill):
 		return s.kill(ctx, nil, params)
-	case string(FaultRestart):
-		if req.Delay == nil || *req.Delay < 0 {
-			return EtcdFaultResult{}, fmt.Errorf("%w: restart needs a delay >= 0", ErrInvalid)
-		}
-		d := time.Duration(*req.Delay)
+	case string(fault.Restart):
+		d := time.Duration(*req.Delay) // checkFault: given
 		params["delay"] = d.String()
 		return s.kill(ctx, &d, params)
-	case string(FaultStop):
+	case string(fault.Stop):
 		return s.stop(ctx, params)
-	case "start":
+	case string(fault.Start):
 		return s.startMember(ctx)
-	case string(FaultPause):
-		if req.For <= 0 {
-			return EtcdFaultResult{}, fmt.Errorf("%w: pause needs a duration > 0", ErrInvalid)
-		}
+	case string(fault.Pause):
 		return s.pause(time.Duration(req.For), params)
-	case string(FaultPartition):
+	case string(fault.Partition):
 		return s.partition(params), nil
-	case "heal":
+	case string(fault.Heal):
 		return s.heal(), nil
-	case string(FaultLatency):
-		if req.Add < 0 || req.Jitter < 0 {
-			return EtcdFaultResult{}, fmt.Errorf("%w: latency and jitter must be >= 0", ErrInvalid)
-		}
+	case string(fault.Latency):
 		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), params), nil
 	}
-	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members (kill, restart, stop, start, pause, partition, latency, heal)", ErrInvalid, kind)
+	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind) // checkFault refused it first
 }
 
 // kill SIGKILLs etcd (a crash). With delay set (the restart fault) the
@@ -493,9 +489,9 @@ func (s *etcdSupervisor) kill(ctx context.Context, delay *time.Duration, params 
 		s.mu.Unlock()
 		return EtcdFaultResult{}, err
 	}
-	kind := FaultKill
+	kind := fault.Kill
 	if delay != nil {
-		kind = FaultRestart
+		kind = fault.Restart
 		s.wantUp = true
 		if p != nil {
 			s.override = delay
@@ -528,7 +524,7 @@ func (s *etcdSupervisor) stop(ctx context.Context, params map[string]string) (Et
 	}
 	s.wantUp = false
 	s.pendingDelay = 0
-	f := s.faults.startLocked(FaultStop, params)
+	f := s.faults.startLocked(fault.Stop, params)
 	p, cancelWait := s.proc, s.cancelWait
 	s.mu.Unlock()
 	if p != nil {
@@ -563,7 +559,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 	}
 	s.stopPauseLocked()
 	params["for"] = d.String()
-	f := s.faults.startLocked(FaultPause, params)
+	f := s.faults.startLocked(fault.Pause, params)
 	s.paused.start(p, d, &s.wg, func(p *child) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -583,7 +579,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 // pause fault.
 func (s *etcdSupervisor) stopPauseLocked() {
 	s.paused.stop()
-	s.faults.endLocked(FaultPause, nil)
+	s.faults.endLocked(fault.Pause, nil)
 }
 
 func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
@@ -595,7 +591,7 @@ func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
 	_ = s.client.partition()
 	_ = s.peer.partition()
 	s.st.Partitioned = true
-	f := s.faults.startLocked(FaultPartition, params)
+	f := s.faults.startLocked(fault.Partition, params)
 	return EtcdFaultResult{Fault: &f}
 }
 
@@ -605,8 +601,8 @@ func (s *etcdSupervisor) heal() EtcdFaultResult {
 	s.client.heal()
 	s.peer.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.faults.endLocked(FaultPartition, nil)
-	s.faults.endLocked(FaultLatency, nil)
+	s.faults.endLocked(fault.Partition, nil)
+	s.faults.endLocked(fault.Latency, nil)
 	s.saveLocked()
 	return EtcdFaultResult{}
 }
@@ -616,7 +612,7 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 	defer s.mu.Unlock()
 	_ = s.client.latency(add, jitter)
 	_ = s.peer.latency(add, jitter)
-	s.faults.endLocked(FaultLatency, nil)
+	s.faults.endLocked(fault.Latency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Latency, s.st.Jitter = 0, 0
@@ -624,7 +620,7 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 		return EtcdFaultResult{}
 	}
 	params["add"], params["jitter"] = add.String(), jitter.String()
-	f := s.faults.startLocked(FaultLatency, params)
+	f := s.faults.startLocked(fault.Latency, params)
 	return EtcdFaultResult{Fault: &f}
 }
 

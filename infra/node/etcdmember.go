@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // MaxEtcdMembers is the largest etcd cluster a lab runs.
@@ -219,7 +220,7 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 		} else {
 			err = fmt.Errorf("supervisor reports %q", st.State)
 		}
-		if !alive(pid) {
+		if !proc.Alive(pid) {
 			log, _ := os.ReadFile(spec.path(supervisorLogFile))
 			return fmt.Errorf("node: etcd member %d: supervisor exited during start; end of %s:\n%s",
 				id, spec.path(supervisorLogFile), tail(string(log), 1500))
@@ -242,10 +243,10 @@ func StopEtcdMember(ctx context.Context, stateDir string, id int, purge bool) er
 		return nil
 	}
 	errs := stopDaemons(ctx, fmt.Sprintf("etcd member %d", id),
-		scanProc(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }), stopTimeout+5*time.Second)
+		proc.Scan(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }), stopTimeout+5*time.Second)
 	for _, pid := range findMentioning(filepath.Join(dir, etcdConfFile)) {
 		signalGroup(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 	for _, f := range []string{supervisorPIDFile, etcdPIDFile} {
 		os.Remove(filepath.Join(dir, f))

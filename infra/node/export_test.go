@@ -3,9 +3,6 @@ package node
 // What the external tests (package node_test, which can use
 // internal/faultcheck) need of the package's internals.
 
-// FindRedis is findRedis.
-var FindRedis = findRedis
-
 // The node directory's files.
 const (
 	ConfFile          = confFile

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
@@ -17,25 +18,8 @@ import (
 // package faultlog for its format).
 const FaultsFile = faultlog.FileName
 
-// FaultKind names a fault.
+// FaultKind names a fault: a kind of the catalogue (package fault).
 type FaultKind = faultlog.Kind
-
-// The faults a node supervisor can inject.
-const (
-	FaultKill      FaultKind = "kill"       // SIGKILL; ends when the node answers again
-	FaultPowerLoss FaultKind = "power-loss" // SIGKILL, unsynced AOF cut; ends when the node answers again
-	FaultRestart   FaultKind = "restart"    // SIGKILL, restart with a delay override; ends when up
-	FaultStop      FaultKind = "stop"       // clean stop; ends at the next start
-	FaultPause     FaultKind = "pause"      // SIGSTOP; ends at SIGCONT
-	FaultPartition FaultKind = "partition"  // proxy answers nothing; ends at heal
-	FaultLatency   FaultKind = "latency"    // proxy delays replies; ends at heal or a new latency
-	FaultClockJump FaultKind = "clock-jump" // instantaneous
-	FaultClockRate FaultKind = "clock-rate" // repeated jumps for a duration
-	// FaultFailover: a replicated node's master is SIGKILLed and its replica
-	// promoted behind the node's address; ends when the promoted replica
-	// answers as master through the node's front.
-	FaultFailover FaultKind = "failover"
-)
 
 // Fault is one injected fault with its start and end time. End is zero
 // while the fault is still active.
@@ -209,9 +193,9 @@ func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResul
 	}
 	var f Fault
 	if delay == nil {
-		f = s.faults.startLocked(FaultKill, nil)
+		f = s.faults.startLocked(fault.Kill, nil)
 	} else {
-		f = s.faults.startLocked(FaultRestart, map[string]string{"delay": delay.String()})
+		f = s.faults.startLocked(fault.Restart, map[string]string{"delay": delay.String()})
 		s.override = delay
 		s.wantUp = true
 	}
@@ -241,7 +225,7 @@ func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, nil
 	}
 	s.wantUp = false
-	f := s.faults.startLocked(FaultStop, nil)
+	f := s.faults.startLocked(fault.Stop, nil)
 	p, cancelGuard := s.proc, s.cancelGuard
 	s.mu.Unlock()
 	if p != nil {
@@ -274,7 +258,7 @@ func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
 		return FaultResult{}, s.notRunningLocked()
 	}
 	s.stopPauseLocked()
-	f := s.faults.startLocked(FaultPause, map[string]string{"for": d.String()})
+	f := s.faults.startLocked(fault.Pause, map[string]string{"for": d.String()})
 	s.paused.start(p, d, &s.wg, s.resume)
 	s.setStateLocked(Paused)
 	return FaultResult{Fault: &f}, nil
@@ -296,7 +280,7 @@ func (s *supervisor) resume(p *child) {
 // process) and ends its fault.
 func (s *supervisor) stopPauseLocked() {
 	s.paused.stop()
-	s.faults.endLocked(FaultPause, nil)
+	s.faults.endLocked(fault.Pause, nil)
 }
 
 func (s *supervisor) partition() (FaultResult, error) {
@@ -309,7 +293,7 @@ func (s *supervisor) partition() (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.st.Partitioned = true
-	f := s.faults.startLocked(FaultPartition, nil)
+	f := s.faults.startLocked(fault.Partition, nil)
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -319,8 +303,8 @@ func (s *supervisor) heal() FaultResult {
 	defer s.mu.Unlock()
 	s.proxy.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.faults.endLocked(FaultPartition, nil)
-	s.faults.endLocked(FaultLatency, nil)
+	s.faults.endLocked(fault.Partition, nil)
+	s.faults.endLocked(fault.Latency, nil)
 	s.saveLocked()
 	return FaultResult{}
 }
@@ -331,14 +315,14 @@ func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
 	if err := s.proxy.latency(add, jitter); err != nil {
 		return FaultResult{}, err
 	}
-	s.faults.endLocked(FaultLatency, nil)
+	s.faults.endLocked(fault.Latency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
 		s.st.Jitter = 0
 		s.saveLocked()
 		return FaultResult{}, nil
 	}
-	f := s.faults.startLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
+	f := s.faults.startLocked(fault.Latency, map[string]string{"add": add.String(), "jitter": jitter.String()})
 	return FaultResult{Fault: &f}, nil
 }
 

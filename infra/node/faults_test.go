@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,15 +13,15 @@ import (
 func TestRecorderAndReadFaults(t *testing.T) {
 	dir := t.TempDir()
 	r1, r2 := newRecorder(dir, 1), newRecorder(dir, 2)
-	kill, err := r1.start(FaultKill, nil)
+	kill, err := r1.start(fault.Kill, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	part, err := r2.start(FaultPartition, map[string]string{"why": "test"})
+	part, err := r2.start(fault.Partition, map[string]string{"why": "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r1.end(kill.ID, FaultKill, map[string]string{"restarts": "1"}); err != nil {
+	if err := r1.end(kill.ID, fault.Kill, map[string]string{"restarts": "1"}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadFaults(dir)
@@ -38,8 +39,8 @@ func TestRecorderAndReadFaults(t *testing.T) {
 		active     bool
 		wantParams map[string]string
 	}{
-		{got[0], kill.ID, 1, FaultKill, false, map[string]string{"restarts": "1"}},
-		{got[1], part.ID, 2, FaultPartition, true, map[string]string{"why": "test"}},
+		{got[0], kill.ID, 1, fault.Kill, false, map[string]string{"restarts": "1"}},
+		{got[1], part.ID, 2, fault.Partition, true, map[string]string{"why": "test"}},
 	}
 	for _, tt := range tests {
 		if tt.f.ID != tt.id || tt.f.Node != tt.node || tt.f.Kind != tt.kind || tt.f.Active() != tt.active {
@@ -77,7 +78,7 @@ func TestReadFaultsMissingAndBroken(t *testing.T) {
 func TestFaultTimesKeepNanoseconds(t *testing.T) {
 	dir := t.TempDir()
 	r := newRecorder(dir, 1)
-	f, err := r.start(FaultPowerLoss, nil)
+	f, err := r.start(fault.PowerLoss, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"path/filepath"
 	"testing"
 	"time"
@@ -52,20 +53,20 @@ func (l *inproc) NodeStatus(ctx context.Context, id int) (node.Status, error) {
 func (l *inproc) Faults() ([]node.Fault, error) { return node.ReadFaults(l.spec.StateDir) }
 
 func (l *inproc) Kill(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultKill, node.FaultRequest{})
+	return l.fault(ctx, fault.Kill, node.FaultRequest{})
 }
 
 func (l *inproc) PowerLoss(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultPowerLoss, node.FaultRequest{})
+	return l.fault(ctx, fault.PowerLoss, node.FaultRequest{})
 }
 
 func (l *inproc) Restart(ctx context.Context, id int, delay time.Duration) (node.FaultResult, error) {
 	d := node.Duration(delay)
-	return l.fault(ctx, node.FaultRestart, node.FaultRequest{Delay: &d})
+	return l.fault(ctx, fault.Restart, node.FaultRequest{Delay: &d})
 }
 
 func (l *inproc) Stop(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultStop, node.FaultRequest{})
+	return l.fault(ctx, fault.Stop, node.FaultRequest{})
 }
 
 func (l *inproc) Start(ctx context.Context, id int) (node.FaultResult, error) {
@@ -73,11 +74,11 @@ func (l *inproc) Start(ctx context.Context, id int) (node.FaultResult, error) {
 }
 
 func (l *inproc) Pause(ctx context.Context, id int, d time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultPause, node.FaultRequest{For: node.Duration(d)})
+	return l.fault(ctx, fault.Pause, node.FaultRequest{For: node.Duration(d)})
 }
 
 func (l *inproc) Partition(ctx context.Context, ids ...int) error {
-	_, err := l.fault(ctx, node.FaultPartition, node.FaultRequest{})
+	_, err := l.fault(ctx, fault.Partition, node.FaultRequest{})
 	return err
 }
 
@@ -87,17 +88,17 @@ func (l *inproc) Heal(ctx context.Context, ids ...int) error {
 }
 
 func (l *inproc) Latency(ctx context.Context, id int, add, jitter time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultLatency, node.FaultRequest{Add: node.Duration(add), Jitter: node.Duration(jitter)})
+	return l.fault(ctx, fault.Latency, node.FaultRequest{Add: node.Duration(add), Jitter: node.Duration(jitter)})
 }
 
 func (l *inproc) ClockJump(ctx context.Context, id int, by time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultClockJump, node.FaultRequest{By: node.Duration(by)})
+	return l.fault(ctx, fault.ClockJump, node.FaultRequest{By: node.Duration(by)})
 }
 
 func (l *inproc) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultClockRate, node.FaultRequest{Factor: factor, For: node.Duration(d)})
+	return l.fault(ctx, fault.ClockRate, node.FaultRequest{Factor: factor, For: node.Duration(d)})
 }
 
 func (l *inproc) Failover(ctx context.Context, id int, lag time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, node.FaultFailover, node.FaultRequest{Lag: node.Duration(lag)})
+	return l.fault(ctx, fault.Failover, node.FaultRequest{Lag: node.Duration(lag)})
 }

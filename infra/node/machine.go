@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/machine"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // A machine node (Spec.Machine, Config.Machines) is a Debian 12
@@ -40,7 +42,8 @@ import (
 //   - stop / start: `systemctl stop` / `systemctl start`.
 //   - pause: SIGSTOP / SIGCONT of the host PID.
 //   - partition, heal, latency: at the front, as in the process lab.
-//   - clock-jump, clock-rate and failover are refused (ErrUnsupported).
+//   - clock-jump, clock-rate and failover are refused (ErrUnsupported; the
+//     reasons are the catalogue's, package fault).
 //
 // The supervisor sees redis-server as the child of the machine's systemd
 // named redis-server; the node is up once it answers PING through the
@@ -127,7 +130,7 @@ func sweepMachine(ctx context.Context, Dir string) error {
 	conf := filepath.Join(Dir, ntpDir, "chrony.conf")
 	for _, pid := range findMentioning(conf) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 	return machine.Sweep(ctx, filepath.Join(Dir, machineDir))
 }
@@ -160,7 +163,7 @@ func redisPID(leader int) int {
 				continue
 			}
 			// A zombie that systemd has not reaped yet is a process gone.
-			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && alive(pid) {
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "redis-server" && proc.Alive(pid) {
 				return pid
 			}
 		}
@@ -280,7 +283,7 @@ func (s *supervisor) watchPID(pid int, started time.Time, quit <-chan struct{}) 
 	go func() {
 		defer s.wg.Done()
 		defer close(p.done)
-		for alive(pid) {
+		for proc.Alive(pid) {
 			select {
 			case <-quit:
 				p.exit = "supervisor stopped"
@@ -308,26 +311,21 @@ func (s *supervisor) onMachineExit(p *child) {
 // applyMachine runs one fault request on a machine node.
 func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
-	case string(FaultKill):
+	case string(fault.Kill):
 		return s.kill(ctx, nil)
-	case string(FaultPowerLoss):
+	case string(fault.PowerLoss):
 		return s.machinePowerLoss(ctx)
-	case string(FaultRestart):
-		if req.Delay == nil || *req.Delay != 0 {
-			return FaultResult{}, fmt.Errorf("%w: restart with a delay: on a machine a restart is `systemctl restart`, which starts at once (delay 0); kill crashes it and the guard waits the restart delay", ErrUnsupported)
-		}
+	case string(fault.Restart): // delay 0 (checkFault)
 		return s.machineRestart(ctx)
-	case string(FaultStop):
+	case string(fault.Stop):
 		return s.machineStop(ctx)
-	case "start":
+	case string(fault.Start):
 		return s.machineStart(ctx)
-	case string(FaultPause), string(FaultPartition), "heal", string(FaultLatency):
+	case string(fault.Pause), string(fault.Partition), string(fault.Heal), string(fault.Latency):
 		return s.applyProcess(ctx, kind, req)
-	case string(FaultClockJump), string(FaultClockRate):
-		return FaultResult{}, fmt.Errorf("%w: %s models the clock through keys' TTLs, and a machine's clock is the host's (chronyd -x); use the process lab", ErrUnsupported, kind)
-	case string(FaultFailover):
-		return FaultResult{}, fmt.Errorf("%w: failover needs replicas, which machine labs do not have", ErrUnsupported)
 	}
+	// What a machine cannot apply (clock-jump, clock-rate, failover) the
+	// catalogue refused (checkFault).
 	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
 }
 
@@ -355,7 +353,7 @@ func (s *supervisor) machineRestart(ctx context.Context) (FaultResult, error) {
 		s.mu.Unlock()
 		return FaultResult{}, err
 	}
-	f := s.faults.startLocked(FaultRestart, map[string]string{"delay": "0s"})
+	f := s.faults.startLocked(fault.Restart, map[string]string{"delay": "0s"})
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -380,7 +378,7 @@ func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.wantUp = false
-	f := s.faults.startLocked(FaultStop, nil)
+	f := s.faults.startLocked(fault.Stop, nil)
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -432,7 +430,7 @@ func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) 
 		return FaultResult{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.faults.startLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(fault.PowerLoss, map[string]string{"persistence": string(prof)})
 	mn.leader = 0
 	s.mu.Unlock()
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,8 +19,8 @@ import (
 
 // FaultKinds lists every fault a supervisor can inject, in a fixed order.
 func FaultKinds() []FaultKind {
-	return []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop, FaultPause,
-		FaultPartition, FaultLatency, FaultClockJump, FaultClockRate, FaultFailover}
+	return []FaultKind{fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop, fault.Pause,
+		fault.Partition, fault.Latency, fault.ClockJump, fault.ClockRate, fault.Failover}
 }
 
 var nodeStates = []State{Starting, Waiting, Up, Paused, Stopped}

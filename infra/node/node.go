@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
 // Prepare writes the node's spec, rendered redis.conf and restart guard
@@ -182,7 +183,7 @@ func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 		} else if err == nil {
 			err = fmt.Errorf("supervisor reports %q", st.State)
 		}
-		if !alive(supervisorPID) {
+		if !proc.Alive(supervisorPID) {
 			log, _ := os.ReadFile(spec.path(supervisorLogFile))
 			return fmt.Errorf("node %d: supervisor exited during start; end of %s:\n%s",
 				spec.ID, spec.path(supervisorLogFile), tail(string(log), 1500))
@@ -210,7 +211,7 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 		limit += 35 * time.Second // the machine's orderly shutdown (machine.Close)
 	}
 	errs := stopDaemons(ctx, fmt.Sprintf("node %d", id),
-		scanProc(func(pid int) bool { return isSupervisor(pid, stateDir, id) }), limit)
+		proc.Scan(func(pid int) bool { return isSupervisor(pid, stateDir, id) }), limit)
 
 	if fileExists(filepath.Join(dir, userDataFile)) {
 		// A machine node: its redis.conf's dir is the machine's, so no
@@ -239,29 +240,29 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 	guard := filepath.Join(dir, guardFile)
 	for _, pid := range findMentioning(guard) {
 		signalGroup(pid, syscall.SIGKILL)
-		waitGone(pid, 5*time.Second)
+		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
 	// A replica left by a dead supervisor: no guard to tell, only stop it.
 	if conf, err := os.ReadFile(filepath.Join(dir, replicaConfFile)); err == nil {
 		if d := parseRedisConf(conf).dir; d != "" {
-			for _, pid := range findRedis(d) {
+			for _, pid := range FindRedis(d) {
 				signalGroup(pid, syscall.SIGTERM)
 				signalGroup(pid, syscall.SIGCONT)
-				if !waitGoneCtx(ctx, pid, stopTimeout) {
+				if !proc.WaitGone(ctx, pid, stopTimeout) {
 					signalGroup(pid, syscall.SIGKILL)
-					waitGone(pid, 5*time.Second)
+					proc.WaitGone(context.Background(), pid, 5*time.Second)
 				}
 			}
 		}
 	}
-	for _, pid := range findRedis(dataDir) {
+	for _, pid := range FindRedis(dataDir) {
 		how := "clean"
 		signalGroup(pid, syscall.SIGTERM)
 		signalGroup(pid, syscall.SIGCONT)
-		if !waitGoneCtx(ctx, pid, stopTimeout) {
+		if !proc.WaitGone(ctx, pid, stopTimeout) {
 			how = "unclean"
 			signalGroup(pid, syscall.SIGKILL)
-			waitGone(pid, 5*time.Second)
+			proc.WaitGone(context.Background(), pid, 5*time.Second)
 		}
 		if fileExists(guard) {
 			gctx, cancel := context.WithTimeout(ctx, guardTimeout)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,7 +49,7 @@ func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.faults.startLocked(FaultPowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(fault.PowerLoss, map[string]string{"persistence": string(prof)})
 	s.pendingCut = cut
 	s.mu.Unlock()
 
@@ -107,7 +108,7 @@ func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	if s.faults.notes == nil {
 		s.faults.notes = map[FaultKind]map[string]string{}
 	}
-	s.faults.notes[FaultPowerLoss] = powerLossParams(cut.res)
+	s.faults.notes[fault.PowerLoss] = powerLossParams(cut.res)
 	s.mu.Unlock()
 }
 

@@ -1,10 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +79,7 @@ func adoptChild(pid int, wg *sync.WaitGroup) *child {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for alive(p.pid) {
+		for proc.Alive(p.pid) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p.exit = "exited (adopted: status unknown)"
@@ -207,30 +207,13 @@ func stopDaemons(ctx context.Context, what string, sups []int, limit time.Durati
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 	for _, pid := range sups {
-		if !waitGoneCtx(ctx, pid, limit) {
+		if !proc.WaitGone(ctx, pid, limit) {
 			errs = append(errs, fmt.Errorf("node: %s: supervisor pid %d ignored SIGTERM; killed", what, pid))
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			waitGone(pid, 5*time.Second)
+			proc.WaitGone(context.Background(), pid, 5*time.Second)
 		}
 	}
 	return errs
-}
-
-// waitGone polls until pid is dead or limit passes.
-func waitGone(pid int, limit time.Duration) bool {
-	return waitGoneCtx(context.Background(), pid, limit)
-}
-
-// waitGoneCtx is waitGone that also gives up when ctx ends.
-func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for alive(pid) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(pollInterval)
-	}
-	return true
 }
 
 func readPID(path string) int {
@@ -246,35 +229,6 @@ func writePID(path string, pid int) error {
 	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
-// alive reports whether pid is a live process. A zombie is dead: where PID 1
-// does not reap orphans (some containers) an exited daemon stays a zombie.
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// Field 3 follows the parenthesised command name, which may hold spaces.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] != 'Z' && b[i+2] != 'X'
-	}
-	return true
-}
-
-// cmdline returns a process's argv.
-func cmdline(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
 // isSupervisor reports whether pid is `redlab node run` for this node.
 func isSupervisor(pid int, stateDir string, id int) bool {
 	return isDaemon(pid, "run", stateDir, id)
@@ -283,10 +237,10 @@ func isSupervisor(pid int, stateDir string, id int) bool {
 // isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
 // node or member id of stateDir.
 func isDaemon(pid int, sub, stateDir string, id int) bool {
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return false
 	}
-	args := cmdline(pid)
+	args := proc.Cmdline(pid)
 	var run, dirOK, idOK bool
 	for i, a := range args {
 		next := ""
@@ -305,11 +259,11 @@ func isDaemon(pid int, sub, stateDir string, id int) bool {
 	return run && dirOK && idOK
 }
 
-// findRedis returns the live redis-server processes whose working
+// FindRedis returns the live redis-server processes whose working
 // directory is dataDir: redis-server chdirs to its `dir`, and rewrites its
 // argv (process title), so the working directory is what identifies it.
-func findRedis(dataDir string) []int {
-	return scanProc(func(pid int) bool {
+func FindRedis(dataDir string) []int {
+	return proc.Scan(func(pid int) bool {
 		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 		if err != nil || cwd != dataDir {
 			return false
@@ -322,31 +276,12 @@ func findRedis(dataDir string) []int {
 // findMentioning returns live processes other than this one whose argv
 // contains path (the restart guard script while it waits, for instance).
 func findMentioning(path string) []int {
-	return scanProc(func(pid int) bool {
-		for _, a := range cmdline(pid) {
+	return proc.Scan(func(pid int) bool {
+		for _, a := range proc.Cmdline(pid) {
 			if strings.Contains(a, path) {
 				return true
 			}
 		}
 		return false
 	})
-}
-
-func scanProc(match func(pid int) bool) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		if match(pid) && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }

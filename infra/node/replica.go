@@ -2,8 +2,8 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"strconv"
 	"strings"
@@ -127,7 +127,7 @@ func (s *supervisor) stopReplica() {
 // by a previous supervisor or start one, wait until it answers, and when it
 // exits start it again at once. Then it stops it cleanly.
 func (s *supervisor) superviseReplica(ctx context.Context) {
-	pids := findRedis(s.rep.conf.dir)
+	pids := FindRedis(s.rep.conf.dir)
 	for i, pid := range pids {
 		if i > 0 {
 			s.log.Printf("replica: killing extra redis-server pid %d", pid)
@@ -341,9 +341,6 @@ type FailoverResult struct {
 	LostBytes int64 `json:"lost_bytes"`
 }
 
-// errNoReplica is the failover of a node without a replica.
-var errNoReplica = errors.New("has no replica: bring the lab up with --replicas 1")
-
 // failover crashes the pair's master (SIGKILL), promotes the other process
 // (REPLICAOF NO ONE) and points the node's front and the replication link
 // at it, as Sentinel or a managed endpoint would: clients keep the node's
@@ -354,9 +351,7 @@ var errNoReplica = errors.New("has no replica: bring the lab up with --replicas 
 // replica. The fault ends when the promoted process answers as master
 // through the node's front.
 func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResult, error) {
-	if s.rep == nil {
-		return FaultResult{}, fmt.Errorf("%w: node %d %w", ErrInvalid, s.spec.ID, errNoReplica)
-	}
+	// A node without a replica (s.rep nil) was refused by checkFault.
 	s.mu.Lock()
 	if s.failingOver {
 		s.mu.Unlock()
@@ -376,7 +371,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		return FaultResult{}, err
 	}
 	s.failingOver = true
-	f := s.faults.startLocked(FaultFailover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
+	f := s.faults.startLocked(fault.Failover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -390,7 +385,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 	fail := func(err error) (FaultResult, error) {
 		s.rep.link.heal()
 		s.mu.Lock()
-		s.faults.endLocked(FaultFailover, map[string]string{"error": err.Error()})
+		s.faults.endLocked(fault.Failover, map[string]string{"error": err.Error()})
 		s.mu.Unlock()
 		return FaultResult{}, fmt.Errorf("node %d: failover: %w", s.spec.ID, err)
 	}
@@ -451,7 +446,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		"promoted": res.Promoted, "caught_up": strconv.FormatBool(res.CaughtUp), "lost_bytes": strconv.FormatInt(res.LostBytes, 10),
 	}
 	s.mu.Lock()
-	s.faults.endLocked(FaultFailover, end)
+	s.faults.endLocked(fault.Failover, end)
 	s.mu.Unlock()
 	s.log.Printf("failover: the %s answers as master through 127.0.0.1:%d (lost %d bytes of replication)", standby, s.spec.Port, res.LostBytes)
 	f.End = time.Now()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"io"
 	"log"
 	"net"
@@ -233,9 +234,9 @@ func (s *supervisor) restoreStatus() {
 		s.st.Replica = &r
 	}
 	// A failover cut short by the end of the previous supervisor.
-	if id := s.st.Active[FaultFailover]; id != "" {
-		_ = s.faults.rec.end(id, FaultFailover, map[string]string{"ended_by": "supervisor restart"})
-		delete(s.st.Active, FaultFailover)
+	if id := s.st.Active[fault.Failover]; id != "" {
+		_ = s.faults.rec.end(id, fault.Failover, map[string]string{"ended_by": "supervisor restart"})
+		delete(s.st.Active, fault.Failover)
 	}
 }
 
@@ -259,7 +260,7 @@ func (s *supervisor) adoptOrphans() {
 		s.log.Printf("ending restart guard pid %d left by a previous supervisor", pid)
 		signalGroup(pid, syscall.SIGKILL)
 	}
-	pids := findRedis(s.conf.dir)
+	pids := FindRedis(s.conf.dir)
 	for i, pid := range pids {
 		if i > 0 {
 			s.log.Printf("killing extra redis-server pid %d", pid)
@@ -269,9 +270,9 @@ func (s *supervisor) adoptOrphans() {
 		s.log.Printf("adopting redis-server pid %d left by a previous supervisor", pid)
 		// A pause timer died with the old supervisor.
 		signalGroup(pid, syscall.SIGCONT)
-		if id := s.st.Active[FaultPause]; id != "" {
-			_ = s.faults.rec.end(id, FaultPause, nil)
-			delete(s.st.Active, FaultPause)
+		if id := s.st.Active[fault.Pause]; id != "" {
+			_ = s.faults.rec.end(id, fault.Pause, nil)
+			delete(s.st.Active, fault.Pause)
 		}
 		p := adoptChild(pid, &s.wg)
 		s.mu.Lock()
@@ -439,7 +440,7 @@ func (s *supervisor) awaitReady(ctx context.Context, p *child) {
 	if !s.crashedAt.IsZero() {
 		s.lastDowntime, s.crashedAt = time.Since(s.crashedAt), time.Time{}
 	}
-	for _, k := range []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop} {
+	for _, k := range []FaultKind{fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop} {
 		s.faults.endAtLocked(k, down, nil)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,7 @@ func TestSupervisorFaults(t *testing.T) {
 			t.Errorf("fault %s ends %v before it starts %v", f.ID, f.End, f.Start)
 		}
 	}
-	for _, k := range []node.FaultKind{node.FaultPartition, node.FaultLatency, node.FaultPause, node.FaultClockJump, node.FaultKill, node.FaultRestart, node.FaultStop, node.FaultClockRate} {
+	for _, k := range []node.FaultKind{fault.Partition, fault.Latency, fault.Pause, fault.ClockJump, fault.Kill, fault.Restart, fault.Stop, fault.ClockRate} {
 		if !seen[k] {
 			t.Errorf("no %s in faults.jsonl", k)
 		}
@@ -316,8 +317,8 @@ func TestSupervisorFailover(t *testing.T) {
 
 	// A node without a replica refuses a failover, saying why.
 	plain := runTestSupervisor(t, prepareTestNode(t))
-	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, node.ErrInvalid) || !strings.Contains(err.Error(), "no replica") {
-		t.Errorf("failover of a node without a replica: got %v, want node.ErrInvalid saying it has no replica", err)
+	if _, err := plain.Failover(context.Background(), 1, 0); !errors.Is(err, node.ErrInvalid) || !strings.Contains(err.Error(), "the lab needs replicas") {
+		t.Errorf("failover of a node without a replica: got %v, want ErrInvalid saying it has no replica", err)
 	}
 	if _, err := l.Failover(context.Background(), 1, -time.Second); !errors.Is(err, node.ErrInvalid) {
 		t.Errorf("negative lag: got %v, want node.ErrInvalid", err)

@@ -1,20 +1,15 @@
 package verify
 
 import (
-	"context"
 	"os"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 func TestMain(m *testing.M) {
 	// Nodes that are down on purpose (restarting, waiting for the clock) are
 	// part of the tests; go-redis would log every refused dial.
-	redis.SetLogger(quietLogger{})
+	logging.Disable()
 	os.Exit(m.Run())
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}

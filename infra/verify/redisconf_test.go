@@ -9,15 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -115,7 +112,7 @@ func TestRedisConfRealServer(t *testing.T) {
 				opts.TLSConfig = writeTLSFiles(t, filepath.Join(dir, "tls"))
 			}
 			conf := writeFile(t, dir, "redis.conf", nodes[p.name].RedisConf, 0o600)
-			startRedis(t, bin, conf, dir, opts)
+			redistest.StartConf(t, bin, conf, dir, opts)
 
 			admin := userClient(t, opts, "", "")
 			if p.acl {
@@ -234,52 +231,6 @@ func userClient(t *testing.T, base *redis.Options, user, password string) *redis
 	c := redis.NewClient(&opts)
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// startRedis runs redis-server with conf until the test ends and waits until
-// it answers (any reply, NOAUTH included, means it is up).
-func startRedis(t *testing.T, bin, conf, dir string, opts *redis.Options) {
-	t.Helper()
-	cmd := exec.Command(bin, conf)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	})
-
-	probe := redis.NewClient(&redis.Options{Addr: opts.Addr, TLSConfig: opts.TLSConfig, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer probe.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err := probe.Ping(ctx).Err()
-		cancel()
-		var rerr redis.Error
-		if err == nil || errors.As(err, &rerr) {
-			return
-		}
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server exited with the rendered config:\n%s\n%s", out.String(), log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s not ready: %v", opts.Addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // writeTLSFiles writes a CA and a server certificate for 127.0.0.1 into dir

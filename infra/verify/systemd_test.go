@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/machine"
+	"github.com/redlocklab/redlocklab/internal/flock"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -54,7 +55,7 @@ func TestNodeUnderSystemd(t *testing.T) {
 
 	// One such test per host at a time: the addresses are fixed, and two
 	// sets of booting machines on two cores would only slow each other.
-	unlock, err := machine.Lock(ctx, filepath.Join(os.TempDir(), "redlock-lab-node-systemd.lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(os.TempDir(), "redlock-lab-node-systemd.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}

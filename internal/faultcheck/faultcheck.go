@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"net"
 	"strconv"
 	"strings"
@@ -185,7 +186,7 @@ func Latency(t *testing.T, l Lab, id int, add time.Duration) {
 	if _, err := l.Latency(ctx, id, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if st := Status(t, l, id); st.Latency != 0 || st.Active[node.FaultLatency] != "" {
+	if st := Status(t, l, id); st.Latency != 0 || st.Active[fault.Latency] != "" {
 		t.Errorf("latency removed: status %+v, want no latency", st)
 	}
 }
@@ -446,7 +447,7 @@ func PowerLoss(t *testing.T, l Lab, id int, prof node.Persistence) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Fault == nil || res.Fault.Kind != node.FaultPowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != prof {
+		if res.Fault == nil || res.Fault.Kind != fault.PowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != prof {
 			t.Fatalf("power-loss result: got %+v, want a power-loss fault on a %s node", res, prof)
 		}
 		// A machine boots again first.
@@ -634,7 +635,7 @@ func Failover(t *testing.T, l Lab, id int, lag time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failover == nil || res.Failover.Promoted != replicaAddr || res.Fault == nil || res.Fault.Kind != node.FaultFailover {
+	if res.Failover == nil || res.Failover.Promoted != replicaAddr || res.Fault == nil || res.Fault.Kind != fault.Failover {
 		t.Fatalf("failover result: got %+v, want the replica %s promoted", res, replicaAddr)
 	}
 	// A new client: the front closed the connections to the dead master.

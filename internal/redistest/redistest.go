@@ -8,6 +8,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,11 +61,17 @@ type Node struct {
 
 	bin string
 	tb  testing.TB
+	// probe is how waitReady reaches the server (TLS for a conf with it);
+	// nil: plain TCP to Addr.
+	probe *redis.Options
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
 	// done is closed when the current process has been reaped.
 	done chan struct{}
+	// out is what the current process printed (a bad conf is reported
+	// there, not in the log file); read it only after done.
+	out *bytes.Buffer
 }
 
 // Start launches n nodes and registers their cleanup on tb.
@@ -89,6 +96,24 @@ func StartNode(tb testing.TB, bin string, opts Options) *Node {
 	}
 	node.tb = tb
 	tb.Cleanup(func() { node.Kill() })
+	return node
+}
+
+// StartConf runs bin with conf, a redis.conf the test wrote itself (its own
+// port, ACL users, TLS), in dir until the test ends, and waits until the
+// server at probe.Addr (with probe.TLSConfig) answers: a refusal for want of
+// authentication counts as an answer. Kill, Stop, Pause and Restart work as
+// for StartNode; Client logs in as nobody.
+func StartConf(tb testing.TB, bin, conf, dir string, probe *redis.Options) *Node {
+	tb.Helper()
+	_, p, _ := net.SplitHostPort(probe.Addr)
+	port, _ := strconv.Atoi(p)
+	node := &Node{Addr: probe.Addr, Port: port, Dir: dir, Conf: conf, bin: bin, tb: tb,
+		probe: &redis.Options{Addr: probe.Addr, TLSConfig: probe.TLSConfig}}
+	tb.Cleanup(func() { node.Kill() })
+	if err := node.start(); err != nil {
+		tb.Fatal(err)
+	}
 	return node
 }
 
@@ -141,6 +166,8 @@ func (n *Node) start() error {
 	// Own process group, so that a signal meant for the test binary does not
 	// reach the servers and they can be stopped as a group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
@@ -149,25 +176,30 @@ func (n *Node) start() error {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	n.cmd, n.done = cmd, done
-	return n.waitReady(10 * time.Second)
+	n.cmd, n.done, n.out = cmd, done, out
+	return n.waitReady(15 * time.Second)
 }
 
 func (n *Node) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	c := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	opts := redis.Options{Addr: n.Addr}
+	if n.probe != nil {
+		opts = *n.probe
+	}
+	opts.DialTimeout, opts.MaxRetries = 200*time.Millisecond, -1
+	c := redis.NewClient(&opts)
 	defer c.Close()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		if err == nil || redis.IsAuthError(err) {
 			return nil
 		}
 		select {
 		case <-n.done:
 			log, _ := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
-			return fmt.Errorf("redistest: redis-server on %s exited during start: %s", n.Addr, tail(string(log), 800))
+			return fmt.Errorf("redistest: redis-server on %s exited during start: %s%s", n.Addr, n.out, tail(string(log), 800))
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -307,7 +339,7 @@ func freePort() (int, error) {
 
 // FreeBasePort returns a base port such that base+offset+i is free on
 // loopback right now for every offset and every i in 1..n: room for n nodes
-// laid out like the lab's (node i on base+i, base+100+i and base+200+i).
+// laid out like the lab's (offsets from lab.PortOffsets).
 func FreeBasePort(tb testing.TB, n int, offsets ...int) int {
 	tb.Helper()
 	for range 50 {

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,5 +25,19 @@ func TestMissingMain(t *testing.T) {
 	t.Setenv("CI", "")
 	if code := MissingMain("x is missing"); code != 0 {
 		t.Errorf("MissingMain outside CI: exit %d, want 0", code)
+	}
+}
+
+func TestRepoRoot(t *testing.T) {
+	root := RepoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "module github.com/redlocklab/redlocklab") {
+		t.Errorf("RepoRoot: got %s, whose go.mod is not this module's:\n%s", root, b)
+	}
+	if wd, _ := os.Getwd(); wd != filepath.Join(root, "internal", "testenv") {
+		t.Errorf("RepoRoot: got %s, want the directory two above %s", root, wd)
 	}
 }

@@ -1,19 +1,14 @@
 package redlockprom_test
 
 import (
-	"context"
 	"os"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 func TestMain(m *testing.M) {
 	// Dead nodes are part of the tests; go-redis would log every refused dial.
-	redis.SetLogger(quietLogger{})
+	logging.Disable()
 	os.Exit(m.Run())
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/redlocklab/redlocklab/internal/promreg"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -189,35 +190,24 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Votes an attempt needs: nodes/2+1 (from the clients' latest attempt).",
 		}),
 	}
-	var err error
-	reuse := func(c prometheus.Collector) prometheus.Collector {
-		if err != nil {
-			return c
-		}
-		got, rerr := register(reg, c)
-		if rerr != nil {
-			err = rerr
-			return c
-		}
-		return got
-	}
-	m.acquireDuration = reuse(m.acquireDuration).(*prometheus.HistogramVec)
-	m.acquireAttempts = reuse(m.acquireAttempts).(prometheus.Histogram)
-	m.attempts = reuse(m.attempts).(*prometheus.CounterVec)
-	m.nodeDuration = reuse(m.nodeDuration).(*prometheus.HistogramVec)
-	m.validity = reuse(m.validity).(*prometheus.HistogramVec)
-	m.validityRatio = reuse(m.validityRatio).(*prometheus.HistogramVec)
-	m.quorumMargin = reuse(m.quorumMargin).(prometheus.Histogram)
-	m.releases = reuse(m.releases).(*prometheus.CounterVec)
-	m.extensions = reuse(m.extensions).(*prometheus.CounterVec)
-	m.restored = reuse(m.restored).(prometheus.Counter)
-	m.breakerState = reuse(m.breakerState).(*prometheus.GaugeVec)
-	m.breakerRejected = reuse(m.breakerRejected).(prometheus.Counter)
-	m.breakerProbes = reuse(m.breakerProbes).(*prometheus.CounterVec)
-	m.nodes = reuse(m.nodes).(prometheus.Gauge)
-	m.quorum = reuse(m.quorum).(prometheus.Gauge)
-	if err != nil {
-		return nil, err
+	if err := errors.Join(
+		promreg.Register(reg, &m.acquireDuration),
+		promreg.Register(reg, &m.acquireAttempts),
+		promreg.Register(reg, &m.attempts),
+		promreg.Register(reg, &m.nodeDuration),
+		promreg.Register(reg, &m.validity),
+		promreg.Register(reg, &m.validityRatio),
+		promreg.Register(reg, &m.quorumMargin),
+		promreg.Register(reg, &m.releases),
+		promreg.Register(reg, &m.extensions),
+		promreg.Register(reg, &m.restored),
+		promreg.Register(reg, &m.breakerState),
+		promreg.Register(reg, &m.breakerRejected),
+		promreg.Register(reg, &m.breakerProbes),
+		promreg.Register(reg, &m.nodes),
+		promreg.Register(reg, &m.quorum),
+	); err != nil {
+		return nil, fmt.Errorf("redlockprom: register: %w", err)
 	}
 	// Every result exists from the start at 0, so that rate() and the
 	// dashboards see a series before the first failure.
@@ -237,24 +227,6 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.stateGauges[s] = m.breakerState.WithLabelValues(stateLabel(s))
 	}
 	return m, nil
-}
-
-// register registers c on reg, or returns the collector of the same kind
-// already registered there (another replica's).
-func register(reg prometheus.Registerer, c prometheus.Collector) (prometheus.Collector, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) && sameKind(are.ExistingCollector, c) {
-		return are.ExistingCollector, nil
-	}
-	return nil, fmt.Errorf("redlockprom: register: %w", err)
-}
-
-func sameKind(a, b prometheus.Collector) bool {
-	return fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b)
 }
 
 // stateLabel is a breaker state as a label value.

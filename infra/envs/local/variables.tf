@@ -9,7 +9,7 @@ variable "node_count" {
 }
 
 variable "base_port" {
-  description = "Node N's proxy (the address clients use) listens on base_port+N, its redis-server on base_port+100+N and its control endpoint on base_port+200+N, all on 127.0.0.1; with replicas, also base_port+300+N (the replica) and base_port+400+N (its replication link's front)."
+  description = "Node N's proxy (the address clients use) listens on 127.0.0.1:base_port+N; the other ranges follow the lab's port layout (infra/lab/layout.go)."
   type        = number
   default     = 7100
   validation {
@@ -86,7 +86,7 @@ variable "maxmemory" {
 }
 
 variable "replicas" {
-  description = "0: independent nodes (the Redlock practice). 1: every node gets an asynchronous replica (a second redis-server on base_port+300+N that follows the node through a front on base_port+400+N), which `redlab fault failover` promotes behind the node's address: the \"replicas as nodes\" mistake."
+  description = "0: independent nodes (the Redlock practice). 1: every node gets an asynchronous replica (a second redis-server that follows the node through a front of its own, see the port layout), which `redlab fault failover` promotes behind the node's address: the \"replicas as nodes\" mistake."
   type        = number
   default     = 0
   validation {
@@ -132,7 +132,7 @@ variable "machines" {
 }
 
 variable "etcd_count" {
-  description = "etcd members next to the Redis nodes (0: none): the consensus-based alternative to Redlock. Member M's client front is on base_port+600+M, its peer front on base_port+700+M, etcd itself on base_port+800+M (clients) and base_port+900+M (peers), its supervisor's control endpoint on base_port+1000+M."
+  description = "etcd members next to the Redis nodes (0: none): the consensus-based alternative to Redlock. Member M's ports start at base_port+600+M (the port layout: infra/lab/layout.go)."
   type        = number
   default     = 0
   validation {

@@ -26,6 +26,7 @@ package faultlog
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,17 +34,19 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/internal/flock"
 )
 
 // FileName is the log's name, in a lab's state directory and in a run
 // directory.
 const FileName = "faults.jsonl"
 
-// Kind names a fault ("kill", "partition", …). The lab defines the kinds it
-// injects; the log records any.
-type Kind string
+// Kind names a fault ("kill", "partition", …): the catalogue's kind
+// (package fault owns the kinds). The log records any.
+type Kind = fault.Kind
 
 // Phase is an event's place in its fault's life: the "event" field.
 type Phase string
@@ -139,15 +142,18 @@ func Append(path string, evs ...Event) error {
 	if len(buf) == 0 {
 		return nil
 	}
+	// Every holder keeps the lock for one write, so the wait needs no
+	// deadline of its own.
+	unlock, err := flock.Lock(context.Background(), path)
+	if err != nil {
+		return fmt.Errorf("faultlog: %w", err)
+	}
+	defer unlock()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("faultlog: %w", err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("faultlog: lock %s: %w", path, err)
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	if _, err := f.Write(buf); err != nil {
 		return fmt.Errorf("faultlog: %w", err)
 	}
