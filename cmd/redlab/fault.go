@@ -176,7 +176,12 @@ func newFaultCmd(e *env) *cobra.Command {
 		Short: "inject a fault into a lab node: kill, restart, pause, partition, latency, clock-jump, failover, ...",
 		Long: `Injects a fault into a node of the lab. Nodes are numbered from 1. Every
 fault is recorded with its start and end time in STATE_DIR/faults.jsonl
-('redlab fault list' shows them).`,
+('redlab fault list' shows them).
+
+With --hosts FILE the fault goes to real hosts of an inventory over SSH
+instead (infra/hostfault; hosts are numbered from 1 in the file): each
+fault arms a dead-man switch on its host before it injects, and
+'redlab heal --hosts FILE' heals whatever is left.`,
 	}
 	c.PersistentFlags().StringVar(&o.stateDir, "state-dir", "", stateDirUsage)
 	c.PersistentFlags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for the node after this long")
