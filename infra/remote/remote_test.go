@@ -5,14 +5,18 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/redlocklab/redlocklab/infra/remote"
 	"github.com/redlocklab/redlocklab/internal/sshtest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 func TestSSHRun(t *testing.T) {
@@ -103,5 +107,49 @@ func TestSSHShell(t *testing.T) {
 		if got := remote.Shell(user); got != want {
 			t.Errorf("Shell(%q) = %q, want %q", user, got, want)
 		}
+	}
+}
+
+// TestSSHAgent logs in with the key held by a real ssh-agent, the host's
+// inventory entry naming no key file.
+func TestSSHAgent(t *testing.T) {
+	agentBin := testenv.Require(t, "ssh-agent")
+	addBin := testenv.Require(t, "ssh-add")
+	srv := sshtest.Start(t)
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	agentCmd := exec.Command(agentBin, "-D", "-a", sock)
+	agentCmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := agentCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = agentCmd.Process.Kill()
+		_ = agentCmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ssh-agent made no socket in 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	add := exec.Command(addBin, srv.Host.Key)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, out)
+	}
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	h := srv.Host
+	h.Key = ""
+	c, err := remote.Dial(context.Background(), h, remote.Config{KnownHosts: srv.KnownHosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if out, err := c.Run(context.Background(), "echo agent\n"); err != nil || out != "agent\n" {
+		t.Errorf("through the agent: %q, %v", out, err)
 	}
 }
