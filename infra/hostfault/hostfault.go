@@ -13,6 +13,7 @@ package hostfault
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -69,7 +70,18 @@ func Inject(ctx context.Context, r Runner, f Fault, p Params, o Options) (Fault,
 		f.DeadMan = dm
 	}
 	if _, err := r.Run(ctx, script); err != nil {
-		return f, fmt.Errorf("hostfault: %s on %s: %w", f.Kind, f.Host.Address, err)
+		err = fmt.Errorf("hostfault: %s on %s: %w", f.Kind, f.Host.Address, err)
+		if f.DeadMan > 0 {
+			// Undo what got in before the failure (a chain without its
+			// rules, a stopped chrony) and disarm the switch, as far as the
+			// host can still be reached.
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if herr := Heal(hctx, r, f); herr != nil {
+				err = errors.Join(err, herr)
+			}
+		}
+		return f, err
 	}
 	return f, nil
 }

@@ -123,6 +123,10 @@ func TestSSHMachineFaults(t *testing.T) {
 		if !errors.As(err, &xe) || !strings.Contains(xe.Stderr, "this host cannot step its clock: it is a container") {
 			t.Fatalf("got %v, want the host's refusal", err)
 		}
+		// The refused fault is healed and its switch disarmed at once.
+		if out, _ := c.Run(ctx, "systemctl list-units --all --plain --no-legend 'redlab-heal-*.timer'; ls "+StateDir); strings.TrimSpace(out) != "" {
+			t.Errorf("after the refusal the host still has %q", out)
+		}
 	})
 
 	t.Run("heal over SSH sweeps a bare stop", func(t *testing.T) {
