@@ -13,8 +13,8 @@ package hostfault
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 )
