@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/hosts"
 )
 
 // Runner runs a script as root on one host (a *remote.Client).
@@ -96,8 +98,8 @@ func Heal(ctx context.Context, r Runner, f Fault) error {
 
 // HealAll heals everything redlab may have left on the host and returns
 // what it found, one line each.
-func HealAll(ctx context.Context, r Runner) (string, error) {
-	out, err := r.Run(ctx, HealAllScript())
+func HealAll(ctx context.Context, r Runner, t hosts.Type) (string, error) {
+	out, err := r.Run(ctx, HealAllScript(t))
 	if err != nil {
 		return out, fmt.Errorf("hostfault: heal: %w", err)
 	}

@@ -190,12 +190,17 @@ systemctl reset-failed %[2]s%[3]s.service 2>/dev/null || true
 `, heal, HealUnitPrefix, id)
 }
 
-// HealAllScript returns the script `redlab heal --hosts` runs on every
-// host: every heal script left behind, then a sweep for anything redlab
+// HealAllScript returns the script `redlab heal --hosts` runs on a host of
+// type t: every heal script left behind, then a sweep for anything redlab
 // puts on a host (iptables chains redlab-*, netem root qdiscs, runtime
 // drop-ins redlab-*.conf, a stopped or paused Redis, a stopped chrony,
-// armed heal timers). It prints one line per thing it healed.
-func HealAllScript() string {
+// armed heal timers). A lab machine's sweep leaves the network alone: it is
+// its host's. It prints one line per thing it healed.
+func HealAllScript(t hosts.Type) string {
+	net := netSweep
+	if t == hosts.Machine {
+		net = ""
+	}
 	return systemdCheck + `
 for f in ` + StateDir + `/*.heal; do
   [ -e "$f" ] || continue
@@ -207,20 +212,7 @@ for t in $(systemctl list-units --all --plain --no-legend '` + HealUnitPrefix + 
   systemctl stop "$t"
 done
 systemctl reset-failed '` + HealUnitPrefix + `*.service' 2>/dev/null || true
-if command -v iptables >/dev/null; then
-  for c in $(iptables -S | awk '$1 == "-N" && $2 ~ /^redlab-/ {print $2}'); do
-    echo "healed: iptables chain $c"
-    iptables -D INPUT -j "$c" 2>/dev/null
-    iptables -D OUTPUT -j "$c" 2>/dev/null
-    iptables -F "$c"
-    iptables -X "$c"
-  done
-fi
-for dev in $(tc qdisc show 2>/dev/null | awk '$2 == "netem" && / root / {print $5}'); do
-  echo "healed: netem on $dev"
-  tc qdisc del dev "$dev" root
-done
-if ls ` + dropInDir + `/redlab-*.conf >/dev/null 2>&1; then
+` + net + `if ls ` + dropInDir + `/redlab-*.conf >/dev/null 2>&1; then
   echo "healed: drop-ins $(ls ` + dropInDir + `/redlab-*.conf | tr '\n' ' ')"
   rm -f ` + dropInDir + `/redlab-*.conf
   systemctl daemon-reload
@@ -240,6 +232,22 @@ if has chrony && ! systemctl is-active --quiet chrony; then
 fi
 `
 }
+
+// netSweep removes redlab's iptables chains and every netem root qdisc.
+const netSweep = `if command -v iptables >/dev/null; then
+  for c in $(iptables -S | awk '$1 == "-N" && $2 ~ /^redlab-/ {print $2}'); do
+    echo "healed: iptables chain $c"
+    iptables -D INPUT -j "$c" 2>/dev/null
+    iptables -D OUTPUT -j "$c" 2>/dev/null
+    iptables -F "$c"
+    iptables -X "$c"
+  done
+fi
+for dev in $(tc qdisc show 2>/dev/null | awk '$2 == "netem" && / root / {print $5}'); do
+  echo "healed: netem on $dev"
+  tc qdisc del dev "$dev" root
+done
+`
 
 // Kinds returns the kinds of the table, in order.
 func Kinds() []string {

@@ -52,6 +52,9 @@ const dropInDir = "/run/systemd/system/redlock-redis.service.d"
 // machinePowerRefusal says why SSH cannot cut a lab machine's power.
 const machinePowerRefusal = "a lab machine shares the host's kernel, so a kernel crash inside it would crash the host: its power loss is the lab's power cut, done from the host (redlab fault power-loss N against the lab, or a drill's lab), not over SSH"
 
+// machineNetRefusal says why a lab machine takes no network fault over SSH.
+const machineNetRefusal = "a lab machine shares its host's network namespace (infra/machine), so iptables or netem inside it would act on the host's own network: the lab partitions and delays its nodes in their fault fronts (redlab fault without --hosts)"
+
 // clockStepHelper is the helper the clock-jump places on the host: it steps
 // CLOCK_REALTIME by BY_S seconds with clock_settime (python3 is on every
 // host the redis-node user data boots: cloud-init runs on it). It refuses,
@@ -126,7 +129,7 @@ systemctl start --no-block "$UNIT"`,
 		Kind:    "partition",
 		Summary: "silence (DROP, not REJECT) between the host and the clients on the Redis port, or between the host and PEERS, in an iptables chain of its own",
 		Needs:   []string{"iptables"},
-		Commands: both(Commands{
+		Commands: vmOnly(machineNetRefusal, Commands{
 			Inject: `iptables -N "$CHAIN"
 iptables -I INPUT 1 -j "$CHAIN"
 iptables -I OUTPUT 1 -j "$CHAIN"
@@ -148,7 +151,7 @@ iptables -X "$CHAIN"`,
 		Kind:    "latency",
 		Summary: "delay everything the host sends on IF (its default route's interface) by ADD_MS ± JITTER_MS (tc netem)",
 		Needs:   []string{"tc"},
-		Commands: both(Commands{
+		Commands: vmOnly(machineNetRefusal, Commands{
 			Inject: `tc qdisc add dev "$IF" root netem delay "${ADD_MS}ms" "${JITTER_MS}ms"`,
 			Heal:   `tc qdisc del dev "$IF" root`,
 		}),
@@ -191,6 +194,11 @@ func machineKillsMain(c Commands) map[hosts.Type]Commands {
 	m.Inject = strings.ReplaceAll(m.Inject, "systemctl kill ", "systemctl kill --kill-who=main ")
 	m.Heal = strings.ReplaceAll(m.Heal, "systemctl kill ", "systemctl kill --kill-who=main ")
 	return map[hosts.Type]Commands{hosts.VM: c, hosts.Machine: m}
+}
+
+// vmOnly is c on a VM; a lab machine refuses it, saying why.
+func vmOnly(why string, c Commands) map[hosts.Type]Commands {
+	return map[hosts.Type]Commands{hosts.VM: c, hosts.Machine: {Refuse: why}}
 }
 
 func both(c Commands) map[hosts.Type]Commands {
