@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,11 +112,12 @@ func controlMux[S, R any](status func(context.Context) S, apply func(context.Con
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
 		var req FaultRequest
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
-		if err == nil {
+		// No body is a fault without parameters (kill, heal, …).
+		if err == nil && len(bytes.TrimSpace(body)) > 0 {
 			err = json.Unmarshal(body, &req)
-		}
-		if err == nil {
-			err = json.Unmarshal(body, &req.params)
+			if err == nil {
+				err = json.Unmarshal(body, &req.params)
+			}
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))

@@ -30,10 +30,20 @@ func (l *inproc) control() node.Control {
 	return node.Control{Addr: fmt.Sprintf("127.0.0.1:%d", l.spec.ControlPort), What: fmt.Sprintf("node %d", l.spec.ID)}
 }
 
-func (l *inproc) fault(ctx context.Context, kind node.FaultKind, req node.FaultRequest) (node.FaultResult, error) {
+func (l *inproc) fault(ctx context.Context, kind node.FaultKind, body any) (node.FaultResult, error) {
 	var res node.FaultResult
-	err := l.control().Fault(ctx, kind, req, &res)
+	err := l.control().Fault(ctx, kind, body, &res)
 	return res, err
+}
+
+// apply sends kind with params as the lab's client does: what the catalogue
+// sends of them (a zero latency included).
+func (l *inproc) apply(ctx context.Context, kind node.FaultKind, params fault.Params) (node.FaultResult, error) {
+	d, ok := fault.Lookup(kind)
+	if !ok {
+		return node.FaultResult{}, fmt.Errorf("unknown fault %q", kind)
+	}
+	return l.fault(ctx, kind, d.Sent(params))
 }
 
 // addr is the node's front.
@@ -53,52 +63,51 @@ func (l *inproc) NodeStatus(ctx context.Context, id int) (node.Status, error) {
 func (l *inproc) Faults() ([]node.Fault, error) { return node.ReadFaults(l.spec.StateDir) }
 
 func (l *inproc) Kill(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, fault.Kill, node.FaultRequest{})
+	return l.fault(ctx, fault.Kill, nil)
 }
 
 func (l *inproc) PowerLoss(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, fault.PowerLoss, node.FaultRequest{})
+	return l.fault(ctx, fault.PowerLoss, nil)
 }
 
 func (l *inproc) Restart(ctx context.Context, id int, delay time.Duration) (node.FaultResult, error) {
-	d := node.Duration(delay)
-	return l.fault(ctx, fault.Restart, node.FaultRequest{Delay: &d})
+	return l.apply(ctx, fault.Restart, fault.Params{"delay": {D: delay}})
 }
 
 func (l *inproc) Stop(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, fault.Stop, node.FaultRequest{})
+	return l.fault(ctx, fault.Stop, nil)
 }
 
 func (l *inproc) Start(ctx context.Context, id int) (node.FaultResult, error) {
-	return l.fault(ctx, "start", node.FaultRequest{})
+	return l.fault(ctx, fault.Start, nil)
 }
 
 func (l *inproc) Pause(ctx context.Context, id int, d time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, fault.Pause, node.FaultRequest{For: node.Duration(d)})
+	return l.apply(ctx, fault.Pause, fault.Params{fault.For: {D: d}})
 }
 
 func (l *inproc) Partition(ctx context.Context, ids ...int) error {
-	_, err := l.fault(ctx, fault.Partition, node.FaultRequest{})
+	_, err := l.fault(ctx, fault.Partition, nil)
 	return err
 }
 
 func (l *inproc) Heal(ctx context.Context, ids ...int) error {
-	_, err := l.fault(ctx, "heal", node.FaultRequest{})
+	_, err := l.fault(ctx, fault.Heal, nil)
 	return err
 }
 
 func (l *inproc) Latency(ctx context.Context, id int, add, jitter time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, fault.Latency, node.FaultRequest{Add: node.Duration(add), Jitter: node.Duration(jitter)})
+	return l.apply(ctx, fault.Latency, fault.Params{"add": {D: add}, "jitter": {D: jitter}})
 }
 
 func (l *inproc) ClockJump(ctx context.Context, id int, by time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, fault.ClockJump, node.FaultRequest{By: node.Duration(by)})
+	return l.apply(ctx, fault.ClockJump, fault.Params{"by": {D: by}})
 }
 
 func (l *inproc) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, fault.ClockRate, node.FaultRequest{Factor: factor, For: node.Duration(d)})
+	return l.apply(ctx, fault.ClockRate, fault.Params{"factor": {N: factor}, fault.For: {D: d}})
 }
 
 func (l *inproc) Failover(ctx context.Context, id int, lag time.Duration) (node.FaultResult, error) {
-	return l.fault(ctx, fault.Failover, node.FaultRequest{Lag: node.Duration(lag)})
+	return l.apply(ctx, fault.Failover, fault.Params{"lag": {D: lag}})
 }
