@@ -264,13 +264,15 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 			gr.target, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store})
 		} else {
 			gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
-				Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), Guard: g, Replicas: w.Replicas,
-				StoreDSN: store,
-				LockTTL:  w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
-				Recorder: gr.rec, Registerer: targetReg, Hold: w.Hold, PauseHook: gr.pause.hook,
-				Username: creds.Redlock.Name, Password: creds.Redlock.Password,
-				OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
-				RunID:  "drill-" + spec.Name + "-" + string(g),
+				ReplicaConfig: inventory.ReplicaConfig{
+					Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), Guard: g, StoreDSN: store,
+					LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
+					Registerer: targetReg, PauseHook: gr.pause.hook,
+					Username: creds.Redlock.Name, Password: creds.Redlock.Password,
+					OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
+				},
+				Replicas: w.Replicas, Recorder: gr.rec, Hold: w.Hold,
+				RunID: "drill-" + spec.Name + "-" + string(g),
 			})
 		}
 		if err != nil {

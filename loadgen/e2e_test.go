@@ -63,8 +63,8 @@ func TestNoLockLosesUpdates(t *testing.T) {
 	// Read-modify-write without a lock, two replicas, one SKU, a short pause
 	// between read and write, longer than the 10 ms between arrivals, so that
 	// every operation overlaps the next: concurrent writers overwrite each other.
-	r := runInventory(t, InventoryConfig{Guard: inventory.GuardNone, Replicas: 2,
-		PauseHook: everyNth(1, 30*time.Millisecond)}, 100, 400*time.Millisecond, "uniform:1")
+	r := runInventory(t, InventoryConfig{Replicas: 2, ReplicaConfig: inventory.ReplicaConfig{Guard: inventory.GuardNone,
+		PauseHook: everyNth(1, 30*time.Millisecond)}}, 100, 400*time.Millisecond, "uniform:1")
 	s := r.Summary
 	if !s.Safety.AuditChecked || s.Safety.LostUpdates == 0 {
 		t.Errorf("safety = %+v: want the audit to find lost updates", s.Safety)
@@ -82,8 +82,8 @@ func TestNoLockLosesUpdates(t *testing.T) {
 func TestDBGuardsUnderContention(t *testing.T) {
 	for _, g := range []inventory.Guard{inventory.GuardDBVersion, inventory.GuardDBForUpdate} {
 		t.Run(string(g), func(t *testing.T) {
-			r := runInventory(t, InventoryConfig{Guard: g, Replicas: 2, AcquireTimeout: 20 * time.Second,
-				PauseHook: everyNth(1, 30*time.Millisecond)}, 100, 400*time.Millisecond, "uniform:1")
+			r := runInventory(t, InventoryConfig{Replicas: 2, ReplicaConfig: inventory.ReplicaConfig{Guard: g, AcquireTimeout: 20 * time.Second,
+				PauseHook: everyNth(1, 30*time.Millisecond)}}, 100, 400*time.Millisecond, "uniform:1")
 			s := r.Summary
 			if !s.Safety.AuditChecked || s.Safety.LostUpdates != 0 || s.Safety.Oversell != 0 || s.Safety.DoubleGrantsChecked {
 				t.Errorf("safety = %+v: want the audit, no lost updates, no double-grant check (no Redis lock)", s.Safety)
@@ -110,8 +110,8 @@ func TestDBGuardsUnderContention(t *testing.T) {
 
 func TestRedlockSafeWithoutFaults(t *testing.T) {
 	c := redistest.Start(t, 3, redistest.Options{})
-	r := runInventory(t, InventoryConfig{Nodes: c.Addrs(), Guard: inventory.GuardRedlock, Replicas: 2,
-		NodeTimeout: time.Second, LockTTL: 30 * time.Second, AcquireTimeout: 20 * time.Second}, 40, time.Second, "hot:10:0.7")
+	r := runInventory(t, InventoryConfig{Replicas: 2, ReplicaConfig: inventory.ReplicaConfig{Nodes: c.Addrs(), Guard: inventory.GuardRedlock,
+		NodeTimeout: time.Second, LockTTL: 30 * time.Second, AcquireTimeout: 20 * time.Second}}, 40, time.Second, "hot:10:0.7")
 	s := r.Summary
 	if !s.Safety.DoubleGrantsChecked || !s.Safety.AuditChecked {
 		t.Fatalf("safety = %+v: want both checks", s.Safety)
@@ -129,8 +129,8 @@ func TestPausedHolderIsCaught(t *testing.T) {
 	// Every third holder stalls for 4x the TTL while holding the lock on
 	// the one SKU: its lock expires, another replica takes it, and both
 	// believe they hold it.
-	cfg := InventoryConfig{Nodes: c.Addrs(), Replicas: 2, LockTTL: 250 * time.Millisecond,
-		NodeTimeout: 100 * time.Millisecond, AcquireTimeout: 10 * time.Second, PauseHook: everyNth(3, time.Second)}
+	cfg := InventoryConfig{Replicas: 2, ReplicaConfig: inventory.ReplicaConfig{Nodes: c.Addrs(), LockTTL: 250 * time.Millisecond,
+		NodeTimeout: 100 * time.Millisecond, AcquireTimeout: 10 * time.Second, PauseHook: everyNth(3, time.Second)}}
 
 	cfg.Guard = inventory.GuardRedlock
 	s := runInventory(t, cfg, 10, 1200*time.Millisecond, "uniform:1").Summary

@@ -108,7 +108,7 @@ func shortHolds(n int) []inventory.Hold {
 // a load run's Safety reports them.
 func TestHoldCheckerTwentyAtOnce(t *testing.T) {
 	base := time.Unix(1000, 0)
-	target := &InventoryTarget{cfg: InventoryConfig{Guard: inventory.GuardRedlock}}
+	target := &InventoryTarget{cfg: InventoryConfig{ReplicaConfig: inventory.ReplicaConfig{Guard: inventory.GuardRedlock}}}
 	target.Begin(base)
 	for _, h := range twentyAtOnce(base) {
 		target.observeHold(h)

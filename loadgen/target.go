@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
@@ -75,45 +74,22 @@ var _ Target = NoopTarget{}
 
 // InventoryConfig configures in-process replicas of the inventory service.
 type InventoryConfig struct {
-	// Nodes are the lock nodes (host:port); redis-single uses the first.
-	Nodes []string
-	// Etcd are the etcd client URLs of the etcd guards.
-	Etcd  []string
-	Guard inventory.Guard
+	// ReplicaConfig is what every replica is built from, as `redlab serve`
+	// builds its one (package inventory owns its fields and defaults). The
+	// target fills in, per replica, Holder ("replica-N") and Observer (the
+	// Recorder's, when set), and wraps OnHold and PauseHook: every hold goes
+	// to the target's hold checker first, then to OnHold (called
+	// concurrently: it must not block); PauseHook runs after Hold inside
+	// every critical section.
+	inventory.ReplicaConfig
 	// Replicas is the number of services, each with its own Redlock client,
 	// node connection pools and store handle (default 1).
 	Replicas int
-	// StoreDSN is "sqlite:PATH" or a postgres:// URL.
-	StoreDSN       string
-	LockTTL        time.Duration // 0: the service default
-	AcquireTimeout time.Duration // 0: the service default
-	NodeTimeout    time.Duration // 0: the redlock default
-	// LockConcurrency bounds the concurrent acquire attempts of each
-	// replica's Redlock client (redlock.WithMaxConcurrentAttempts); 0: the
-	// client's adaptive limit.
-	LockConcurrency int
-	// NoOverloadControl switches the replicas' Redlock overload control
-	// off (redlock.WithOverloadControl(false)).
-	NoOverloadControl bool
-	// PoolSize is each node client's pool size (0: go-redis default).
-	PoolSize int
-	// Username and Password authenticate to the lock nodes (Redis ACL).
-	Username, Password string
 	// Recorder receives every acquire attempt's per-node results.
 	Recorder *Recorder
-	// Registerer, when set, gets every replica's service and lock client
-	// metrics (inventory.ReplicaConfig.Registerer).
-	Registerer prometheus.Registerer
 	// Hold is the time every reservation spends inside its critical section
 	// (after the read, before the write); zero adds none.
 	Hold HoldSpec
-	// PauseHook, when set, runs inside every critical section (a fault hook),
-	// after the hold.
-	PauseHook inventory.PauseHook
-	// OnHold, when set, receives every lock tenure as the hold checker does
-	// (for a history kept outside the run). It is called concurrently and
-	// must not block.
-	OnHold func(inventory.Hold)
 	// RunID prefixes request IDs so that runs never collide in the ledger.
 	RunID string
 }
@@ -152,13 +128,12 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 		observer = nodeObserver{cfg.Recorder}
 	}
 	for i := 0; i < cfg.Replicas; i++ {
-		r, err := inventory.OpenReplica(ctx, inventory.ReplicaConfig{
-			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes, Etcd: cfg.Etcd,
-			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
-			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
-			Observer: observer, Registerer: cfg.Registerer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
-			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),
-		})
+		rc := cfg.ReplicaConfig
+		rc.Holder = fmt.Sprintf("replica-%d", i)
+		rc.Observer = observer
+		rc.OnHold = t.observeHold
+		rc.PauseHook = cfg.criticalSection()
+		r, err := inventory.OpenReplica(ctx, rc)
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("loadgen: %w", err)

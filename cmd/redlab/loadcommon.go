@@ -236,9 +236,13 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 		dsn = "sqlite:" + filepath.Join(dir, "inventory.db") + "?" + scratchStorePragmas
 	}
 	return loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
-		Nodes: f.addrs, Etcd: f.etcdURLs, Guard: f.g, Replicas: f.replicas, StoreDSN: dsn,
-		LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
-		LockConcurrency: f.lockConc, NoOverloadControl: !f.overloadCtl, Recorder: rec, Registerer: reg, Hold: loadgen.HoldSpec(f.hold), Username: f.user, Password: f.password,
+		ReplicaConfig: inventory.ReplicaConfig{
+			Nodes: f.addrs, Etcd: f.etcdURLs, Guard: f.g, StoreDSN: dsn,
+			LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
+			MaxConcurrentAttempts: f.lockConc, NoOverloadControl: !f.overloadCtl, Registerer: reg,
+			Username: f.user, Password: f.password,
+		},
+		Replicas: f.replicas, Recorder: rec, Hold: loadgen.HoldSpec(f.hold),
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),
 	})
 }
