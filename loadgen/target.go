@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
 )
