@@ -114,6 +114,9 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	if err != nil {
 		return err
 	}
+	// The lab's owner going ends the supervisor as ctx would (owner.go).
+	ctx, endForOwner := context.WithCancel(ctx)
+	defer endForOwner()
 	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isEtcdSupervisor(pid, spec.StateDir, spec.ID) {
 		return fmt.Errorf("node: etcd member %d: a supervisor is already running (pid %d)", id, pid)
 	}
@@ -153,6 +156,11 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("node: etcd member %d control endpoint: %w", id, err)
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		watchOwner(ctx, spec.StateDir, s.log, endForOwner)
+	}()
 
 	// An etcd of this member still running (its supervisor was SIGKILLed
 	// and the parent-death signal did not reach it) would hold the ports.

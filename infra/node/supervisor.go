@@ -94,6 +94,9 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The lab's owner going ends the supervisor as ctx would (owner.go).
+	ctx, endForOwner := context.WithCancel(ctx)
+	defer endForOwner()
 	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isSupervisor(pid, spec.StateDir, spec.ID) {
 		return fmt.Errorf("node %d: a supervisor is already running (pid %d)", id, pid)
 	}
@@ -169,6 +172,11 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("node %d control endpoint: %w", id, err)
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		watchOwner(ctx, spec.StateDir, s.log, endForOwner)
+	}()
 
 	if s.aof != nil {
 		s.wg.Add(1)
