@@ -302,6 +302,24 @@ func TestLabListAndDownAll(t *testing.T) {
 		t.Errorf("lab up --owner 0: exit %d, stderr %q; want exit 2 naming --owner", code, errOut)
 	}
 
+	// A partition given --for ends on the node, with no heal sent.
+	if code, out, errOut := redlab("fault", "partition", "1", "--for", "1s", "--state-dir", kept); code != exitOK {
+		t.Fatalf("fault partition 1 --for 1s: exit %d\n%s%s", code, out, errOut)
+	}
+	if st, err := readNodeStatus(kept, 1); err != nil || !st.Partitioned {
+		t.Fatalf("node 1 after fault partition --for 1s: %+v (%v), want partitioned", st, err)
+	}
+	eventually(t, time.Minute, "the partition's for ends it", func() error {
+		st, err := readNodeStatus(kept, 1)
+		if err != nil {
+			return err
+		}
+		if st.Partitioned || st.Active["partition"] != "" {
+			return fmt.Errorf("node 1 still partitioned: %+v", st)
+		}
+		return nil
+	})
+
 	code, out, errOut := redlab("lab", "list")
 	if code != exitOK {
 		t.Fatalf("lab list: exit %d\n%s", code, errOut)
