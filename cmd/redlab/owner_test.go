@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,23 +166,31 @@ func eventually(t *testing.T, limit time.Duration, what string, f func() error) 
 // state directory), and the partition's `for` was the node's to end.
 func TestDrillKilledLeavesNoLab(t *testing.T) {
 	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
+	partitioned := func(st node.Status) bool { return st.Partitioned }
 	for _, tc := range []struct {
-		fault  string
-		active func(st node.Status) bool
+		name, fault string
+		args        []string // of the drill
+		active      func(st node.Status) bool
 	}{
-		{"partition", func(st node.Status) bool { return st.Partitioned }},
-		{"pause", func(st node.Status) bool { return st.State == node.Paused }},
+		{"partition", "partition", nil, partitioned},
+		{"pause", "pause", nil, func(st node.Status) bool { return st.State == node.Paused }},
+		// Prometheus and the exporters too (they run in the state dir).
+		{"monitoring", "partition", []string{"--monitoring"}, partitioned},
 	} {
-		t.Run(tc.fault, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.args) > 0 {
+				testenv.Require(t, "prometheus")
+				testenv.Require(t, "prometheus-redis-exporter")
+			}
 			dir := t.TempDir()
 			registry := filepath.Join(dir, "registry")
-			spec := filepath.Join(dir, "owner-"+tc.fault+".md")
-			body := strings.NewReplacer("NAME", "owner-"+tc.fault, "FAULT", tc.fault).Replace(ownerSpec)
+			spec := filepath.Join(dir, "owner-"+tc.name+".md")
+			body := strings.NewReplacer("NAME", "owner-"+tc.name, "FAULT", tc.fault).Replace(ownerSpec)
 			if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			cmd := exec.Command(bin, "drill", spec, "--out", filepath.Join(dir, "out"))
+			cmd := exec.Command(bin, append([]string{"drill", spec, "--out", filepath.Join(dir, "out")}, tc.args...)...)
 			cmd.Env = labEnv(t, registry)
 			cmd.Stdout, cmd.Stderr = &logs, &logs
 			if err := cmd.Start(); err != nil {
@@ -221,6 +230,20 @@ func TestDrillKilledLeavesNoLab(t *testing.T) {
 				return nil
 			})
 			ports := labPorts(t, state)
+			if len(tc.args) > 0 {
+				// Once the drill's monitoring runs.
+				var mon []byte
+				eventually(t, time.Minute, "the lab's monitoring runs", func() error {
+					var err error
+					mon, err = os.ReadFile(filepath.Join(state, "monitoring", "monitoring.json"))
+					return err
+				})
+				mports := regexp.MustCompile(`127\.0\.0\.1:[0-9]+`).FindAllString(string(mon), -1)
+				if len(mports) < 2 {
+					t.Fatalf("monitoring.json names %v: want Prometheus's and the exporters' addresses", mports)
+				}
+				ports = append(ports, mports...)
+			}
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +266,7 @@ func TestDrillKilledLeavesNoLab(t *testing.T) {
 				}
 				return nil
 			})
-			t.Logf("%s: lab gone %v after the drill was killed", tc.fault, time.Since(killed).Round(time.Second))
+			t.Logf("%s: lab gone %v after the drill was killed", tc.name, time.Since(killed).Round(time.Second))
 		})
 	}
 }
