@@ -107,7 +107,7 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 	for _, f := range faults {
 		f := f
 		steps = append(steps, step{f.At, describeFault(f), func(ctx context.Context) error { return in.apply(ctx, f) }})
-		if def, _ := fault.Lookup(f.Kind); def.For == fault.ForHeals && f.For() > 0 && f.At+f.For() < end {
+		if def, _ := fault.Lookup(f.Kind); def.For == fault.ForEnds && f.For() > 0 && f.At+f.For() < end {
 			steps = append(steps, step{f.At + f.For(), "heal " + faultTargets(f), func(ctx context.Context) error {
 				return in.heal(ctx, f)
 			}})

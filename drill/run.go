@@ -82,6 +82,16 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	cfg := opts.Lab
 	cfg.StateDir = state
+	// The lab lives for this process: killed (even by SIGKILL) it leaves
+	// no lab behind, and no directory (package node, owner.go).
+	cfg.Temporary = true
+	if cfg.Owner == nil {
+		self, err := lab.OwnerOf(os.Getpid())
+		if err != nil {
+			return nil, fmt.Errorf("drill: %w", err)
+		}
+		cfg.Owner = &self
+	}
 	cfg.Count = spec.Lab.Nodes
 	cfg.NodePersistence = spec.Lab.Persistence
 	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
@@ -104,7 +114,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if cfg.Machines {
 		replicas = ", systemd-nspawn machines"
 	}
-	logf("lab up: %d nodes, persistence %s, restart delay %v%s", cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas)
+	logf("lab up: %d nodes, persistence %s, restart delay %v%s, state %s (owner pid %d: the lab goes down when it ends)",
+		cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas, state, cfg.Owner.PID)
 	l, err := lab.Up(ctx, cfg)
 	defer func() {
 		// Down even when ctx ended: nothing of the lab may be left behind.

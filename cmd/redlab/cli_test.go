@@ -137,7 +137,7 @@ func TestArgumentCounts(t *testing.T) {
 	}{
 		{nil, "missing command"},
 		{[]string{"bogus"}, `unknown command "bogus"`},
-		{[]string{"lab"}, "missing command: one of down, status, up"},
+		{[]string{"lab"}, "missing command: one of down, list, status, up"},
 		{[]string{"lab", "upp"}, `did you mean up?`},
 		{[]string{"help", "lab", "bogus"}, `unknown command "lab bogus"`},
 		{[]string{"fault", "kill"}, "takes exactly one node number, got 0"},

@@ -47,12 +47,12 @@ func nodeKinds() []fault.Def {
 }
 
 // cliParams are the parameters of d the CLI takes as flags: all but the
-// caller's names, and `for` only where the target ends the fault after it
-// (the CLI has no timeline to heal a partition after `for`).
+// caller's names; `for` wherever the kind takes it, since the target
+// itself ends the fault after it (a partition --for 10s heals on the node).
 func cliParams(d fault.Def) []fault.Param {
 	var out []fault.Param
 	for _, p := range d.AllParams() {
-		if p.Type == fault.Names || (p.Name == fault.For && d.For != fault.ForLasts) {
+		if p.Type == fault.Names || (p.Name == fault.For && d.For == fault.NoFor) {
 			continue
 		}
 		out = append(out, p)

@@ -20,7 +20,7 @@ func newLabCmd(e *env) *cobra.Command {
 	var dir string
 	c := &cobra.Command{
 		Use:   "lab",
-		Short: "the local lab: up | status | down (OpenTofu/Terraform + supervised nodes)",
+		Short: "the local lab: up | status | down | list (OpenTofu/Terraform + supervised nodes)",
 		Long: `The local lab: independent Redis nodes, each behind a fault-injecting proxy
 and supervised by 'redlab node run', created with OpenTofu/Terraform
 (infra/envs/local).
@@ -33,7 +33,7 @@ The tofu/terraform binary: $REDLAB_TF, else tofu, else terraform on PATH,
 else ./bin/tofu (make tools).`,
 	}
 	c.PersistentFlags().StringVar(&dir, "state-dir", "", stateDirUsage)
-	c.AddCommand(newLabUpCmd(e, &dir), newLabStatusCmd(e, &dir), newLabDownCmd(e, &dir))
+	c.AddCommand(newLabUpCmd(e, &dir), newLabStatusCmd(e, &dir), newLabDownCmd(e, &dir), newLabListCmd(e))
 	return c
 }
 
@@ -42,6 +42,7 @@ func newLabUpCmd(e *env, dir *string) *cobra.Command {
 	var (
 		verbose    bool
 		monitoring bool
+		ownerPID   int
 		mcfg       = lab.MonitoringConfig{ScrapeInterval: lab.DefaultScrapeInterval}
 	)
 	c := &cobra.Command{
@@ -140,6 +141,13 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if d := mcfg.AlertForMax; d < 0 || d%time.Millisecond != 0 {
 				return usageErrorf("--alert-for-max %v: want 0 (the rules as written) or a whole number of milliseconds", d)
 			}
+			if fs.Changed("owner") {
+				o, err := lab.OwnerOf(ownerPID)
+				if err != nil {
+					return usageErrorf("--owner %d: no such process (the lab would go down at once)", ownerPID)
+				}
+				cfg.Owner = &o
+			}
 			if verbose {
 				cfg.Log = e.stderr
 			}
@@ -197,6 +205,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5), on ports from base+600+M; the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
+	fs.IntVar(&ownerPID, "owner", 0, "the pid of the process the lab lives for (a script): once it ends, the lab takes itself down; default none, the lab stays up (a later lab up without --owner removes it)")
 	fs.BoolVar(&monitoring, "monitoring", false, "also run one redis_exporter per node and a Prometheus with the lab's rules (kept by a later lab up unless --monitoring=false)")
 	fs.DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: Prometheus's scrape and rule evaluation interval")
 	fs.DurationVar(&mcfg.AlertForMax, "alert-for-max", 0, "with --monitoring: cap every alert's 'for:' at this (for drills and demos whose faults last seconds; 0 keeps the rules as written)")
@@ -452,17 +461,31 @@ func pidOrDash(pid int) string {
 }
 
 func newLabDownCmd(e *env, dir *string) *cobra.Command {
-	var verbose bool
+	var verbose, all, force bool
 	c := &cobra.Command{
 		Use:   "down",
 		Short: "destroy the lab: no process, port or file of it is left",
+		Long: `Destroys the lab in the state directory: no process, port or file of it is
+left.
+
+With --all it destroys instead every lab on the machine whose owner is gone
+(see 'lab list'), and with --all --force every lab on the machine.`,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if force && !all {
+				return usageErrorf("--force is for --all: 'lab down' without --all takes its lab down anyway")
+			}
+			if all && c.Flags().Changed("state-dir") {
+				return usageErrorf("--all takes down labs wherever they are: leave out --state-dir")
+			}
 			cfg := lab.Config{StateDir: stateDir(*dir)}
 			if verbose {
 				cfg.Log = e.stderr
 			}
 			ctx, cancel := cancelOnSignal(c.Context(), e)
 			defer cancel()
+			if all {
+				return downAll(ctx, e, cfg, force)
+			}
 			if err := lab.Down(ctx, cfg); err != nil {
 				return err
 			}
@@ -471,5 +494,7 @@ func newLabDownCmd(e *env, dir *string) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
+	c.Flags().BoolVar(&all, "all", false, "take down every lab on the machine whose owner is gone (orphans), instead of the one in --state-dir")
+	c.Flags().BoolVar(&force, "force", false, "with --all: every lab on the machine, owned or not")
 	return c
 }

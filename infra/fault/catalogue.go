@@ -13,9 +13,9 @@ const (
 	Stop        Kind = "stop"         // clean stop; ends at the next start
 	Start       Kind = "start"        // starts a stopped node: ends a stop
 	Pause       Kind = "pause"        // SIGSTOP; ends at SIGCONT after `for`
-	Partition   Kind = "partition"    // the front answers nothing; ends at heal
+	Partition   Kind = "partition"    // the front answers nothing; ends at heal or after `for`
 	Heal        Kind = "heal"         // ends partitions and latency
-	Latency     Kind = "latency"      // the front delays replies; ends at heal or a new latency
+	Latency     Kind = "latency"      // the front delays replies; ends at heal, a new latency or after `for`
 	ClockJump   Kind = "clock-jump"   // instantaneous
 	ClockRate   Kind = "clock-rate"   // repeated jumps for `for`
 	Failover    Kind = "failover"     // master SIGKILLed, replica promoted behind the node's address
@@ -97,11 +97,11 @@ var catalogue = []Def{
 	{Kind: Pause, Summary: "SIGSTOP the server for `for` (returns at once)",
 		For: ForLasts, Nodes: true, Targets: anyNode, Ends: "after for"},
 	{Kind: Partition, Summary: "the node's front answers nothing: clients time out",
-		For: ForHeals, Nodes: true, Targets: anyNode, HealedBy: Heal, Ends: "at heal"},
+		For: ForEnds, Nodes: true, Targets: anyNode, HealedBy: Heal, Ends: "at heal, or after for"},
 	{Kind: Heal, Summary: "remove partitions and latency (all nodes by default)",
 		Nodes: true, NodesOptional: true, Targets: anyNode},
 	{Kind: Latency, Summary: "delay every reply by add ± jitter (add 0 removes it)",
-		Params: []Param{add, jitter}, For: ForHeals, Nodes: true, Targets: anyNode, HealedBy: Heal, Ends: "at heal or a new latency"},
+		Params: []Param{add, jitter}, For: ForEnds, Nodes: true, Targets: anyNode, HealedBy: Heal, Ends: "at heal, a new latency, or after for"},
 	{Kind: ClockJump, Summary: "model the node's clock stepping by `by`: every key's TTL shortens by it (negative: lengthens)",
 		Params: []Param{by}, Nodes: true, Targets: []Target{ProcessNode, SSHHost}, Ends: "at once"},
 	{Kind: ClockRate, Summary: "model the node's clock running factor times real speed for `for`",

@@ -93,10 +93,11 @@ type ForRule uint8
 const (
 	// NoFor: the kind takes no duration.
 	NoFor ForRule = iota
-	// ForHeals: `for` is optional, and its caller's timeline heals the
-	// fault after it (a drill); the target never sees it. Without it the
-	// fault lasts until a heal.
-	ForHeals
+	// ForEnds: `for` is optional; given, the target itself ends the
+	// fault after it (a drill's timeline may heal it then too: a heal is
+	// idempotent), so a fault outlives no caller that died. Without it
+	// the fault lasts until a heal.
+	ForEnds
 	// ForLasts: `for` is required, and the target ends the fault after it.
 	ForLasts
 )
@@ -173,12 +174,11 @@ func (d Def) AllParams() []Param {
 	return ps
 }
 
-// Sent are the params the target sees: without the caller's Names, and
-// without `for` when the caller's timeline heals the fault (ForHeals).
+// Sent are the params the target sees: without the caller's Names.
 func (d Def) Sent(p Params) Params {
 	out := Params{}
 	for name, v := range p {
-		if typeOf[name] == Names || (name == For && d.For == ForHeals) {
+		if typeOf[name] == Names {
 			continue
 		}
 		out[name] = v

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
@@ -273,6 +274,15 @@ func TestLabEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"add": "50ms"})
+
+		// Given a for, a partition ends on the member's supervisor, with
+		// no heal sent.
+		res, err = l.EtcdApply(ctx, f, fault.Partition, fault.Params{fault.For: {D: time.Second}})
+		if err != nil || !res.Status.Partitioned {
+			t.Fatalf("partition of member %d for 1s: got %+v, %v; want partitioned", f, res.Status, err)
+		}
+		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"for": "1s", "ended_by": "for"})
+		healthy("member healthy after its partition's for")
 	})
 
 	if err := Down(ctx, cfg); err != nil {

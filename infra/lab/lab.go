@@ -81,7 +81,22 @@ type Config struct {
 	// Log receives tofu/terraform's output; nil discards it (it is also
 	// kept in the state directory's terraform.log).
 	Log io.Writer
+	// Owner is the process the lab lives for (a drill: see OwnerOf); nil,
+	// the default, is none and the lab stays up until `lab down`. Once
+	// the owner is gone the lab takes itself down (package node,
+	// owner.go). A later Up sets it again: nil there removes it.
+	Owner *Owner
+	// Temporary: the state directory is the caller's own temporary one, so
+	// Down removes it whole, whatever it holds.
+	Temporary bool
 }
+
+// Owner names the process a lab lives for, by pid and start time.
+type Owner = node.Owner
+
+// OwnerOf is the running process pid as an owner (an error when there is
+// no such process).
+func OwnerOf(pid int) (Owner, error) { return node.OwnerOf(pid) }
 
 func (c Config) withDefaults() (Config, error) {
 	if c.StateDir == "" {
@@ -251,6 +266,9 @@ type labFile struct {
 	Etcd            int           `json:"etcd,omitempty"`
 	EtcdServer      string        `json:"etcd_server,omitempty"`
 	EtcdMembers     []EtcdMember  `json:"etcd_members,omitempty"`
+	// Owner is Config.Owner; the supervisors read it from node.OwnerFile.
+	Owner     *Owner `json:"owner,omitempty"`
+	Temporary bool   `json:"temporary,omitempty"`
 }
 
 const (
@@ -452,13 +470,21 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
 		Machines: cfg.Machines, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
-		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer,
+		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, Owner: cfg.Owner, Temporary: cfg.Temporary,
 	}
 	if old != nil {
 		f.Nodes, f.EtcdMembers = old.f.Nodes, old.f.EtcdMembers
 	}
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
+	}
+	// Before apply, as the config: a lab whose owner dies during apply
+	// still goes down, and `lab list` finds it.
+	if err := node.WriteOwner(cfg.StateDir, cfg.Owner); err != nil {
+		return nil, err
+	}
+	if err := register(cfg.StateDir); err != nil {
+		return nil, err
 	}
 	removeVars, err := writeCredentialsVarFile(creds, filepath.Join(cfg.StateDir, workspaceDir, credsVarFile))
 	if err != nil {
@@ -563,9 +589,10 @@ func checkPorts(cfg Config) error {
 // are used): its monitoring (StopMonitoring), terraform destroy, whose
 // provisioners stop every node, then a sweep of anything left (a node whose
 // destroy failed, processes whose supervisor died), then it removes what
-// the lab created in the state directory (the credentials file included)
-// and the directory itself when that leaves it empty. A lab that is already
-// down is fine.
+// the lab created in the state directory (the credentials file included),
+// its registry entry (registry.go), and the directory itself when that
+// leaves it empty, or whole when the lab was Temporary. A lab that is
+// already down is fine.
 func Down(ctx context.Context, cfg Config) error {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
@@ -575,6 +602,7 @@ func Down(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		unregister(dir)
 		return nil
 	}
 	var errs []error
@@ -609,15 +637,27 @@ func Down(ctx context.Context, cfg Config) error {
 	}
 	if !haveLab && !staged && len(nodes)+len(members) == 0 {
 		// Not a lab directory: leave it as it is, unless it is empty.
+		unregister(dir)
 		_ = os.Remove(dir)
 		return nil
 	}
-	names := []string{labFileName, FaultsFile, tfLogName, node.CredentialsFile}
+	names := []string{labFileName, FaultsFile, tfLogName, node.CredentialsFile, node.OwnerFile, node.OwnerGoneLock}
 	if staged {
 		names = append(names, workspaceDir)
 	}
+	if len(errs) == 0 {
+		// The output of a down its owner's end started: kept when it failed.
+		names = append(names, node.OwnerGoneFile)
+	}
 	for _, name := range names {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, fmt.Errorf("lab: %w", err))
+		}
+	}
+	unregister(dir)
+	if haveLab && f.Temporary && len(errs) == 0 {
+		// The caller's temporary directory: nothing in it is anyone else's.
+		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("lab: %w", err))
 		}
 	}

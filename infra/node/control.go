@@ -35,7 +35,7 @@ var ErrInvalid = errors.New("node: invalid fault parameters")
 // every fault; each uses its own.
 type FaultRequest struct {
 	Delay  *Duration `json:"delay,omitempty"`  // restart
-	For    Duration  `json:"for,omitempty"`    // pause, clock-rate
+	For    Duration  `json:"for,omitempty"`    // pause, clock-rate, partition, latency
 	Add    Duration  `json:"add,omitempty"`    // latency
 	Jitter Duration  `json:"jitter,omitempty"` // latency
 	By     Duration  `json:"by,omitempty"`     // clock-jump
@@ -214,11 +214,11 @@ func (s *supervisor) applyProcess(ctx context.Context, kind string, req FaultReq
 	case string(fault.Pause):
 		return s.pause(time.Duration(req.For))
 	case string(fault.Partition):
-		return s.partition()
+		return s.partition(time.Duration(req.For))
 	case string(fault.Heal):
 		return s.heal(), nil
 	case string(fault.Latency):
-		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter))
+		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), time.Duration(req.For))
 	case string(fault.ClockJump):
 		return s.clockJump(ctx, time.Duration(req.By))
 	case string(fault.ClockRate):

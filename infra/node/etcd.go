@@ -7,6 +7,7 @@ import (
 	"github.com/redlocklab/redlocklab/internal/proc"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,6 +69,7 @@ type etcdSupervisor struct {
 	override     *time.Duration // the restart fault's delay for the next crash
 	cancelWait   context.CancelFunc
 	paused       pauseTimer
+	timers       deadlines // partitions and latency given a `for`
 	wake         chan struct{}
 	changed      chan struct{}
 
@@ -92,6 +94,8 @@ type EtcdMemberStatus struct {
 	// Active maps each fault in effect on the member to its ID in
 	// faults.jsonl.
 	Active map[FaultKind]string `json:"active_faults,omitempty"`
+	// Until is when each active fault given a `for` ends (deadline.go).
+	Until map[FaultKind]time.Time `json:"fault_until,omitempty"`
 	// What etcd itself said when the status was taken (empty when it did
 	// not answer): its member ID, the ID of the leader it follows (its own
 	// when it believes it leads) and its raft term. IDs in hex, as etcdctl
@@ -110,6 +114,9 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	if err != nil {
 		return err
 	}
+	// The lab's owner going ends the supervisor as ctx would (owner.go).
+	ctx, endForOwner := context.WithCancel(ctx)
+	defer endForOwner()
 	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isEtcdSupervisor(pid, spec.StateDir, spec.ID) {
 		return fmt.Errorf("node: etcd member %d: a supervisor is already running (pid %d)", id, pid)
 	}
@@ -125,6 +132,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 		changed: make(chan struct{}),
 	}
 	s.faults = faultBook{rec: newEtcdRecorder(spec.StateDir, spec.ID), log: s.log, active: &s.st.Active, save: s.saveLocked}
+	s.timers = deadlines{mu: &s.mu, wg: &s.wg, until: &s.st.Until, end: s.endTimedLocked}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
 		return fmt.Errorf("node: etcd member %d: %w", id, err)
 	}
@@ -141,10 +149,18 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	}
 	defer s.peer.Stop()
 	s.reapplyNetworkFaults()
+	s.mu.Lock()
+	s.timers.rearmLocked()
+	s.mu.Unlock()
 
 	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("node: etcd member %d control endpoint: %w", id, err)
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		watchOwner(ctx, spec.StateDir, s.log, endForOwner)
+	}()
 
 	// An etcd of this member still running (its supervisor was SIGKILLed
 	// and the parent-death signal did not reach it) would hold the ports.
@@ -159,6 +175,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 
 	s.mu.Lock()
 	s.stopPauseLocked()
+	s.timers.stopLocked()
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.endAllFaults()
@@ -180,11 +197,12 @@ func (s *etcdSupervisor) restoreStatus() {
 		ID: s.spec.ID, State: Starting, SupervisorPID: os.Getpid(), Restarts: old.Restarts,
 		ClientPort: s.spec.ClientPort, PeerPort: s.spec.PeerPort, ControlPort: s.spec.ControlPort,
 		Partitioned: old.Partitioned, Latency: old.Latency, Jitter: old.Jitter,
-		LastExit: old.LastExit, Active: old.Active, Since: time.Now(),
+		LastExit: old.LastExit, Active: old.Active, Until: old.Until, Since: time.Now(),
 	}
 	if s.st.Active == nil {
 		s.st.Active = map[FaultKind]string{}
 	}
+	endExpired(s.timers.expiredLocked(time.Now()), s.st.Active, s.faults.rec, &s.st.Partitioned, &s.st.Latency, &s.st.Jitter)
 	// The pause timer died with the previous supervisor, and its etcd with
 	// it.
 	if id := s.st.Active[fault.Pause]; id != "" {
@@ -410,6 +428,7 @@ func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
 	for k, v := range s.st.Active {
 		st.Active[k] = v
 	}
+	st.Until = maps.Clone(s.st.Until)
 	running := s.proc != nil && st.State != Paused
 	s.mu.Unlock()
 	if running {
@@ -469,11 +488,11 @@ func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultReques
 	case string(fault.Pause):
 		return s.pause(time.Duration(req.For), params)
 	case string(fault.Partition):
-		return s.partition(params), nil
+		return s.partition(time.Duration(req.For), params), nil
 	case string(fault.Heal):
 		return s.heal(), nil
 	case string(fault.Latency):
-		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), params), nil
+		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), time.Duration(req.For), params), nil
 	}
 	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind) // checkFault refused it first
 }
@@ -582,15 +601,24 @@ func (s *etcdSupervisor) stopPauseLocked() {
 	s.faults.endLocked(fault.Pause, nil)
 }
 
-func (s *etcdSupervisor) partition(params map[string]string) EtcdFaultResult {
+// partition silences both fronts, for d when d > 0 (deadline.go). A
+// partition already in place keeps its fault and takes d as its new
+// deadline.
+func (s *etcdSupervisor) partition(d time.Duration, params map[string]string) EtcdFaultResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.st.Partitioned {
+		s.timers.armLocked(fault.Partition, deadlineOf(d))
+		s.saveLocked()
 		return EtcdFaultResult{}
 	}
 	_ = s.client.partition()
 	_ = s.peer.partition()
 	s.st.Partitioned = true
+	if d > 0 {
+		params["for"] = d.String()
+	}
+	s.timers.armLocked(fault.Partition, deadlineOf(d))
 	f := s.faults.startLocked(fault.Partition, params)
 	return EtcdFaultResult{Fault: &f}
 }
@@ -601,17 +629,22 @@ func (s *etcdSupervisor) heal() EtcdFaultResult {
 	s.client.heal()
 	s.peer.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.timers.cancelLocked(fault.Partition)
+	s.timers.cancelLocked(fault.Latency)
 	s.faults.endLocked(fault.Partition, nil)
 	s.faults.endLocked(fault.Latency, nil)
 	s.saveLocked()
 	return EtcdFaultResult{}
 }
 
-func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]string) EtcdFaultResult {
+// latency delays both fronts by add ± jitter, for d when d > 0
+// (deadline.go); add 0 removes it.
+func (s *etcdSupervisor) latency(add, jitter, d time.Duration, params map[string]string) EtcdFaultResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_ = s.client.latency(add, jitter)
 	_ = s.peer.latency(add, jitter)
+	s.timers.cancelLocked(fault.Latency)
 	s.faults.endLocked(fault.Latency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
@@ -620,6 +653,10 @@ func (s *etcdSupervisor) latency(add, jitter time.Duration, params map[string]st
 		return EtcdFaultResult{}
 	}
 	params["add"], params["jitter"] = add.String(), jitter.String()
+	if d > 0 {
+		params["for"] = d.String()
+	}
+	s.timers.armLocked(fault.Latency, deadlineOf(d))
 	f := s.faults.startLocked(fault.Latency, params)
 	return EtcdFaultResult{Fault: &f}
 }
@@ -629,5 +666,6 @@ func (s *etcdSupervisor) endAllFaults() {
 	defer s.mu.Unlock()
 	s.faults.endAllLocked("member stop")
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.st.Until = nil
 	s.saveLocked()
 }

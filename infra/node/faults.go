@@ -283,17 +283,27 @@ func (s *supervisor) stopPauseLocked() {
 	s.faults.endLocked(fault.Pause, nil)
 }
 
-func (s *supervisor) partition() (FaultResult, error) {
+// partition silences the front, for d when d > 0 (deadline.go). A
+// partition already in place keeps its fault and takes d as its new
+// deadline.
+func (s *supervisor) partition(d time.Duration) (FaultResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.st.Partitioned {
+		s.timers.armLocked(fault.Partition, deadlineOf(d))
+		s.saveLocked()
 		return FaultResult{}, nil
 	}
 	if err := s.proxy.partition(); err != nil {
 		return FaultResult{}, err
 	}
 	s.st.Partitioned = true
-	f := s.faults.startLocked(fault.Partition, nil)
+	var params map[string]string
+	if d > 0 {
+		params = map[string]string{"for": d.String()}
+	}
+	s.timers.armLocked(fault.Partition, deadlineOf(d))
+	f := s.faults.startLocked(fault.Partition, params)
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -303,18 +313,23 @@ func (s *supervisor) heal() FaultResult {
 	defer s.mu.Unlock()
 	s.proxy.heal()
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.timers.cancelLocked(fault.Partition)
+	s.timers.cancelLocked(fault.Latency)
 	s.faults.endLocked(fault.Partition, nil)
 	s.faults.endLocked(fault.Latency, nil)
 	s.saveLocked()
 	return FaultResult{}
 }
 
-func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
+// latency delays every reply by add ± jitter, for d when d > 0
+// (deadline.go); add 0 removes it.
+func (s *supervisor) latency(add, jitter, d time.Duration) (FaultResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.proxy.latency(add, jitter); err != nil {
 		return FaultResult{}, err
 	}
+	s.timers.cancelLocked(fault.Latency)
 	s.faults.endLocked(fault.Latency, nil)
 	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
@@ -322,7 +337,12 @@ func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
 		s.saveLocked()
 		return FaultResult{}, nil
 	}
-	f := s.faults.startLocked(fault.Latency, map[string]string{"add": add.String(), "jitter": jitter.String()})
+	params := map[string]string{"add": add.String(), "jitter": jitter.String()}
+	if d > 0 {
+		params["for"] = d.String()
+	}
+	s.timers.armLocked(fault.Latency, deadlineOf(d))
+	f := s.faults.startLocked(fault.Latency, params)
 	return FaultResult{Fault: &f}, nil
 }
 
@@ -331,6 +351,7 @@ func (s *supervisor) stopBackground() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopPauseLocked()
+	s.timers.stopLocked()
 	if s.rateStop != nil {
 		s.rateStop()
 		s.rateStop = nil
@@ -344,5 +365,6 @@ func (s *supervisor) endAllFaults() {
 	defer s.mu.Unlock()
 	s.faults.endAllLocked("node stop")
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.st.Until = nil
 	s.saveLocked()
 }

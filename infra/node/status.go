@@ -40,6 +40,8 @@ type Status struct {
 	Since         time.Time   `json:"since"`
 	// Active maps each fault in effect on the node to its ID in faults.jsonl.
 	Active map[FaultKind]string `json:"active_faults,omitempty"`
+	// Until is when each active fault given a `for` ends (deadline.go).
+	Until map[FaultKind]time.Time `json:"fault_until,omitempty"`
 	// AOF is the newest sample of the AOF's incr files, kept for the
 	// power-loss model (appendfsync everysec only).
 	AOF *AOFSample `json:"aof,omitempty"`

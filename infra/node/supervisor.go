@@ -7,6 +7,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/fault"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -68,6 +69,7 @@ type supervisor struct {
 	override    *time.Duration // REDIS_GUARD_DELAY for the next pre-start
 	cancelGuard context.CancelFunc
 	paused      pauseTimer
+	timers      deadlines // partitions and latency given a `for`
 	rateStop    context.CancelFunc
 	aof         *aofSampler // set for appendfsync everysec: the power-loss model
 	pendingCut  *powerCut   // a power loss waiting for its process to die
@@ -92,6 +94,9 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The lab's owner going ends the supervisor as ctx would (owner.go).
+	ctx, endForOwner := context.WithCancel(ctx)
+	defer endForOwner()
 	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isSupervisor(pid, spec.StateDir, spec.ID) {
 		return fmt.Errorf("node %d: a supervisor is already running (pid %d)", id, pid)
 	}
@@ -112,6 +117,7 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 		auth:    auth,
 	}
 	s.faults = faultBook{rec: newRecorder(spec.StateDir, spec.ID), log: s.log, active: &s.st.Active, save: s.saveLocked}
+	s.timers = deadlines{mu: &s.mu, wg: &s.wg, until: &s.st.Until, end: s.endTimedLocked}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(spec.RedisPort)
 	if spec.Machine != nil {
 		redisAddr = net.JoinHostPort(spec.Machine.Address, strconv.Itoa(spec.RedisPort))
@@ -142,6 +148,9 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	}
 	defer s.proxy.Stop()
 	s.reapplyNetworkFaults()
+	s.mu.Lock()
+	s.timers.rearmLocked()
+	s.mu.Unlock()
 	if spec.hasReplica() {
 		if err := s.startReplica(auth); err != nil {
 			return err
@@ -163,6 +172,11 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
 		return fmt.Errorf("node %d control endpoint: %w", id, err)
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		watchOwner(ctx, spec.StateDir, s.log, endForOwner)
+	}()
 
 	if s.aof != nil {
 		s.wg.Add(1)
@@ -215,11 +229,12 @@ func (s *supervisor) restoreStatus() {
 		Restarts: old.Restarts, Port: s.spec.Port, RedisPort: s.spec.RedisPort,
 		ControlPort: s.spec.ControlPort, Persistence: s.conf.persistence(),
 		Partitioned: old.Partitioned, Latency: old.Latency, Jitter: old.Jitter,
-		LastExit: old.LastExit, Active: old.Active, Since: time.Now(),
+		LastExit: old.LastExit, Active: old.Active, Until: old.Until, Since: time.Now(),
 	}
 	if s.st.Active == nil {
 		s.st.Active = map[FaultKind]string{}
 	}
+	endExpired(s.timers.expiredLocked(time.Now()), s.st.Active, s.faults.rec, &s.st.Partitioned, &s.st.Latency, &s.st.Jitter)
 	if old.State == Stopped {
 		s.wantUp = false
 	}
@@ -603,6 +618,7 @@ func (s *supervisor) status() Status {
 	for k, v := range s.st.Active {
 		st.Active[k] = v
 	}
+	st.Until = maps.Clone(s.st.Until)
 	if s.st.Replica != nil {
 		r := *s.st.Replica
 		st.Replica = &r

@@ -1,5 +1,5 @@
 // Package proc reads what Linux says about a process in /proc: whether it
-// is alive and its scheduler state.
+// is alive, its scheduler state and its start time.
 package proc
 
 import (
@@ -15,20 +15,53 @@ import (
 // State is pid's state letter from /proc/PID/stat: R (running), S
 // (sleeping), D (disk wait), T (stopped by a signal), Z (zombie), …
 func State(pid int) (byte, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	return f[0][0], nil
+}
+
+// StartTime is when pid started, in clock ticks after boot (field 22 of
+// /proc/PID/stat). A pid and its start time name one process: a pid the
+// kernel gives again to a new process comes with a later start time.
+func StartTime(pid int) (uint64, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	// f[0] is field 3 (the state).
+	if len(f) < 20 {
+		return 0, fmt.Errorf("proc: /proc/%d/stat: %d fields, want at least 22", pid, len(f)+2)
+	}
+	t, err := strconv.ParseUint(string(f[19]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("proc: /proc/%d/stat: start time: %w", pid, err)
+	}
+	return t, nil
+}
+
+// statFields are the fields of /proc/PID/stat from the third (the state)
+// on.
+func statFields(pid int) ([][]byte, error) {
 	if pid <= 0 {
-		return 0, fmt.Errorf("proc: pid %d", pid)
+		return nil, fmt.Errorf("proc: pid %d", pid)
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, fmt.Errorf("proc: %w", err)
+		return nil, fmt.Errorf("proc: %w", err)
 	}
 	// "pid (comm) state …": comm may hold spaces and parentheses, so the
 	// state follows the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("proc: /proc/%d/stat: unexpected %q", pid, b)
+		return nil, fmt.Errorf("proc: /proc/%d/stat: unexpected %q", pid, b)
 	}
-	return b[i+2], nil
+	f := bytes.Fields(b[i+1:])
+	if len(f) == 0 || len(f[0]) != 1 {
+		return nil, fmt.Errorf("proc: /proc/%d/stat: unexpected %q", pid, b)
+	}
+	return f, nil
 }
 
 // Alive reports whether pid is a process that has not exited. A zombie

@@ -72,3 +72,33 @@ func TestStateStopped(t *testing.T) {
 		t.Errorf("Alive(stopped child): got false, want true")
 	}
 }
+
+// TestStartTime: a process's start time is stable, and a process started
+// later has a later one (what keeps a reused pid from passing for another
+// process).
+func TestStartTime(t *testing.T) {
+	self1, err := StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self2, err := StartTime(os.Getpid())
+	if err != nil || self2 != self1 {
+		t.Fatalf("StartTime(self) twice: %d then %d (%v), want the same", self1, self2, err)
+	}
+	time.Sleep(20 * time.Millisecond) // at least one clock tick (10 ms at USER_HZ 100)
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	child, err := StartTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child <= self1 {
+		t.Errorf("start time of a child started after us: %d, want after ours %d", child, self1)
+	}
+	if _, err := StartTime(0); err == nil {
+		t.Error("StartTime(0): got no error")
+	}
+}
