@@ -101,6 +101,24 @@ type injector struct {
 	etcd    etcdFaults
 	etcdN   int
 	members resolvedMembers
+
+	plMu    sync.Mutex
+	plModel string // the model of the power losses that ran
+}
+
+func (in *injector) notePowerLoss(r lab.FaultResult) {
+	if r.PowerLoss == nil {
+		return
+	}
+	in.plMu.Lock()
+	in.plModel = r.PowerLoss.Model
+	in.plMu.Unlock()
+}
+
+func (in *injector) powerLossModel() string {
+	in.plMu.Lock()
+	defer in.plMu.Unlock()
+	return in.plModel
 }
 
 // run applies the faults at their offsets from start, then heals every
@@ -192,7 +210,9 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		case FaultKill:
 			_, err = in.nodes.Kill(ctx, id)
 		case FaultPowerLoss:
-			_, err = in.nodes.PowerLoss(ctx, id)
+			var r lab.FaultResult
+			r, err = in.nodes.PowerLoss(ctx, id)
+			in.notePowerLoss(r)
 		case FaultRestart:
 			_, err = in.nodes.Restart(ctx, id, f.Delay)
 		case FaultStop:

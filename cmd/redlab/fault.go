@@ -46,7 +46,7 @@ var faultKinds = []faultKind{
 		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
 			return l.Kill(ctx, n[0])
 		}},
-	{use: "power-loss N", short: "crash the node losing what it had not fsynced (everysec: the last second; always: nothing)", min: 1, max: 1,
+	{use: "power-loss N", short: "crash the node losing what it had not fsynced (from its real fsync calls: always loses nothing)", min: 1, max: 1,
 		do: func(ctx context.Context, l *lab.Lab, n []int, _ *faultOptions) (lab.FaultResult, error) {
 			return l.PowerLoss(ctx, n[0])
 		}},
@@ -287,6 +287,14 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		return
 	case res.PowerLoss != nil:
 		pl := res.PowerLoss
+		if pl.Model == lab.PowerLossFilesystem {
+			fmt.Fprintf(w, "power-loss node %d (%s, filesystem model): cut %d unsynced bytes from %v", nodes[0], pl.Persistence, pl.CutBytes, pl.CutFiles)
+			if len(pl.Vanished)+len(pl.Returned) > 0 {
+				fmt.Fprintf(w, ", vanished %v, returned %v", pl.Vanished, pl.Returned)
+			}
+			fmt.Fprintf(w, "; now %s\n", res.Status.State)
+			return
+		}
 		fmt.Fprintf(w, "power-loss node %d (%s): cut %d bytes, %d writes from the append-only file", nodes[0], pl.Persistence, pl.CutBytes, pl.CutCommands)
 		if !pl.KeptUntil.IsZero() {
 			fmt.Fprintf(w, " (kept what was written until %s)", pl.KeptUntil.Local().Format("15:04:05.000"))

@@ -430,8 +430,15 @@ func leftovers(dir string) []string {
 // B is lost only if the crash follows it within the everysec window; on a
 // machine too busy for that (B's write and the request took a second) the
 // round proves nothing about B and is run again.
+//
+// A process node runs the filesystem model, which keeps what redis-server
+// fsynced: checkPowerLossFS.
 func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 	t.Helper()
+	if !l.Machines() {
+		checkPowerLossFS(t, l, id, prof)
+		return
+	}
 	ctx := context.Background()
 	for round := 1; ; round++ {
 		c := client(t, l, id, 2*time.Second)
@@ -536,6 +543,85 @@ func checkPowerLoss(t *testing.T, l *Lab, id int, prof Persistence) {
 		})
 		return
 	}
+}
+
+// checkPowerLossFS is checkPowerLoss on the filesystem model: set A is
+// written and given time to be fsynced (everysec fsyncs within a second or
+// two), set B is written and the power is cut at once. A must survive
+// unless the profile never fsyncs (no-fsync) or keeps nothing (none); B
+// must survive under always, and is lost under no-fsync and none. Under
+// everysec B is lost or kept by whether the once-a-second fsync fell
+// between its write and the cut, so it is only reported.
+func checkPowerLossFS(t *testing.T, l *Lab, id int, prof Persistence) {
+	t.Helper()
+	ctx := context.Background()
+	c := client(t, l, id, 2*time.Second)
+	keys := func(set string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("lock:plfs:%s%d", set, i))
+		}
+		return out
+	}
+	a, b := keys("a", 20), keys("b", 5)
+	for _, k := range a {
+		if err := c.Set(ctx, k, "v", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if prof == PersistEverysec {
+		time.Sleep(2500 * time.Millisecond) // at least one background fsync since A
+	}
+	for _, k := range b {
+		if err := c.Set(ctx, k, "v", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := status(t, l, id)
+	res, err := l.PowerLoss(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fault == nil || res.Fault.Kind != FaultPowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != prof || res.PowerLoss.Model != PowerLossFilesystem {
+		t.Fatalf("power-loss result: got %+v, want a power-loss fault on a %s node, filesystem model", res, prof)
+	}
+	eventually(t, 2*time.Minute, "node answers after the power loss", func() error { return ping(t, l, id, 300*time.Millisecond) })
+	if after := status(t, l, id); after.RedisPID == before.RedisPID || after.Restarts != before.Restarts+1 {
+		t.Errorf("after power loss: pid %d restarts %d, want a new process and restarts %d", after.RedisPID, after.Restarts, before.Restarts+1)
+	}
+	c = client(t, l, id, 2*time.Second)
+	count := func(ks []string) int {
+		n, err := c.Exists(ctx, ks...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	pl := res.PowerLoss
+	gotA, gotB := count(a), count(b)
+	t.Logf("node %d %s: after the cut %d of %d of set A, %d of %d of set B; cut %d bytes from %v", id, prof, gotA, len(a), gotB, len(b), pl.CutBytes, pl.CutFiles)
+	wantA, wantB := len(a), len(b)
+	switch prof {
+	case PersistNone, PersistNoFsync:
+		wantA, wantB = 0, 0
+	case PersistEverysec:
+		wantB = gotB
+	}
+	if gotA != wantA {
+		t.Errorf("%s: %d of %d keys written well before the power loss are there, want %d", prof, gotA, len(a), wantA)
+	}
+	if gotB != wantB {
+		t.Errorf("%s: %d of %d keys written just before the power loss are there, want %d", prof, gotB, len(b), wantB)
+	}
+	if prof == PersistAlways && pl.CutBytes != 0 {
+		t.Errorf("always: got %+v, want nothing cut", pl)
+	}
+	if prof == PersistNoFsync && pl.CutBytes == 0 {
+		t.Errorf("no-fsync: got %+v, want the unsynced AOF cut", pl)
+	}
+	checkFaultEnded(t, l, res.Fault.ID, map[string]string{
+		"persistence": string(prof), "model": PowerLossFilesystem, "cut_bytes": fmt.Sprint(pl.CutBytes),
+	})
 }
 
 // awaitAOFWritten waits until redis-server has written every write it

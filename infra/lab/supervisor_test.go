@@ -196,10 +196,16 @@ func TestSupervisorNoneLosesKeys(t *testing.T) {
 	checkKill(t, l, 1, testGuardDelay, false)
 }
 
-// TestSupervisorAdoptsOrphan starts redis-server the way a supervisor that
-// then crashed would have, and checks that the next supervisor adopts it
-// rather than starting a second one, and stops it on its way out.
-func TestSupervisorAdoptsOrphan(t *testing.T) {
+// TestSupervisorReplacesOrphan starts redis-server the way a supervisor
+// that then crashed would have. The data directory is the power-loss
+// filesystem, which the crashed supervisor served: the orphan's disk died
+// with it, so the next supervisor ends the orphan (a crash, which the
+// restart guard hears as such) and starts its own redis-server on a fresh
+// mount, rather than adopting a server whose writes would bypass it.
+func TestSupervisorReplacesOrphan(t *testing.T) {
+	if err := CheckPowerLoss(); err != nil {
+		testenv.Missing(t, err.Error())
+	}
 	spec := prepareTestNode(t)
 	conf := parseRedisConf(spec.Conf)
 	// The crashed supervisor had run pre-start.
@@ -217,8 +223,13 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 	if err := waitNodeUp(wctx, spec, os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the orphaned redis-server still runs beside the new supervisor")
+	}
 	var st NodeStatus
-	eventually(t, 5*time.Second, "adopted node up", func() error {
+	eventually(t, 20*time.Second, "node up", func() error {
 		if err := readJSONFile(spec.path(statusFile), &st); err != nil {
 			return err
 		}
@@ -227,23 +238,15 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 		}
 		return nil
 	})
-	if st.RedisPID != orphan.Process.Pid {
-		t.Errorf("supervisor runs redis pid %d, want the adopted %d", st.RedisPID, orphan.Process.Pid)
+	if st.RedisPID == orphan.Process.Pid {
+		t.Errorf("supervisor runs the orphan %d, want a redis-server of its own", st.RedisPID)
 	}
-	if got := findRedis(conf.dir); len(got) != 1 {
-		t.Errorf("redis-server processes in the data dir: %v, want exactly the adopted one", got)
+	if got := findRedis(conf.dir); len(got) != 1 || got[0] != st.RedisPID {
+		t.Errorf("redis-server processes in the data dir: %v, want exactly the supervisor's %d", got, st.RedisPID)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the adopted redis-server still runs after its supervisor stopped")
-	}
-	if !orphan.ProcessState.Success() {
-		t.Errorf("adopted redis-server ended %v, want a clean shutdown", orphan.ProcessState)
 	}
 	if fileExists(spec.path(supervisorPIDFile)) || fileExists(spec.path(redisPIDFile)) {
 		t.Error("pid files left behind")
@@ -292,9 +295,10 @@ func startOrphan(t *testing.T, spec NodeSpec) (orphan *exec.Cmd, exited <-chan s
 	return orphan, done
 }
 
-// TestSupervisorPowerLoss cuts the power of a node per profile: everysec
-// loses the last second of writes, always nothing, none everything; a kill
-// of an everysec node keeps everything (the page cache survives it).
+// TestSupervisorPowerLoss cuts the power of a node per profile, on the
+// filesystem model: always loses nothing, everysec what it had not fsynced
+// yet, no-fsync and none everything; a kill of an everysec node keeps
+// everything (the page cache survives it).
 func TestSupervisorPowerLoss(t *testing.T) {
 	tests := []struct {
 		prof Persistence
@@ -303,12 +307,13 @@ func TestSupervisorPowerLoss(t *testing.T) {
 		{PersistEverysec, "appendonly yes\nappendfsync everysec\n"},
 		{PersistAlways, "appendonly yes\nappendfsync always\n"},
 		{PersistNone, "appendonly no\n"},
+		{PersistNoFsync, "appendonly yes\nappendfsync no\n"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.prof), func(t *testing.T) {
 			l := runTestSupervisor(t, prepareTestNodeConf(t, tt.conf))
-			if st := status(t, l, 1); st.Persistence != tt.prof || (st.AOF != nil) != (tt.prof == PersistEverysec) {
-				t.Fatalf("status %+v: want %s, an AOF sample only for everysec", st, tt.prof)
+			if st := status(t, l, 1); st.Persistence != tt.prof || st.AOF != nil {
+				t.Fatalf("status %+v: want %s, and no AOF sample (a process node's power loss is the filesystem's)", st, tt.prof)
 			}
 			checkPowerLoss(t, l, 1, tt.prof)
 			if tt.prof == PersistEverysec {
@@ -330,16 +335,20 @@ func TestSupervisorPowerLossNotRunning(t *testing.T) {
 	}
 }
 
-// TestSupervisorPowerLossCustomProfile: appendfsync no is no lab profile,
-// and the power-loss model does not guess what it would lose.
+// TestSupervisorPowerLossCustomProfile: on the filesystem model a power
+// loss needs no profile to guess from; a node with RDB snapshots only is
+// cut as any other, and its fault says which model ran.
 func TestSupervisorPowerLossCustomProfile(t *testing.T) {
-	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync no\n"))
-	if _, err := l.PowerLoss(context.Background(), 1); !errors.Is(err, ErrInvalid) {
-		t.Errorf("power loss with appendfsync no: got %v, want ErrInvalid", err)
+	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly no\nsave 60 1\n"))
+	ctx := context.Background()
+	res, err := l.PowerLoss(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st := status(t, l, 1); st.State != NodeUp {
-		t.Errorf("after a refused power loss: state %s, want up", st.State)
+	if pl := res.PowerLoss; pl == nil || pl.Model != PowerLossFilesystem {
+		t.Errorf("power loss of an RDB-only node: got %+v, want the filesystem model", pl)
 	}
+	eventually(t, 20*time.Second, "node back after the power loss", func() error { return ping(t, l, 1, 300*time.Millisecond) })
 }
 
 // aclConf is what envs/local renders for ACLs, reduced to the users the

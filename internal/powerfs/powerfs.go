@@ -65,9 +65,13 @@ const DevFuse = "/dev/fuse"
 // /dev/fuse, or the fuse module not loaded).
 var ErrNoFUSE = errors.New("powerfs: " + DevFuse + " is missing: the power-loss filesystem needs FUSE (load the fuse module, or give the container /dev/fuse)")
 
-// Available reports whether this process can mount a powerfs: /dev/fuse is
+// Available reports whether this process can mount a powerfs: it runs as
+// root (the mount is made with mount(2), no fusermount) and /dev/fuse is
 // there and can be opened.
 func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("powerfs: mounting the power-loss filesystem needs root (it calls mount(2) itself; no fusermount)")
+	}
 	f, err := os.OpenFile(DevFuse, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return ErrNoFUSE
@@ -195,10 +199,10 @@ func (f *FS) mount() error {
 	}
 	root.RootNode = root.NewNode(root, nil, "", &rst)
 	mo := fuse.MountOptions{
-		DirectMount: true, // no fusermount binary needed (root)
-		FsName:      "powerfs",
-		Name:        "powerfs",
-		AllowOther:  f.opts.AllowOther,
+		DirectMountStrict: true, // mount(2) itself: no fusermount (none is installed), no fallback to it
+		FsName:            "powerfs",
+		Name:              "powerfs",
+		AllowOther:        f.opts.AllowOther,
 	}
 	if f.opts.AllowOther {
 		mo.Options = append(mo.Options, "default_permissions")
@@ -206,11 +210,51 @@ func (f *FS) mount() error {
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()
+	// go-fuse opens /dev/fuse without close-on-exec: a server started
+	// later (redis-server, etcd) would inherit it and keep the connection
+	// alive after this process died, so that the dead mount hangs instead
+	// of failing. The fork lock keeps an exec from catching the descriptor
+	// before it is marked.
+	syscall.ForkLock.RLock()
 	srv, err := fs.Mount(f.dir, root.RootNode, &fs.Options{MountOptions: mo})
+	if err == nil {
+		err = closeFUSEOnExec()
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
+		if srv != nil {
+			srv.Unmount()
+		}
 		return fmt.Errorf("powerfs: mount %s: %w", f.dir, err)
 	}
 	f.server = srv
+	pid := []byte(fmt.Sprintf("%d\n", os.Getpid()))
+	if err := os.WriteFile(filepath.Join(f.lower, pidFile), pid, 0o600); err != nil {
+		return fmt.Errorf("powerfs: %w", err)
+	}
+	return nil
+}
+
+// closeFUSEOnExec marks every /dev/fuse descriptor of this process
+// close-on-exec.
+func closeFUSEOnExec() error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || target != DevFuse {
+			continue
+		}
+		var fd int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &fd); err != nil {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -228,7 +272,19 @@ func (f *FS) unmount(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("powerfs: unmount %s: %w (%w)", f.dir, err, ctx.Err())
+			// Never leave a mount behind: end it by force. What still had
+			// it open gets errors.
+			if mps, merr := mounts(); merr == nil {
+				for _, m := range mps {
+					if m.dir == f.dir {
+						abortConn(m.dev)
+					}
+				}
+			}
+			_ = unix.Unmount(f.dir, unix.MNT_DETACH)
+			f.server.Wait()
+			f.server = nil
+			return fmt.Errorf("powerfs: unmount %s: %w; ended by force (%w)", f.dir, err, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -308,10 +364,11 @@ func giveBack(dir, lower string) error {
 	return nil
 }
 
-// Sweep ends every powerfs mount at or under root that a dead process
-// left (or a live one forgot): a lazy unmount (MNT_DETACH, so a stale
-// mount never blocks), then the lower tree goes back into the directory.
-// It returns the mount points it ended.
+// Sweep ends every powerfs mount at or under root whose process died (the
+// one named in .NAME.powerfs/pid): its FUSE connection aborted, a lazy unmount
+// (MNT_DETACH, so a stale mount never blocks), then the lower tree goes
+// back into the directory. A live mount is left to its process. It
+// returns the mount points it ended.
 func Sweep(root string) ([]string, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -323,10 +380,19 @@ func Sweep(root string) ([]string, error) {
 	}
 	var done []string
 	var errs []error
-	for _, mp := range mps {
+	for _, m := range mps {
+		mp := m.dir
 		if mp != root && !strings.HasPrefix(mp, root+string(filepath.Separator)) {
 			continue
 		}
+		if serverAlive(mp) {
+			continue // served: not ours to end
+		}
+		// A child the dead server forked may still hold the FUSE device
+		// (inherited before its exec), which keeps the connection up with
+		// nobody answering: abort it, or the unmount and everyone who
+		// touches the directory would wait for ever.
+		abortConn(m.dev)
 		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			errs = append(errs, fmt.Errorf("powerfs: unmount %s: %w", mp, err))
 			continue
@@ -341,14 +407,54 @@ func Sweep(root string) ([]string, error) {
 	return done, errors.Join(errs...)
 }
 
-// mounts lists the mount points of powerfs filesystems.
-func mounts() ([]string, error) {
+const pidFile = "pid"
+
+// serverAlive reports whether the process that mounted mp is alive.
+func serverAlive(mp string) bool {
+	b, err := os.ReadFile(filepath.Join(lowerOf(mp), pidFile))
+	if err != nil {
+		return false
+	}
+	var pid int
+	if _, err := fmt.Sscanf(string(b), "%d", &pid); err != nil || pid <= 0 {
+		return false
+	}
+	return unix.Kill(pid, 0) == nil
+}
+
+// connections is where the kernel's fusectl filesystem lets a FUSE
+// connection be aborted; systemd mounts it, and abortConn does when it is
+// not.
+const connections = "/sys/fs/fuse/connections"
+
+// abortConn aborts the FUSE connection of the mount whose device is dev
+// ("0:40" in mountinfo: the connection is its minor number).
+func abortConn(dev string) {
+	_, minor, ok := strings.Cut(dev, ":")
+	if !ok {
+		return
+	}
+	conn := filepath.Join(connections, minor)
+	if _, err := os.Stat(conn); err != nil {
+		_ = unix.Mount("fusectl", connections, "fusectl", 0, "")
+	}
+	_ = os.WriteFile(filepath.Join(conn, "abort"), []byte("1"), 0)
+}
+
+// mount is one powerfs mount in mountinfo.
+type mount struct {
+	dir string
+	dev string // MAJ:MIN
+}
+
+// mounts lists the powerfs filesystems mounted.
+func mounts() ([]mount, error) {
 	fh, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("powerfs: %w", err)
 	}
 	defer fh.Close()
-	var out []string
+	var out []mount
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER
@@ -363,7 +469,7 @@ func mounts() ([]string, error) {
 		if sep < 5 || sep+1 >= len(fields) || fields[sep+1] != FSType {
 			continue
 		}
-		out = append(out, unescapeMount(fields[4]))
+		out = append(out, mount{dir: unescapeMount(fields[4]), dev: fields[2]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("powerfs: %w", err)

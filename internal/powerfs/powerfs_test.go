@@ -153,7 +153,7 @@ func isMounted(t *testing.T, dir string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.Contains(mps, dir)
+	return slices.ContainsFunc(mps, func(m mount) bool { return m.dir == dir })
 }
 
 func TestCutKeepsExactlyTheDurableState(t *testing.T) {
@@ -289,6 +289,14 @@ func TestSweepEndsADeadProcessMount(t *testing.T) {
 		t.Fatalf("reading the dead mount: got %v, want ENOTCONN", err)
 	}
 
+	// A live mount beside it is not swept.
+	live := filepath.Join(root, "node2", "data")
+	lf, err := Mount(live, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close(context.Background())
+
 	got, err := Sweep(root)
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +306,9 @@ func TestSweepEndsADeadProcessMount(t *testing.T) {
 	}
 	if isMounted(t, dir) {
 		t.Fatalf("%s still mounted after Sweep", dir)
+	}
+	if !isMounted(t, live) {
+		t.Fatalf("Sweep ended the live mount at %s", live)
 	}
 	if got, want := tree(t, dir), map[string]string{"x": "x"}; !mapsEqual(got, want) {
 		t.Errorf("after Sweep: got %v, want %v", got, want)

@@ -76,4 +76,3 @@ func TestRedisNoLosesWrites(t *testing.T) {
 		t.Errorf("appendfsync no: got %d keys back after the cut, want fewer than %d", got, n)
 	}
 }
-
