@@ -35,12 +35,13 @@ const etcdLeader = "leader"
 const etcdPortStep = 1200
 
 // etcdFaultKinds are the kinds a fault on etcd members may have.
-var etcdFaultKinds = []FaultKind{FaultKill, FaultRestart, FaultStop, FaultStart, FaultPause, FaultPartition, FaultLatency, FaultHeal}
+var etcdFaultKinds = []FaultKind{FaultKill, FaultPowerLoss, FaultRestart, FaultStop, FaultStart, FaultPause, FaultPartition, FaultLatency, FaultHeal}
 
 // etcdFaults is what a drill does to the lab's etcd members: the etcd
 // fault API of *lab.Lab. member is lab.TargetLeader or a number from 1.
 type etcdFaults interface {
 	EtcdKill(ctx context.Context, member int) (lab.EtcdFaultResult, error)
+	EtcdPowerLoss(ctx context.Context, member int) (lab.EtcdFaultResult, error)
 	EtcdRestart(ctx context.Context, member int, delay time.Duration) (lab.EtcdFaultResult, error)
 	EtcdStop(ctx context.Context, member int) (lab.EtcdFaultResult, error)
 	EtcdStart(ctx context.Context, member int) (lab.EtcdFaultResult, error)
@@ -234,6 +235,11 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 		switch f.Kind {
 		case FaultKill:
 			res, err = in.etcd.EtcdKill(ctx, m)
+		case FaultPowerLoss:
+			res, err = in.etcd.EtcdPowerLoss(ctx, m)
+			if res.PowerLoss != nil {
+				in.notePowerLoss(lab.FaultResult{PowerLoss: res.PowerLoss})
+			}
 		case FaultRestart:
 			res, err = in.etcd.EtcdRestart(ctx, m, f.Delay)
 		case FaultStop:

@@ -28,6 +28,9 @@ var etcdFaults = map[string]etcdFault{
 	"kill": {short: "SIGKILL etcd; it restarts after the lab's restart delay", do: func(ctx context.Context, l *lab.Lab, m int, _ *faultOptions) (lab.EtcdFaultResult, error) {
 		return l.EtcdKill(ctx, m)
 	}},
+	"power-loss": {short: "SIGKILL etcd and cut its data directory back to what it had fsynced; it restarts after the restart delay", do: func(ctx context.Context, l *lab.Lab, m int, _ *faultOptions) (lab.EtcdFaultResult, error) {
+		return l.EtcdPowerLoss(ctx, m)
+	}},
 	"restart": {short: "SIGKILL etcd and restart it after D (0: at once)", do: func(ctx context.Context, l *lab.Lab, m int, o *faultOptions) (lab.EtcdFaultResult, error) {
 		return l.EtcdRestart(ctx, m, o.delay)
 	}},

@@ -124,6 +124,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			}
 		}
 		ch, fh, ff, errno = n.LoopbackNode.Create(ctx, name, flags, mode, out)
+		s.named()
 		return errno
 	})
 	if errno != 0 {
@@ -170,6 +171,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		if e := n.LoopbackNode.Unlink(ctx, name); e != 0 {
 			return e
 		}
+		s.named()
 		if lerr == nil && st.Nlink <= 1 {
 			s.forgetFile(st.Ino)
 		}
@@ -185,6 +187,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		if e := n.LoopbackNode.Rmdir(ctx, name); e != 0 {
 			return e
 		}
+		s.named()
 		if lerr == nil {
 			s.forgetDir(st.Ino)
 		}
@@ -204,6 +207,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		if e := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); e != 0 {
 			return e
 		}
+		s.named()
 		if lerr != nil || flags&unix.RENAME_EXCHANGE != 0 {
 			return 0
 		}
@@ -218,6 +222,39 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 		return 0
 	})
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var ch *fs.Inode
+	errno := n.locked(func(s *state) syscall.Errno {
+		var e syscall.Errno
+		ch, e = n.LoopbackNode.Mkdir(ctx, name, mode, out)
+		s.named()
+		return e
+	})
+	return ch, errno
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var ch *fs.Inode
+	errno := n.locked(func(s *state) syscall.Errno {
+		var e syscall.Errno
+		ch, e = n.LoopbackNode.Link(ctx, target, name, out)
+		s.named()
+		return e
+	})
+	return ch, errno
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var ch *fs.Inode
+	errno := n.locked(func(s *state) syscall.Errno {
+		var e syscall.Errno
+		ch, e = n.LoopbackNode.Symlink(ctx, target, name, out)
+		s.named()
+		return e
+	})
+	return ch, errno
 }
 
 func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
@@ -316,7 +353,7 @@ func (h *file) Writev(ctx context.Context, data [][]byte, off int64) (uint32, sy
 
 // Fsync covers fsync and fdatasync alike: both make the size durable.
 func (h *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if e := h.locked(func(s *state) syscall.Errno { s.synced(h.ino); return 0 }); e != 0 {
+	if e := h.locked(func(s *state) syscall.Errno { return fs.ToErrno(s.synced(h.ino)) }); e != 0 {
 		return e
 	}
 	return h.lf.Fsync(ctx, flags)

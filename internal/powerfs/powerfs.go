@@ -22,6 +22,9 @@
 //     are: fsyncing a directory also makes its own entry in its parent
 //     durable, and its parent's, up to the root. Redis and etcd make a
 //     directory, fill it, and fsync only it.
+//   - Options.Journal goes all the way to a journalling filesystem: any
+//     fsync makes every name change before it durable (the lab's nodes run
+//     on ext4, and etcd needs it: see Options).
 //   - Everything present when the filesystem is mounted is durable.
 //   - Not modelled: mode, owner, times and extended attributes (kept as
 //     they are at the cut), special files (kept only as they are),
@@ -88,6 +91,14 @@ type Options struct {
 	// (redis-server running as redis under a root supervisor); the kernel
 	// then checks permissions as on any filesystem.
 	AllowOther bool
+	// Journal makes names durable as a journalling filesystem (ext4, xfs)
+	// does: any fsync, of a file or a directory, also makes every name
+	// change made before it durable (they share the journal's commit).
+	// Without it the rules are POSIX's: only a directory's fsync makes its
+	// names durable. etcd, for one, fsyncs a new WAL file and the parent of
+	// the renamed WAL directory but never the WAL directory itself, and
+	// relies on the journal for the file's name.
+	Journal bool
 }
 
 // FS is one mounted powerfs. Its methods are safe for concurrent use.
@@ -207,6 +218,7 @@ func (f *FS) mount() error {
 	if f.opts.AllowOther {
 		mo.Options = append(mo.Options, "default_permissions")
 	}
+	st.journal = f.opts.Journal
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()

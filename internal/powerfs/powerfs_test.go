@@ -156,6 +156,50 @@ func isMounted(t *testing.T, dir string) bool {
 	return slices.ContainsFunc(mps, func(m mount) bool { return m.dir == dir })
 }
 
+// runWriter mounts a powerfs over a directory with three durable files,
+// runs the writer in another process and returns the mount and the dir.
+func runWriter(t *testing.T, opts Options) (*FS, string) {
+	t.Helper()
+	requireFUSE(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{"old.txt": "durable-old", "gone-later.txt": "keepme", "r.txt": "OLD"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := Mount(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(context.Background()) })
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "POWERFS_HELPER=writer", "POWERFS_DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writer: %v: %s", err, out)
+	}
+	return f, dir
+}
+
+// With Options.Journal any fsync also makes the name changes before it
+// durable: what was renamed or created before a later fsync stays, what
+// came after the last one is undone.
+func TestCutJournalKeepsNamesBeforeTheLastFsync(t *testing.T) {
+	f, dir := runWriter(t, Options{Journal: true})
+	if _, err := f.Cut(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"a.log": "hello ", "b.final": "B", "c.final": "C", "nodirsync.txt": "N",
+		"old.txt": "durable-old", "sub/f": "F", "r.txt": "OLD", "r.new": "NEW",
+	}
+	if got := tree(t, dir); !mapsEqual(got, want) {
+		t.Errorf("after the cut: got %v, want %v", got, want)
+	}
+}
+
 func TestCutKeepsExactlyTheDurableState(t *testing.T) {
 	requireFUSE(t)
 	ctx := context.Background()

@@ -28,6 +28,39 @@ type state struct {
 	// ghost numbers removed directories: their durable entries stay, under
 	// a key no live inode can take.
 	ghost uint64
+	// journal: any fsync makes every name change before it durable
+	// (Options.Journal); renamed says one happened since the last.
+	journal, renamed bool
+}
+
+// named notes a change of names (create, link, rename, unlink, mkdir,
+// rmdir).
+func (s *state) named() { s.renamed = true }
+
+// commit is the journal commit an fsync forces: with Options.Journal
+// every directory's current entries become durable.
+func (s *state) commit() error {
+	if !s.journal || !s.renamed {
+		return nil
+	}
+	err := filepath.WalkDir(s.data, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		_, err = s.snapshotDir(p)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("powerfs: commit: %w", err)
+	}
+	s.renamed = false
+	return s.dropUnnamed()
 }
 
 type kind uint8
@@ -163,6 +196,9 @@ func (s *state) keepPath(ino uint64) string {
 // syncDir is an fsync of the directory rel (relative to the lower root):
 // its entries become durable, and so does its own entry in each ancestor.
 func (s *state) syncDir(rel string) error {
+	if err := s.commit(); err != nil {
+		return err
+	}
 	ino, err := s.snapshotDir(filepath.Join(s.data, rel))
 	if err != nil {
 		return fmt.Errorf("powerfs: fsync %s: %w", rel, err)
@@ -330,8 +366,12 @@ func preadFull(fd int, buf []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// synced is an fsync of the file ino: all of it is durable now.
-func (s *state) synced(ino uint64) { delete(s.files, ino) }
+// synced is an fsync of the file ino: all of it is durable now (and with
+// Options.Journal every name too).
+func (s *state) synced(ino uint64) error {
+	delete(s.files, ino)
+	return s.commit()
+}
 
 // restore is the power cut on the unmounted lower tree: it rebuilds the
 // durable namespace from keep/ into a new tree, plays back the undo logs,
