@@ -78,6 +78,15 @@ func TestShippedDrills(t *testing.T) {
 			if machines := len(args) > 0; res.Lab.Machines != machines {
 				t.Errorf("result.json: lab.machines %v, want %v", res.Lab.Machines, machines)
 			}
+			if strings.HasPrefix(name, "power-loss") {
+				want := lab.PowerLossFilesystem
+				if res.Lab.Machines {
+					want = lab.PowerLossAOFSampling
+				}
+				if res.PowerLossModel != want {
+					t.Errorf("result.json: power_loss_model %q, want %q", res.PowerLossModel, want)
+				}
+			}
 			checkAgainstHistory(t, filepath.Join(dir, name))
 			if name == "client-pause" {
 				checkProcessScope(t, res)

@@ -3,6 +3,8 @@ package lab
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +25,9 @@ type PowerLossResult struct {
 	// were sampled: at or before the crash minus one second.
 	KeptUntil time.Time `json:"kept_until,omitzero"`
 	// CutBytes and CutCommands are what was cut from the AOF's incr files
-	// (commands are writes; MULTI, EXEC and SELECT are not counted).
+	// (commands are writes; MULTI, EXEC and SELECT are not counted): on
+	// the filesystem model, the write commands the AOF held before the cut
+	// and not after, that is acknowledged writes lost.
 	CutBytes    int64 `json:"cut_bytes"`
 	CutCommands int64 `json:"cut_commands"`
 	// CutFiles names the files that were cut back (filesystem model:
@@ -109,9 +113,13 @@ func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	cut.res = PowerLossResult{Model: PowerLossAOFSampling, Persistence: s.conf.persistence()}
 	if s.mach == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		before := aofWrites(s.conf)
 		cut.res, cut.err = s.disk.cut(ctx)
 		cancel()
 		cut.res.Persistence = s.conf.persistence()
+		if n := before - aofWrites(s.conf); n > 0 {
+			cut.res.CutCommands = n // the acknowledged writes the cut took
+		}
 		if cut.err != nil {
 			s.log.Printf("power loss: %v", cut.err)
 		}
@@ -134,6 +142,30 @@ func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	}
 	s.faults.notes[FaultPowerLoss] = powerLossParams(cut.res)
 	s.mu.Unlock()
+}
+
+// aofWrites counts the write commands in the AOF's incr files as they are
+// now (0 without an AOF): before and after a cut, what the cut took.
+func aofWrites(c redisConf) int64 {
+	files, err := readAOFManifest(filepath.Join(c.aofDir(), c.aofManifest()))
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, name := range files.incr {
+		f, err := os.Open(filepath.Join(c.aofDir(), name))
+		if err != nil {
+			continue
+		}
+		cmds, _ := aofCommands(f)
+		f.Close()
+		for _, cmd := range cmds {
+			if cmd.write {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // powerLossParams are a power loss's parameters in faults.jsonl.
