@@ -28,6 +28,11 @@ const (
 	PowerLossAOFSampling = "aof-sampling"
 )
 
+// PowerFSEnv=off, in the environment of `lab up`, runs every node and
+// member on its plain data directory: power-loss is then refused. It exists
+// to measure what the power-loss filesystem costs.
+const PowerFSEnv = "REDLAB_POWERFS"
+
 // disk is a node's data directory as a power-loss filesystem. A process
 // whose supervisor died cannot keep it: the mount died with the supervisor
 // that served it.
@@ -40,6 +45,11 @@ type disk struct {
 // servers a dead supervisor left running on the dead mount: they are
 // killed first (their disk is gone), then the dead mount is swept.
 func mountDisk(dir string, lg *log.Logger, orphans func() []int) disk {
+	if os.Getenv(PowerFSEnv) == "off" {
+		// Only to measure what the layer costs (docs/benchmarks.md).
+		lg.Printf("power loss: %s=off: the data directory is plain, power-loss faults are refused", PowerFSEnv)
+		return disk{err: fmt.Errorf("lab: the power-loss filesystem is off (%s=off)", PowerFSEnv)}
+	}
 	if err := powerfs.Available(); err != nil {
 		lg.Printf("power loss: %v; power-loss faults are refused on this node", err)
 		return disk{err: err}
