@@ -220,6 +220,9 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 			err error
 		)
 		res, err = in.etcd.EtcdApply(ctx, m, f.Kind, f.Params)
+		if res.PowerLoss != nil {
+			in.notePowerLoss(lab.FaultResult{PowerLoss: res.PowerLoss})
+		}
 		if err != nil {
 			return err
 		}

@@ -92,6 +92,24 @@ type injector struct {
 	etcd    etcdFaults
 	etcdN   int
 	members resolvedMembers
+
+	plMu    sync.Mutex
+	plModel string // the model of the power losses that ran
+}
+
+func (in *injector) notePowerLoss(r lab.FaultResult) {
+	if r.PowerLoss == nil {
+		return
+	}
+	in.plMu.Lock()
+	in.plModel = r.PowerLoss.Model
+	in.plMu.Unlock()
+}
+
+func (in *injector) powerLossModel() string {
+	in.plMu.Lock()
+	defer in.plMu.Unlock()
+	return in.plModel
 }
 
 // run applies the faults at their offsets from start, then heals every
@@ -176,7 +194,10 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		return errors.Join(errs...)
 	}
 	return onEach(f.Nodes, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		_, err := in.nodes.Apply(ctx, id, f.Kind, f.Params)
+		r, err := in.nodes.Apply(ctx, id, f.Kind, f.Params)
+		if f.Kind == fault.PowerLoss {
+			in.notePowerLoss(r)
+		}
 		return err
 	})
 }

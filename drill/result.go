@@ -37,6 +37,9 @@ type Result struct {
 	GuardOrder []string `json:"guard_order"`
 	// Faults are the spec's faults as scheduled, in time order.
 	Faults []FaultInfo `json:"faults"`
+	// PowerLossModel is the model the drill's power losses ran on
+	// (lab.PowerLossFilesystem, lab.PowerLossAOFSampling), when it had any.
+	PowerLossModel string `json:"power_loss_model,omitempty"`
 }
 
 // FaultInfo is one scheduled fault of a drill.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,6 +105,12 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if cfg.Machines {
 		if err := CheckMachines(spec); err != nil {
 			return nil, err
+		}
+	}
+	if !cfg.Machines && slices.ContainsFunc(spec.Faults, func(f Fault) bool { return f.Kind == fault.PowerLoss }) {
+		// No silent fallback to a weaker model: refuse before the lab comes up.
+		if err := node.CheckPowerLoss(); err != nil {
+			return nil, fmt.Errorf("drill %s: power-loss needs the power-loss filesystem on every node's data directory, which this host cannot mount: %w", spec.Name, err)
 		}
 	}
 	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas, spec.Lab.Etcd); err != nil {
@@ -393,6 +402,9 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 		return nil, err
 	}
 	res, err := judge(spec, seed, hist, runs, l.Addrs())
+	if res != nil {
+		res.PowerLossModel = in.powerLossModel()
+	}
 	if err != nil {
 		return nil, err
 	}

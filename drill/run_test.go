@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/infra/lab"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +80,15 @@ func TestShippedDrills(t *testing.T) {
 			}
 			if machines := len(args) > 0; res.Lab.Machines != machines {
 				t.Errorf("result.json: lab.machines %v, want %v", res.Lab.Machines, machines)
+			}
+			if strings.HasPrefix(name, "power-loss") {
+				want := lab.PowerLossFilesystem
+				if res.Lab.Machines {
+					want = lab.PowerLossAOFSampling
+				}
+				if res.PowerLossModel != want {
+					t.Errorf("result.json: power_loss_model %q, want %q", res.PowerLossModel, want)
+				}
 			}
 			checkAgainstHistory(t, filepath.Join(dir, name))
 			if name == "client-pause" {

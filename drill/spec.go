@@ -28,7 +28,7 @@ import (
 //	drill: NAME                      # = the file name without .md
 //	title: ONE LINE
 //	lab: {nodes: 5,                  # 1-99
-//	      persistence: always,       # always | everysec | none, or one per node: [always, everysec, ...]
+//	      persistence: always,       # always | everysec | no-fsync | none, or one per node: [always, everysec, ...]
 //	      restart_delay: 5s,         # after a crash; 0s restarts at once
 //	      replicas: 0,               # 1: every node gets an asynchronous replica (the failover fault)
 //	      etcd: 0}                   # 0, 1, 3 or 5 etcd members (the etcd guards need them)
@@ -357,7 +357,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 			}
 			ps, err := node.ParsePersistence(v)
 			if err != nil {
-				p.fail(it.node, it.field, "want always, everysec or none, got %q", v)
+				p.fail(it.node, it.field, "want always, everysec, no-fsync or none, got %q", v)
 				break
 			}
 			if len(items) == 1 {

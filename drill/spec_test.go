@@ -89,7 +89,7 @@ func TestParseErrors(t *testing.T) {
 		{"phase on safety", "safety.lock_violations>0", "during.safety.lock_violations>0", 10, "safety counts are judged on the whole drill"},
 		{"expect unknown guard", "  db-atomic: [", "  none: [", 12, "expect.none: not a guard of this drill's workload"},
 		{"unknown field", "lock_ttl: 10s", "lock_tll: 10s", 6, "workload.lock_tll: unknown field"},
-		{"bad persistence", "persistence: everysec", "persistence: sometimes", 4, "lab.persistence: want always, everysec or none, got \"sometimes\""},
+		{"bad persistence", "persistence: everysec", "persistence: sometimes", 4, "lab.persistence: want always, everysec, no-fsync or none, got \"sometimes\""},
 		{"persistence count", "persistence: everysec", "persistence: [always, everysec]", 4, "one per node (5), got 2"},
 		{"power-loss without nodes", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: power-loss}", 8, "power-loss needs the nodes it acts on"},
 		{"client-pause without for", "{at: 10s, fault: power-loss, nodes: [3, 4, 5]}", "{at: 10s, fault: client-pause}", 8, "faults[0].for: client-pause needs for (like 15s)"},

@@ -198,7 +198,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs := c.Flags()
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of nodes")
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "the lab's base port: node N's proxy is base+N (the layout: infra/lab/layout.go)")
-	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "appendfsync of every node (always, everysec or none), or one per node: always,always,everysec,everysec,everysec")
+	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "persistence of every node (always, everysec, no-fsync or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")

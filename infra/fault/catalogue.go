@@ -8,7 +8,7 @@ import (
 // The kinds.
 const (
 	Kill        Kind = "kill"         // SIGKILL; ends when the node answers again
-	PowerLoss   Kind = "power-loss"   // SIGKILL, unsynced AOF cut; ends when the node answers again
+	PowerLoss   Kind = "power-loss"   // SIGKILL, what was not fsynced lost; ends when the node answers again
 	Restart     Kind = "restart"      // SIGKILL, restart after delay; ends when up
 	Stop        Kind = "stop"         // clean stop; ends at the next start
 	Start       Kind = "start"        // starts a stopped node: ends a stop
@@ -80,8 +80,8 @@ func clockOnMachine(k Kind) func(Params) string {
 var catalogue = []Def{
 	{Kind: Kill, Summary: "SIGKILL the server; it restarts after the restart delay",
 		Nodes: true, Targets: anyNode, Ends: "when the node answers again"},
-	{Kind: PowerLoss, Summary: "crash the node losing what it had not fsynced (everysec: the last second; always: nothing)",
-		Nodes: true, Targets: redisNodes, Ends: "when the node answers again"},
+	{Kind: PowerLoss, Summary: "crash the node losing what it had not fsynced (from its real fsync calls: always loses nothing)",
+		Nodes: true, Targets: anyNode, Ends: "when the node answers again"},
 	{Kind: Restart, Summary: "SIGKILL the server and restart it after delay (0: at once)",
 		Params: []Param{delay}, Nodes: true, Targets: anyNode, Ends: "when it is up again",
 		Refuse: map[Target]func(Params) string{MachineNode: func(p Params) string {

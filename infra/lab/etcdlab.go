@@ -105,6 +105,13 @@ func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error)
 	return l.etcdFault(ctx, member, fault.Kill, nil)
 }
 
+// EtcdPowerLoss crashes member like EtcdKill and cuts its data directory
+// back to what etcd had fsynced (the filesystem model) before it restarts.
+// It returns once the cut is done.
+func (l *Lab) EtcdPowerLoss(ctx context.Context, member int) (EtcdFaultResult, error) {
+	return l.etcdFault(ctx, member, fault.PowerLoss, nil)
+}
+
 // EtcdRestart crashes member like EtcdKill, but it comes back after delay
 // instead of the restart delay (0: at once).
 func (l *Lab) EtcdRestart(ctx context.Context, member int, delay time.Duration) (EtcdFaultResult, error) {

@@ -112,10 +112,17 @@ func TestLab(t *testing.T) {
 		if _, err := Up(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
+		// The data directory is the power-loss filesystem, which the dead
+		// supervisor served: the orphan lost its disk, so the new
+		// supervisor replaces it instead of adopting it.
+		faultcheck.Eventually(t, 30*time.Second, "node 3 answers after up", func() error { return faultcheck.Ping(t, l, 3, 300*time.Millisecond) })
 		after := faultcheck.Status(t, l, 3)
-		if after.SupervisorPID == before.SupervisorPID || after.RedisPID != before.RedisPID {
-			t.Errorf("after up: supervisor %d redis %d, want a new supervisor adopting redis %d",
+		if after.SupervisorPID == before.SupervisorPID || after.RedisPID == before.RedisPID || proc.Alive(before.RedisPID) {
+			t.Errorf("after up: supervisor %d redis %d, want a new supervisor and a new redis-server in place of %d",
 				after.SupervisorPID, after.RedisPID, before.RedisPID)
+		}
+		if _, err := os.ReadDir(filepath.Join(node.Dir(dir, 3), "data")); err != nil {
+			t.Errorf("node 3's data directory after up: %v", err)
 		}
 		if got := node.FindRedis(filepath.Join(node.Dir(dir, 3), "data")); len(got) != 1 {
 			t.Errorf("redis-server processes for node 3: %v, want one", got)
@@ -229,10 +236,10 @@ func checkNothingLeft(t *testing.T, dir string, base, n int) {
 // loses what its profile says.
 func TestLabProfiles(t *testing.T) {
 	redlab, tf := testenv.RequireLab(t, FindTerraform)
-	const n = 3
+	const n = 4
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	profiles, err := node.ParsePersistenceList("always,everysec,none")
+	profiles, err := node.ParsePersistenceList("always,everysec,none,no-fsync")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +261,7 @@ func TestLabProfiles(t *testing.T) {
 	t.Run("each node its profile", func(t *testing.T) {
 		wantFsync := map[Persistence][2]string{
 			PersistAlways: {"yes", "always"}, PersistEverysec: {"yes", "everysec"}, PersistNone: {"no", "always"},
+			PersistNoFsync: {"yes", "no"},
 		}
 		sts, err := l.Status(ctx)
 		if err != nil {
@@ -280,15 +288,15 @@ func TestLabProfiles(t *testing.T) {
 				t.Errorf("node %d status: persistence %s, want %s", i+1, sts[i].Persistence, p)
 			}
 		}
-		if got := l.NodePersistence(); node.FormatPersistenceList(got) != "always,everysec,none" || l.Persistence() != "mixed" {
-			t.Errorf("lab: node persistence %v, persistence %s; want always,everysec,none and mixed", got, l.Persistence())
+		if got := l.NodePersistence(); node.FormatPersistenceList(got) != "always,everysec,none,no-fsync" || l.Persistence() != "mixed" {
+			t.Errorf("lab: node persistence %v, persistence %s; want always,everysec,none,no-fsync and mixed", got, l.Persistence())
 		}
 		reopened, err := Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := reopened.Config(); node.FormatPersistenceList(got.NodePersistence) != "always,everysec,none" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
-			t.Errorf("lab.json: config %+v, want the three profiles, no restart delay, %d nodes", got, n)
+		if got := reopened.Config(); node.FormatPersistenceList(got.NodePersistence) != "always,everysec,none,no-fsync" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
+			t.Errorf("lab.json: config %+v, want the four profiles, no restart delay, %d nodes", got, n)
 		}
 	})
 
@@ -322,6 +330,7 @@ func TestLabProfiles(t *testing.T) {
 	t.Run("power-loss everysec", func(t *testing.T) { faultcheck.PowerLoss(t, l, 2, PersistEverysec) })
 	t.Run("power-loss always", func(t *testing.T) { faultcheck.PowerLoss(t, l, 1, PersistAlways) })
 	t.Run("power-loss none", func(t *testing.T) { faultcheck.PowerLoss(t, l, 3, PersistNone) })
+	t.Run("power-loss no-fsync", func(t *testing.T) { faultcheck.PowerLoss(t, l, 4, PersistNoFsync) })
 
 	t.Run("one profile for all again", func(t *testing.T) {
 		c := l.Config()

@@ -43,6 +43,12 @@ const (
 	MaxEtcdMembers = node.MaxEtcdMembers
 	// FaultsFile is the name, in the state directory, of the fault log.
 	FaultsFile = node.FaultsFile
+	// PersistNoFsync: AOF with appendfsync no (the power-loss negative control).
+	PersistNoFsync = node.PersistNoFsync
+	// PowerLossFilesystem and PowerLossAOFSampling name the power-loss
+	// models a PowerLossResult records.
+	PowerLossFilesystem  = node.PowerLossFilesystem
+	PowerLossAOFSampling = node.PowerLossAOFSampling
 )
 
 // The errors of the lab's fault methods, as their supervisors report them.

@@ -14,7 +14,12 @@ import (
 	"time"
 )
 
-// The power-loss model for appendfsync everysec: Redis writes every command
+// The power-loss model of machine nodes (PowerLossAOFSampling; process nodes
+// and etcd members run on the power-loss filesystem, powerfs.go, instead):
+// their disk is the machine's, which the supervisor does not serve. The
+// AOF parser below also counts the writes a filesystem cut took.
+//
+// For appendfsync everysec: Redis writes every command
 // to the AOF at once (into the page cache) and fsyncs about once a second, so
 // a power cut loses what reached the file in the last second. The supervisor
 // samples the sizes of the AOF's incr files often (aofSampleEvery) and, on a

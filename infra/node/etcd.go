@@ -49,6 +49,10 @@ import (
 //     leads but whose acknowledgements never arrive, commits and applies
 //     nothing and serves no linearizable read until heal (TestLabEtcd
 //     checks this). A paused member is silent both ways.
+//   - Its data directory is the power-loss filesystem (powerfs.go), which
+//     the supervisor serves: power-loss SIGKILLs etcd and cuts the disk back
+//     to what etcd fsynced (its WAL, before it acknowledges) before the
+//     restart delay.
 //   - The member is up once it answers a status request on its own client
 //     port: etcd serves clients only after it has joined its cluster, so a
 //     member without a majority stays starting.
@@ -70,6 +74,8 @@ type etcdSupervisor struct {
 	cancelWait   context.CancelFunc
 	paused       pauseTimer
 	timers       deadlines // partitions and latency given a `for`
+	disk         disk      // the data directory as the power-loss filesystem
+	pendingCut   *powerCut // a power loss waiting for its process to die
 	wake         chan struct{}
 	changed      chan struct{}
 
@@ -169,6 +175,10 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 		signalGroup(pid, syscall.SIGKILL)
 		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
+	// etcd dies with its supervisor, so there is nothing on a dead mount
+	// to kill: mountDisk only sweeps it.
+	s.disk = mountDisk(s.dataDir(), s.log, func() []int { return nil })
+	defer s.disk.close(s.log)
 	s.log.Printf("supervising: client front 127.0.0.1:%d -> %s, peer front 127.0.0.1:%d -> 127.0.0.1:%d, control 127.0.0.1:%d",
 		spec.ClientPort, s.url, spec.PeerPort, spec.EtcdPeerPort, spec.ControlPort)
 	s.loop(ctx)
@@ -331,7 +341,7 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 		return
 	}
 	s.setStateLocked(Up)
-	for _, k := range []FaultKind{fault.Kill, fault.Restart, fault.Stop} {
+	for _, k := range []FaultKind{fault.Kill, fault.Restart, fault.Stop, fault.PowerLoss} {
 		s.faults.endAtLocked(k, down, nil)
 	}
 }
@@ -340,6 +350,17 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 // delay, or the restart fault's, before the next start.
 func (s *etcdSupervisor) onExit(p *child) {
 	s.mu.Lock()
+	if cut := s.pendingCut; cut != nil && cut.proc == p {
+		// The power cut, before anything can start etcd again.
+		s.pendingCut = nil
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		cut.res, cut.err = s.disk.cut(ctx)
+		cancel()
+		s.log.Printf("power loss (filesystem model): cut %d bytes from %v; vanished %v, returned %v", cut.res.CutBytes, cut.res.CutFiles, cut.res.Vanished, cut.res.Returned)
+		close(cut.done)
+		s.mu.Lock()
+	}
 	clean := s.stopping && !p.killed
 	if !clean && s.wantUp {
 		s.st.Restarts++
@@ -464,6 +485,8 @@ type EtcdFaultResult struct {
 	Fault *Fault `json:"fault,omitempty"`
 	// Status is the member's status after the request.
 	Status EtcdMemberStatus `json:"status"`
+	// PowerLoss is set for power-loss.
+	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
 }
 
 func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultRequest) (EtcdFaultResult, error) {
@@ -477,6 +500,8 @@ func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultReques
 	switch kind {
 	case string(fault.Kill):
 		return s.kill(ctx, nil, params)
+	case string(fault.PowerLoss):
+		return s.powerLoss(ctx, params)
 	case string(fault.Restart):
 		d := time.Duration(*req.Delay) // checkFault: given
 		params["delay"] = d.String()
@@ -494,7 +519,55 @@ func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultReques
 	case string(fault.Latency):
 		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), time.Duration(req.For), params), nil
 	}
-	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind) // checkFault refused it first
+	return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind) // CheckFault refused it first
+}
+
+// dataDir is the member's data-dir, from its rendered etcd.yml (Validate
+// made sure it is absolute).
+func (s *etcdSupervisor) dataDir() string {
+	c, _ := parseEtcdConf(s.spec.Conf)
+	return c.DataDir
+}
+
+// powerLoss is a crash that also loses what etcd had not fsynced: SIGKILL,
+// the power cut on its data directory (the power-loss filesystem), then
+// the restart delay as after any crash. It returns once the cut is done.
+func (s *etcdSupervisor) powerLoss(ctx context.Context, params map[string]string) (EtcdFaultResult, error) {
+	s.mu.Lock()
+	p := s.proc
+	switch {
+	case p == nil:
+		err := fmt.Errorf("%w on etcd member %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
+		s.mu.Unlock()
+		return EtcdFaultResult{}, err
+	case s.disk.fs == nil:
+		s.mu.Unlock()
+		return EtcdFaultResult{}, fmt.Errorf("node: etcd member %d: power loss needs the power-loss filesystem: %w", s.spec.ID, s.disk.err)
+	}
+	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
+	f := s.faults.startLocked(fault.PowerLoss, params)
+	s.pendingCut = cut
+	s.mu.Unlock()
+	signalGroup(p.pid, syscall.SIGKILL)
+	select {
+	case <-cut.done:
+	case <-ctx.Done():
+		return EtcdFaultResult{}, ctx.Err()
+	}
+	if cut.err != nil {
+		return EtcdFaultResult{}, cut.err
+	}
+	s.mu.Lock()
+	if s.faults.notes == nil {
+		s.faults.notes = map[FaultKind]map[string]string{}
+	}
+	s.faults.notes[fault.PowerLoss] = powerLossParams(cut.res)
+	s.mu.Unlock()
+	for k, v := range powerLossParams(cut.res) {
+		f.Params[k] = v
+	}
+	res := cut.res
+	return EtcdFaultResult{Fault: &f, PowerLoss: &res}, nil
 }
 
 // kill SIGKILLs etcd (a crash). With delay set (the restart fault) the

@@ -273,6 +273,9 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 			}
 		}
 	}
+	if err := SweepDisks(dir); err != nil {
+		errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+	}
 	for _, f := range []string{supervisorPIDFile, redisPIDFile, replicaPIDFile} {
 		os.Remove(filepath.Join(dir, f))
 	}

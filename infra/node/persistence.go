@@ -15,17 +15,22 @@ const (
 	// PersistEverysec: AOF with appendfsync everysec (up to a second of
 	// acknowledged writes can be lost on power loss).
 	PersistEverysec Persistence = "everysec"
+	// PersistNoFsync: AOF with appendfsync no: Redis never fsyncs it, so a
+	// power loss takes what the kernel had not written back (on the
+	// power-loss filesystem: everything since the node's start). The
+	// negative control of the power-loss drills.
+	PersistNoFsync Persistence = "no-fsync"
 	// PersistNone: no AOF, no RDB; a restarted node comes back empty.
 	PersistNone Persistence = "none"
 )
 
-// ParsePersistence accepts always, everysec or none.
+// ParsePersistence accepts always, everysec, no-fsync or none.
 func ParsePersistence(s string) (Persistence, error) {
 	switch p := Persistence(s); p {
-	case PersistAlways, PersistEverysec, PersistNone:
+	case PersistAlways, PersistEverysec, PersistNoFsync, PersistNone:
 		return p, nil
 	}
-	return "", fmt.Errorf("node: persistence %q: want always, everysec or none", s)
+	return "", fmt.Errorf("node: persistence %q: want always, everysec, no-fsync or none", s)
 }
 
 // PersistMixed is what Lab.Persistence reports for a lab whose nodes
@@ -62,7 +67,7 @@ func (p Persistence) KillNote() string {
 	switch p {
 	case PersistNone:
 		return "none: kill -9 (and any restart) loses every key, as a power loss without fsync would: this profile models key loss"
-	case PersistEverysec, PersistAlways:
+	case PersistEverysec, PersistAlways, PersistNoFsync:
 		return string(p) + ": kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss; power-loss cuts what everysec had not fsynced"
 	case PersistMixed:
 		return "mixed: see each node's profile; kill -9 keeps page-cache writes, power-loss cuts what everysec had not fsynced, none loses every key"

@@ -248,6 +248,8 @@ func (c redisConf) persistence() Persistence {
 		return PersistEverysec
 	case c.appendOnly && c.appendFsync == "always":
 		return PersistAlways
+	case c.appendOnly && c.appendFsync == "no":
+		return PersistNoFsync
 	}
 	return Persistence("custom")
 }

@@ -34,7 +34,10 @@ var ErrNotRunning = errors.New("node: redis-server is not running")
 //     would when systemd restarts), and the next supervisor for the node
 //     adopts it (found by its working directory, the rendered `dir`). Only
 //     `node stop` / `lab down` end it, and they also sweep processes whose
-//     supervisor is gone, so nothing is left behind.
+//     supervisor is gone, so nothing is left behind. Where the data
+//     directory is the power-loss filesystem (powerfs.go), the supervisor
+//     serves it: its crash takes the disk with it, and the next supervisor
+//     kills the redis-server left on the dead mount instead of adopting it.
 //   - A crash (any exit not asked for) is reported to the restart guard as
 //     `post-stop unclean` and the restart goes through `pre-start`, which
 //     holds the configured delay: the systemd unit's semantics.
@@ -71,7 +74,8 @@ type supervisor struct {
 	paused      pauseTimer
 	timers      deadlines // partitions and latency given a `for`
 	rateStop    context.CancelFunc
-	aof         *aofSampler // set for appendfsync everysec: the power-loss model
+	aof         *aofSampler // a machine's power-loss model (appendfsync everysec)
+	disk        disk        // a process node's power-loss model: its data directory
 	pendingCut  *powerCut   // a power loss waiting for its process to die
 	failingOver bool        // a failover is swapping the pair's roles
 	// crashedAt is when redis-server last died unasked (zero once it
@@ -128,7 +132,7 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 		PoolSize: 2, Username: auth.Name, Password: auth.Password,
 	})
 	defer s.direct.Close()
-	if s.conf.persistence() == PersistEverysec {
+	if s.conf.persistence() == PersistEverysec && spec.Machine != nil {
 		s.aof = newAOFSampler(s.conf)
 	}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
@@ -186,6 +190,10 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 		}()
 	}
 	if s.mach == nil {
+		// Each node sweeps its own dead mount as it starts (lab up), after
+		// killing what ran on it; StopNode sweeps at lab down.
+		s.disk = mountDisk(s.conf.dir, s.log, s.diskOrphans)
+		defer s.disk.close(s.log)
 		s.adoptOrphans()
 	}
 	if s.rep != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,10 +110,16 @@ func TestSupervisorNoneLosesKeys(t *testing.T) {
 	faultcheck.Kill(t, l, 1, faultcheck.GuardDelay, false)
 }
 
-// TestSupervisorAdoptsOrphan starts redis-server the way a supervisor that
-// then crashed would have, and checks that the next supervisor adopts it
-// rather than starting a second one, and stops it on its way out.
-func TestSupervisorAdoptsOrphan(t *testing.T) {
+// TestSupervisorReplacesOrphan starts redis-server the way a supervisor
+// that then crashed would have. The data directory is the power-loss
+// filesystem, which the crashed supervisor served: the orphan's disk died
+// with it, so the next supervisor ends the orphan (a crash, which the
+// restart guard hears as such) and starts its own redis-server on a fresh
+// mount, rather than adopting a server whose writes would bypass it.
+func TestSupervisorReplacesOrphan(t *testing.T) {
+	if err := node.CheckPowerLoss(); err != nil {
+		testenv.Missing(t, err.Error())
+	}
 	spec := prepareTestNode(t)
 	dataDir := node.DataDir(spec.Conf)
 	// The crashed supervisor had run pre-start.
@@ -130,8 +137,13 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 	if err := node.WaitUp(wctx, spec, os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the orphaned redis-server still runs beside the new supervisor")
+	}
 	var st node.Status
-	faultcheck.Eventually(t, 5*time.Second, "adopted node up", func() error {
+	faultcheck.Eventually(t, 20*time.Second, "node up", func() error {
 		if err := node.ReadJSONFile(spec.Path(node.StatusFile), &st); err != nil {
 			return err
 		}
@@ -140,23 +152,15 @@ func TestSupervisorAdoptsOrphan(t *testing.T) {
 		}
 		return nil
 	})
-	if st.RedisPID != orphan.Process.Pid {
-		t.Errorf("supervisor runs redis pid %d, want the adopted %d", st.RedisPID, orphan.Process.Pid)
+	if st.RedisPID == orphan.Process.Pid {
+		t.Errorf("supervisor runs the orphan %d, want a redis-server of its own", st.RedisPID)
 	}
-	if got := node.FindRedis(dataDir); len(got) != 1 {
-		t.Errorf("redis-server processes in the data dir: %v, want exactly the adopted one", got)
+	if got := node.FindRedis(dataDir); len(got) != 1 || got[0] != st.RedisPID {
+		t.Errorf("redis-server processes in the data dir: %v, want exactly the supervisor's %d", got, st.RedisPID)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the adopted redis-server still runs after its supervisor stopped")
-	}
-	if !orphan.ProcessState.Success() {
-		t.Errorf("adopted redis-server ended %v, want a clean shutdown", orphan.ProcessState)
 	}
 	if node.FileExists(spec.Path(node.SupervisorPIDFile)) || node.FileExists(spec.Path(node.RedisPIDFile)) {
 		t.Error("pid files left behind")
@@ -205,9 +209,10 @@ func startOrphan(t *testing.T, spec node.Spec) (orphan *exec.Cmd, exited <-chan 
 	return orphan, done
 }
 
-// TestSupervisorPowerLoss cuts the power of a node per profile: everysec
-// loses the last second of writes, always nothing, none everything; a kill
-// of an everysec node keeps everything (the page cache survives it).
+// TestSupervisorPowerLoss cuts the power of a node per profile, on the
+// filesystem model: always loses nothing, everysec what it had not fsynced
+// yet, no-fsync and none everything; a kill of an everysec node keeps
+// everything (the page cache survives it).
 func TestSupervisorPowerLoss(t *testing.T) {
 	tests := []struct {
 		prof node.Persistence
@@ -216,12 +221,13 @@ func TestSupervisorPowerLoss(t *testing.T) {
 		{node.PersistEverysec, "appendonly yes\nappendfsync everysec\n"},
 		{node.PersistAlways, "appendonly yes\nappendfsync always\n"},
 		{node.PersistNone, "appendonly no\n"},
+		{node.PersistNoFsync, "appendonly yes\nappendfsync no\n"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.prof), func(t *testing.T) {
 			l := runTestSupervisor(t, prepareTestNodeConf(t, tt.conf))
-			if st := faultcheck.Status(t, l, 1); st.Persistence != tt.prof || (st.AOF != nil) != (tt.prof == node.PersistEverysec) {
-				t.Fatalf("status %+v: want %s, an AOF sample only for everysec", st, tt.prof)
+			if st := faultcheck.Status(t, l, 1); st.Persistence != tt.prof || st.AOF != nil {
+				t.Fatalf("status %+v: want %s, and no AOF sample (a process node's power loss is the filesystem's)", st, tt.prof)
 			}
 			faultcheck.PowerLoss(t, l, 1, tt.prof)
 			if tt.prof == node.PersistEverysec {
@@ -243,16 +249,20 @@ func TestSupervisorPowerLossNotRunning(t *testing.T) {
 	}
 }
 
-// TestSupervisorPowerLossCustomProfile: appendfsync no is no lab profile,
-// and the power-loss model does not guess what it would lose.
+// TestSupervisorPowerLossCustomProfile: on the filesystem model a power
+// loss needs no profile to guess from; a node with RDB snapshots only is
+// cut as any other, and its fault says which model ran.
 func TestSupervisorPowerLossCustomProfile(t *testing.T) {
-	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly yes\nappendfsync no\n"))
-	if _, err := l.PowerLoss(context.Background(), 1); !errors.Is(err, node.ErrInvalid) {
-		t.Errorf("power loss with appendfsync no: got %v, want node.ErrInvalid", err)
+	l := runTestSupervisor(t, prepareTestNodeConf(t, "appendonly no\nsave 60 1\n"))
+	ctx := context.Background()
+	res, err := l.PowerLoss(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st := faultcheck.Status(t, l, 1); st.State != node.Up {
-		t.Errorf("after a refused power loss: state %s, want up", st.State)
+	if pl := res.PowerLoss; pl == nil || pl.Model != node.PowerLossFilesystem {
+		t.Errorf("power loss of an RDB-only node: got %+v, want the filesystem model", pl)
 	}
+	faultcheck.Eventually(t, 20*time.Second, "node back after the power loss", func() error { return faultcheck.Ping(t, l, 1, 300*time.Millisecond) })
 }
 
 // aclConf is what envs/local renders for ACLs, reduced to the users the

@@ -83,7 +83,7 @@ module "node" {
   restart_margin     = var.restart_margin
   clock_drift_ratio  = 0
   maxmemory          = var.maxmemory
-  fsync              = each.value.persistence == "everysec" ? "everysec" : "always"
+  fsync              = lookup({ everysec = "everysec", "no-fsync" = "no" }, each.value.persistence, "always")
   persistence        = each.value.persistence != "none"
   acl_enabled        = true
   redlock_password   = var.redlock_password

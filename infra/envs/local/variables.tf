@@ -19,12 +19,12 @@ variable "base_port" {
 }
 
 variable "persistence" {
-  description = "Each node's persistence profile, in node order (node_count items), or one item for every node. always: AOF, appendfsync always (the Redlock practice). everysec: AOF, appendfsync everysec. none: no AOF and no RDB, so a restarted node has lost every key (the restart guard then waits after every stop)."
+  description = "Each node's persistence profile, in node order (node_count items), or one item for every node. always: AOF, appendfsync always (the Redlock practice). everysec: AOF, appendfsync everysec. no-fsync: AOF, appendfsync no (the kernel writes it back when it likes: the power-loss negative control). none: no AOF and no RDB, so a restarted node has lost every key (the restart guard then waits after every stop)."
   type        = list(string)
   default     = ["always"]
   validation {
-    condition     = length(var.persistence) >= 1 && alltrue([for p in var.persistence : contains(["always", "everysec", "none"], p)])
-    error_message = "persistence must list at least one profile, each one of always, everysec, none."
+    condition     = length(var.persistence) >= 1 && alltrue([for p in var.persistence : contains(["always", "everysec", "no-fsync", "none"], p)])
+    error_message = "persistence must list at least one profile, each one of always, everysec, no-fsync, none."
   }
   # That the list has one item or node_count items is a precondition of
   # terraform_data.node: a validation block may refer to another variable

@@ -81,6 +81,18 @@ run "everysec" {
   }
 }
 
+run "no_fsync" {
+  command = plan
+  variables {
+    node_count  = 1
+    persistence = ["no-fsync"]
+  }
+  assert {
+    condition     = strcontains(module.node["1"].redis_conf, "appendonly yes\n") && strcontains(module.node["1"].redis_conf, "appendfsync no\n")
+    error_message = "no-fsync renders AOF with appendfsync no"
+  }
+}
+
 run "none" {
   command = plan
   variables {
