@@ -283,6 +283,7 @@ func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 				Mode: maintnotifications.ModeDisabled,
 			},
 		}
+		WithTLS(nil)(o)
 		for _, opt := range opts {
 			opt(o)
 		}
