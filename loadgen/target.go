@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -99,6 +100,9 @@ type InventoryConfig struct {
 	PoolSize int
 	// Username and Password authenticate to the lock nodes (Redis ACL).
 	Username, Password string
+	// TLS, when set, is the lock nodes' TLS client configuration
+	// (inventory.ReplicaConfig.TLS); nil: plain TCP.
+	TLS *tls.Config
 	// Recorder receives every acquire attempt's per-node results.
 	Recorder *Recorder
 	// Registerer, when set, gets every replica's service and lock client
@@ -154,7 +158,7 @@ func NewInventoryTarget(ctx context.Context, cfg InventoryConfig) (*InventoryTar
 	for i := 0; i < cfg.Replicas; i++ {
 		r, err := inventory.OpenReplica(ctx, inventory.ReplicaConfig{
 			StoreDSN: cfg.StoreDSN, Guard: cfg.Guard, Nodes: cfg.Nodes, Etcd: cfg.Etcd,
-			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password,
+			NodeTimeout: cfg.NodeTimeout, PoolSize: cfg.PoolSize, Username: cfg.Username, Password: cfg.Password, TLS: cfg.TLS,
 			LockTTL: cfg.LockTTL, AcquireTimeout: cfg.AcquireTimeout, Holder: fmt.Sprintf("replica-%d", i),
 			Observer: observer, Registerer: cfg.Registerer, MaxConcurrentAttempts: cfg.LockConcurrency, NoOverloadControl: cfg.NoOverloadControl,
 			OnHold: t.observeHold, PauseHook: cfg.criticalSection(),

@@ -59,6 +59,11 @@ func (e *ConnError) Error() string {
 // both.
 func (e *ConnError) Unwrap() []error { return []error{e.Err} }
 
+// goRedisDialTimeout is go-redis's default DialTimeout, for clients built
+// without one (the redsync guard's): the options go-redis fills in are its
+// own copy's, not the ones this package's dialer reads.
+const goRedisDialTimeout = 5 * time.Second
+
 // keepAlive is go-redis's own default TCP keep-alive, kept for the clients
 // whose dialer this package replaces.
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}
@@ -71,13 +76,13 @@ var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interv
 func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	var plain plainProbe
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := net.Dialer{Timeout: o.DialTimeout, KeepAliveConfig: keepAlive}
-		hctx := ctx
-		if o.DialTimeout > 0 {
-			var cancel context.CancelFunc
-			hctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
-			defer cancel()
+		timeout := o.DialTimeout
+		if timeout <= 0 {
+			timeout = goRedisDialTimeout
 		}
+		d := net.Dialer{Timeout: timeout, KeepAliveConfig: keepAlive}
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		conn, err := d.DialContext(hctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -94,7 +99,7 @@ func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (n
 		if err := tc.HandshakeContext(hctx); err != nil {
 			conn.Close()
 			reason := handshakeReason(err, cfg.ServerName)
-			if timedOut(err) && ctx.Err() != context.Canceled && plain.speaksPlain(ctx, &d, network, addr, o.DialTimeout) {
+			if timedOut(err) && ctx.Err() != context.Canceled && plain.speaksPlain(ctx, &d, network, addr, timeout) {
 				reason = "the node answers plain-text PING on this port: it does not speak TLS (address it as host:port, or use the node's tls-port)"
 			}
 			return nil, &ConnError{Addr: addr, TLS: true, Reason: "TLS handshake failed: " + reason, Err: err}
@@ -135,9 +140,6 @@ func (p *plainProbe) speaksPlain(ctx context.Context, d *net.Dialer, network, ad
 		return p.plain
 	}
 	p.done = true
-	if timeout <= 0 {
-		timeout = DefaultNodeTimeout
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	conn, err := d.DialContext(ctx, network, addr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 // doctorOptions are the flags of `redlab doctor`.
 type doctorOptions struct {
 	nodes   nodesFlag
+	tls     tlsFlags
 	ttl     time.Duration
 	timeout time.Duration
 	login   login
@@ -43,9 +45,13 @@ Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
   REDLAB_PASSWORD=... redlab doctor --username monitor --json
   eval "$(redlab lab up | tail -1)"; redlab doctor   # the lab's nodes, as its monitor user`,
 		RunE: func(c *cobra.Command, _ []string) error {
-			addrs, err := o.nodes.orEnv()
+			nodes, err := o.nodes.orEnv()
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
+			}
+			tlsCfg, err := o.tls.config(nodes)
+			if err != nil {
+				return err
 			}
 			user, password, err := o.login.resolve()
 			if err != nil {
@@ -57,11 +63,12 @@ Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 			case o.timeout <= 0:
 				return usageErrorf("--timeout must be positive, got %v", o.timeout)
 			}
-			return o.run(c, e, addrs, user, password)
+			return o.run(c, e, nodes.Addrs, tlsCfg, user, password)
 		},
 	}
 	fs := c.Flags()
-	fs.Var(&o.nodes, "nodes", "Redis nodes to audit (default $"+envNodes+")")
+	fs.Var(&o.nodes, "nodes", "Redis nodes to audit (default $"+envNodes+")"+nodesUsage)
+	o.tls.register(fs)
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lock TTL in use, to judge the client timeouts against")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "per-node dial/read/write timeout of the lock client")
 	o.login.register(fs, lab.UserMonitor)
@@ -69,8 +76,8 @@ Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 	return c
 }
 
-func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, user, password string) error {
-	nopts := []redlock.NodeOption{redlock.WithNodeTimeout(o.timeout)}
+func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, tlsCfg *tls.Config, user, password string) error {
+	nopts := []redlock.NodeOption{redlock.WithNodeTimeout(o.timeout), redlock.WithTLS(tlsCfg)}
 	if user != "" || password != "" {
 		nopts = append(nopts, redlock.WithAuth(user, password))
 	}
