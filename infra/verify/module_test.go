@@ -52,6 +52,8 @@ func TestRuleRemovalFailsModuleTests(t *testing.T) {
 			"redis_conf", "must turn the append-only file on"},
 		{"fsync paused during rewrites", "templates/redis.conf.tftpl", "no-appendfsync-on-rewrite no", "no-appendfsync-on-rewrite yes",
 			"redis_conf", "keep fsyncing during AOF rewrites"},
+		{"TLS node left in plain text", "templates/redis.conf.tftpl", "port 0\ntls-port ${port}\n", "port ${port}\n",
+			"redis_conf", "With tls, plain TCP must be off"},
 		{"eviction allowed", "templates/redis.conf.tftpl", "maxmemory-policy noeviction", "maxmemory-policy allkeys-lru",
 			"redis_conf", "must never evict keys"},
 		{"replica of another node", "templates/redis.conf.tftpl", "protected-mode yes\n", "protected-mode yes\nreplicaof 10.0.0.9 6379\n",

@@ -60,6 +60,11 @@ output "cloud_init" {
   sensitive   = true
 
   precondition {
+    condition     = var.tls_fetch_script == null || var.tls != null
+    error_message = "tls_fetch_script fetches the files of tls: set tls too."
+  }
+
+  precondition {
     condition     = !var.acl_enabled || (var.redlock_password != null && var.monitor_password != null)
     error_message = "acl_enabled needs redlock_password and monitor_password."
   }
