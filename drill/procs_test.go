@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"errors"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,7 +78,7 @@ func healthz(p *serveProc) bool {
 // clock.
 func TestProcessPauseStopsTheProcess(t *testing.T) {
 	cluster := redistest.Start(t, 3, redistest.Options{})
-	s, hist := startTestProcs(t, serveConfig{Guard: inventory.GuardRedlock, Replicas: 2, Nodes: cluster.Addrs(), LockTTL: 10 * time.Second})
+	s, hist := startTestProcs(t, serveConfig{Guard: inventory.GuardRedlock, Replicas: 2, Nodes: nodeaddr.List{Addrs: cluster.Addrs()}, LockTTL: 10 * time.Second})
 	paused, other := s.procs[0], s.procs[1]
 	ctx := context.Background()
 	if err := s.Arm(ctx, 30*time.Second, 1); err != nil {
