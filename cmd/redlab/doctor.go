@@ -31,7 +31,9 @@ func newDoctorCmd(e *env) *cobra.Command {
 		Short: "audit Redis nodes against the Redlock practices",
 		Long: `Audits every node against the practices Redlock's safety rests on:
 persistence (appendonly, appendfsync), eviction, role and replicas, distinct
-run_ids, clock offset, and client timeouts against the lock TTL.
+run_ids, clock offset, and client timeouts against the lock TTL; with
+rediss:// nodes, each node's TLS version and certificate expiry (a warning
+under 30 days), and for a node whose handshake fails, why.
 
 Prints one finding per line and a summary: how many nodes were audited and
 how many did not answer, then the findings by severity (ok: the check
@@ -42,6 +44,7 @@ With --json the same report goes to stdout as JSON: "nodes", "findings"
 Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 		Example: `  redlab doctor                                  # the nodes of $REDLAB_NODES
   redlab doctor --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --ttl 30s
+  redlab doctor --nodes rediss://10.0.0.1:6379,rediss://10.0.0.2:6379,rediss://10.0.0.3:6379 --tls-ca ca.crt
   REDLAB_PASSWORD=... redlab doctor --username monitor --json
   eval "$(redlab lab up | tail -1)"; redlab doctor   # the lab's nodes, as its monitor user`,
 		RunE: func(c *cobra.Command, _ []string) error {
