@@ -24,6 +24,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/dashboards"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/inventory"
@@ -117,7 +118,7 @@ func projectFamilies(t *testing.T) []family {
 	}
 	out = append(out, gatherFamilies(t, lm.Registry())...)
 
-	for _, n := range lab.NodeMetricNames() {
+	for _, n := range node.MetricNames() {
 		typ := dto.MetricType_GAUGE
 		if strings.HasSuffix(n, "_total") {
 			typ = dto.MetricType_COUNTER

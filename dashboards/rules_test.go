@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
@@ -189,5 +190,71 @@ func TestEveryAlertIsTestedBothWays(t *testing.T) {
 		if !fires[name] || !quiet[name] {
 			t.Errorf("%s: tested firing %v, not firing %v; want both", name, fires[name], quiet[name])
 		}
+	}
+}
+
+func TestCapAlertFor(t *testing.T) {
+	rules := "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 2m\n  - alert: B\n    expr: up == 0\n    for: 1s\n  - alert: C\n    expr: up == 0\n  - record: r\n    expr: up\n"
+	for _, tc := range []struct {
+		max  time.Duration
+		want []string
+	}{
+		{0, []string{"for: 2m", "for: 1s"}},
+		{3 * time.Second, []string{"for: 3s", "for: 1s"}},
+		{time.Hour, []string{"for: 2m", "for: 1s"}},
+	} {
+		got, err := capAlertFor([]byte(rules), tc.max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(got), "    "+w+"\n") {
+				t.Errorf("cap %v: got\n%s\nwant it to hold %q", tc.max, got, w)
+			}
+		}
+		if strings.Count(string(got), "for:") != 2 {
+			t.Errorf("cap %v: got\n%s\nwant two for: lines, no more", tc.max, got)
+		}
+	}
+	if _, err := capAlertFor([]byte("groups:\n- rules:\n  - alert: A\n    for: soon\n"), time.Second); err == nil {
+		t.Error("for: soon: got no error")
+	}
+}
+
+// TestRuleFilesCapped: the capped files are the files, but for the for:
+// of the alerts that waited longer than the cap.
+func TestRuleFilesCapped(t *testing.T) {
+	files, err := RuleFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped, err := RuleFilesCapped(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(capped) != len(files) {
+		t.Fatalf("got %d files, want %d", len(capped), len(files))
+	}
+	changed := 0
+	for i, f := range files {
+		was, is := strings.Split(string(f.Data), "\n"), strings.Split(string(capped[i].Data), "\n")
+		if capped[i].Name != f.Name || len(is) != len(was) {
+			t.Fatalf("%s: got %s with %d lines, want %d lines", f.Name, capped[i].Name, len(is), len(was))
+		}
+		for j := range was {
+			if was[j] == is[j] {
+				continue
+			}
+			changed++
+			if want := strings.TrimSuffix(was[j], strings.TrimPrefix(strings.TrimSpace(was[j]), "for: ")) + "1s"; is[j] != want || !strings.HasPrefix(strings.TrimSpace(was[j]), "for: ") {
+				t.Errorf("%s line %d: %q became %q, want only a for: capped to 1s", f.Name, j+1, was[j], is[j])
+			}
+		}
+	}
+	if changed == 0 {
+		t.Error("no for: capped at 1s: the alerts all wait longer than that")
+	}
+	if same, err := RuleFilesCapped(0); err != nil || !slices.EqualFunc(same, files, func(a, b RuleFile) bool { return string(a.Data) == string(b.Data) }) {
+		t.Errorf("cap 0: got changes (%v), want the files as they are", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/loadgen"
@@ -93,7 +93,7 @@ func TestShippedDrills(t *testing.T) {
 		run(t, name)
 	}
 	t.Run("machines", func(t *testing.T) {
-		if err := lab.CheckMachineHost(); err != nil {
+		if err := node.CheckMachineHost(); err != nil {
 			testenv.Missing(t, err.Error())
 		}
 		for _, name := range ciMachineDrills {

@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -360,7 +361,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 			if !ok {
 				break
 			}
-			ps, err := lab.ParsePersistence(v)
+			ps, err := node.ParsePersistence(v)
 			if err != nil {
 				p.fail(it.node, it.field, "want always, everysec or none, got %q", v)
 				break

@@ -13,7 +13,9 @@ import (
 //go:embed report.html.tmpl
 var reportTmplText string
 
-var reportTmpl = template.Must(template.New("report").Parse(reportTmplText))
+var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
+	"pct": func(share float64) float64 { return share * 100 },
+}).Parse(reportTmplText))
 
 // htmlData is what report.html.tmpl renders: the tables server-side, the
 // charts in the page's own script from the JSON payload. The page fetches

@@ -126,7 +126,7 @@ func TestSweepReportRendersInChromium(t *testing.T) {
 			t.Errorf("chart %s: rendered=%q with %d points, want 3 steps drawn", name, c.rendered, c.points)
 		}
 	}
-	for _, want := range []string{"knee 400/s", "SLO requests&lt;=100", "step-01-200/report.html", "missed"} {
+	for _, want := range []string{"knee 400/s", "SLO requests&lt;=100", "step-01-200/report.html", "missed", "reserved (/s)", "</i>reserved</span>", `class="verdict bad"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("sweep DOM lacks %q", want)
 		}

@@ -55,6 +55,23 @@ type Summary struct {
 // Outcome is the number of operations that ended with o.
 func (s Summary) Outcome(o Outcome) int64 { return s.Outcomes[o.String()] }
 
+// ReservedPerS is goodput: reservations made per second of the run.
+func (s Summary) ReservedPerS() float64 {
+	if s.DurationS <= 0 {
+		return 0
+	}
+	return math.Round(float64(s.Outcome(Reserved))/s.DurationS*100) / 100
+}
+
+// ReservedShare is the share of the run's operations that reserved (0 when
+// there were none).
+func (s Summary) ReservedShare() float64 {
+	if s.Requests <= 0 {
+		return 0
+	}
+	return float64(s.Outcome(Reserved)) / float64(s.Requests)
+}
+
 // Percentiles of a latency histogram, in milliseconds.
 type Percentiles struct {
 	Count int64   `json:"count"`

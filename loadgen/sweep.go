@@ -45,16 +45,23 @@ type Sweep struct {
 
 // SweepStep is one rate of a sweep.
 type SweepStep struct {
-	Rate         float64 `json:"rate"`
-	Dir          string  `json:"dir"` // relative to the sweep directory
-	Pass         bool    `json:"pass"`
-	Why          string  `json:"why,omitempty"`
-	Achieved     float64 `json:"achieved_per_s"`
-	AcquireP99Ms float64 `json:"acquire_p99_ms"`
-	E2EP99Ms     float64 `json:"e2e_p99_ms"`
-	Late         int64   `json:"late"`
-	Errors       int64   `json:"errors"`
-	DoubleGrants int64   `json:"double_grants"`
+	Rate     float64 `json:"rate"`
+	Dir      string  `json:"dir"` // relative to the sweep directory
+	Pass     bool    `json:"pass"`
+	Why      string  `json:"why,omitempty"`
+	Achieved float64 `json:"achieved_per_s"`
+	// Reserved is goodput: reservations made per second. Achieved counts
+	// every operation that ended, refused and failed ones too, so past the
+	// knee it keeps climbing while Reserved falls: the collapse a capacity
+	// planner looks for.
+	Reserved float64 `json:"reserved_per_s"`
+	// ReservedShare is the share of the step's operations that reserved.
+	ReservedShare float64 `json:"reserved_share"`
+	AcquireP99Ms  float64 `json:"acquire_p99_ms"`
+	E2EP99Ms      float64 `json:"e2e_p99_ms"`
+	Late          int64   `json:"late"`
+	Errors        int64   `json:"errors"`
+	DoubleGrants  int64   `json:"double_grants"`
 
 	summary Summary
 }
@@ -149,6 +156,7 @@ func judgeStep(r *Report, rate float64, rel string, slo []Threshold, maxLate flo
 	s := r.Summary
 	st := SweepStep{
 		Rate: rate, Dir: rel, Achieved: s.ThroughputPerS,
+		Reserved: s.ReservedPerS(), ReservedShare: s.ReservedShare(),
 		AcquireP99Ms: s.AcquireLatencyMs.P99, E2EP99Ms: s.E2ELatencyMs.P99,
 		Late: s.Outcomes[Late.String()], Errors: s.Outcomes[Error.String()],
 		DoubleGrants: s.Safety.DoubleGrants, summary: s,
@@ -241,13 +249,13 @@ func (sw *Sweep) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sweep: SLO %s (and at most %.1f%% of operations late)\n", strings.Join(sw.SLO, " && "), sw.MaxLateRatio*100)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate/s\tachieved/s\tacquire p99 ms\te2e p99 ms\tlate\terrors\tdouble grants\tverdict\t")
+	fmt.Fprintln(tw, "rate/s\tachieved/s\treserved/s\treserved\tacquire p99 ms\te2e p99 ms\tlate\terrors\tdouble grants\tverdict\t")
 	for _, s := range sw.Steps {
 		verdict := "met"
 		if !s.Pass {
 			verdict = "missed"
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\t%d\t%d\t%d\t%s\t\n", strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Achieved, s.AcquireP99Ms, s.E2EP99Ms, s.Late, s.Errors, s.DoubleGrants, verdict)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f%%\t%.3f\t%.3f\t%d\t%d\t%d\t%s\t\n", strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Achieved, s.Reserved, s.ReservedShare*100, s.AcquireP99Ms, s.E2EP99Ms, s.Late, s.Errors, s.DoubleGrants, verdict)
 	}
 	tw.Flush()
 	for _, s := range sw.Steps {
@@ -280,6 +288,8 @@ type sweepView struct {
 type sweepStepView struct {
 	Rate       float64  `json:"rate"`
 	Achieved   float64  `json:"achieved"`
+	Reserved   float64  `json:"reserved"`
+	Share      float64  `json:"reserved_share"`
 	AcquireP99 optFloat `json:"acquire_p99_ms"`
 	E2EP99     optFloat `json:"e2e_p99_ms"`
 	Pass       bool     `json:"pass"`
@@ -299,7 +309,7 @@ func (sw *Sweep) htmlData() *htmlData {
 		}
 	}
 	for _, s := range sw.Steps {
-		sv := sweepStepView{Rate: s.Rate, Achieved: s.Achieved, Pass: s.Pass, Why: s.Why, Dir: s.Dir, Summary: s.summary,
+		sv := sweepStepView{Rate: s.Rate, Achieved: s.Achieved, Reserved: s.Reserved, Share: s.ReservedShare, Pass: s.Pass, Why: s.Why, Dir: s.Dir, Summary: s.summary,
 			AcquireP99: optFloat(math.NaN()), E2EP99: optFloat(math.NaN())}
 		if s.summary.AcquireLatencyMs.Count > 0 {
 			sv.AcquireP99 = optFloat(s.AcquireP99Ms)

@@ -27,13 +27,13 @@ type Lock struct {
 
 	// late marks nodes whose SET was still in flight when the lock was
 	// granted. Release waits for a late node's own SET to return
-	// (set.answered[i]) before it deletes there, so it cannot overtake it;
+	// (set.answered[i] open) before it deletes there, so it cannot overtake it;
 	// the other nodes, late or not, do not wait for it.
 	late []bool
 
 	// set is the acquire round: its answers say which nodes the SET may
 	// have written to (a late node's answer only once set.answered[i] is
-	// closed).
+	// open).
 	// extended adds, per node, what Extend learnt (extMayHold, extUnsure).
 	set      *round
 	extended []atomic.Uint32
@@ -51,7 +51,7 @@ const (
 
 // holds reports whether node i may hold the lock's key, and whether that is
 // unknown rather than known (see written). For a late node it must be called
-// only once set.answered[i] is closed.
+// only once set.answered[i] is open.
 func (l *Lock) holds(i int) (mayHold, unsure bool) {
 	mayHold, unsure = written(l.set.answers[i])
 	x := l.extended[i].Load()
@@ -99,15 +99,6 @@ func newToken() (string, error) {
 		return "", fmt.Errorf("redlock: token: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 func checkArgs(key string, ttl time.Duration) error {
@@ -395,12 +386,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := releaseScript.Run
-		if l.late != nil && l.late[i] && !closed(l.set.answered[i]) {
+		if l.late != nil && l.late[i] && !l.set.answered[i].isOpen() {
 			// Wait for the late SET (bounded by its own timeout), then
 			// delete with a fresh budget, in one round trip (EVAL): a
 			// node this slow may miss the script and a NOSCRIPT retry
 			// would cost a second timeout.
-			<-l.set.answered[i]
+			l.set.answered[i].wait()
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(base, c.timeout)
 			defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,21 +16,24 @@ import (
 // later run their after hook (which learns whether the round was won) and
 // end. Every goroutine of a round is counted in the Client's WaitGroup.
 type round struct {
-	c       *Client
-	start   time.Time
-	ctx     context.Context // for the node requests: not cancelled by the caller, bounded by the timeout
-	cancel  context.CancelFunc
-	replies chan reply
-	decided chan struct{}
-	won     bool // written before decided is closed
+	c      *Client
+	start  time.Time
+	ctx    context.Context // for the node requests: not cancelled by the caller, bounded by the timeout
+	cancel context.CancelFunc
+	op     nodeOp
+	after  afterOp
+	// replies carries the index of each node as it answers; its answer is
+	// answers[i], written before the send.
+	replies chan int
+	decided latch // opened by decide; won is written before
+	won     bool
 	pending atomic.Int32
-	done    chan struct{} // closed when every node goroutine has ended
 
 	// answers[i] is node i's own answer, written by its goroutine before
-	// it sends its reply and closes answered[i]: read it after receiving
-	// that reply, after answered[i] is closed, or after done.
+	// it sends its index on replies and opens answered[i]: read it after
+	// receiving that index, or after answered[i] is open.
 	answers  []answer
-	answered []chan struct{}
+	answered []latch
 }
 
 // answer is what one node's request came to.
@@ -37,12 +41,32 @@ type answer struct {
 	outcome  Outcome // Granted or Taken; Failed or TimedOut when err is set
 	restored bool    // extend: the key was missing and our token was set again
 	err      error
+	at       time.Duration // since the round's start; set by the round, not the op
 }
 
-type reply struct {
-	node int
-	answer
-	at time.Duration
+// latch is a one-shot gate: armed (closed) when a round starts, opened once
+// by the node's goroutine. It is a mutex held across goroutines rather than
+// a channel per node, so a round costs one allocation for all its latches
+// instead of one per node (a sync.Mutex may be unlocked by another
+// goroutine than the one that locked it).
+type latch struct{ mu sync.Mutex }
+
+func (l *latch) arm()  { l.mu.Lock() }
+func (l *latch) open() { l.mu.Unlock() }
+
+// wait blocks until the latch is open.
+func (l *latch) wait() {
+	l.mu.Lock()
+	l.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+}
+
+// isOpen reports whether the latch has opened, without blocking.
+func (l *latch) isOpen() bool {
+	if !l.mu.TryLock() {
+		return false
+	}
+	l.mu.Unlock()
+	return true
 }
 
 // nodeOp runs the round's request on one node. It answers Granted or Taken,
@@ -64,41 +88,42 @@ func (c *Client) fanout(detached context.Context, timeout time.Duration, op node
 	}
 	r := &round{
 		c:        c,
-		replies:  make(chan reply, n),
-		decided:  make(chan struct{}),
-		done:     make(chan struct{}),
+		op:       op,
+		after:    after,
+		replies:  make(chan int, n),
 		answers:  make([]answer, n),
-		answered: make([]chan struct{}, n),
+		answered: make([]latch, n),
 	}
+	r.decided.arm()
 	for i := range r.answered {
-		r.answered[i] = make(chan struct{})
+		r.answered[i].arm()
 	}
 	r.pending.Store(int32(n))
 	r.start = time.Now()
 	r.ctx, r.cancel = context.WithTimeout(detached, timeout)
-	for i, node := range c.nodes {
-		go r.run(i, node, op, after)
+	for i := range c.nodes {
+		go r.run(i)
 	}
 	return r, nil
 }
 
-func (r *round) run(i int, node *redis.Client, op nodeOp, after afterOp) {
+func (r *round) run(i int) {
 	defer r.c.wg.Done()
-	a := op(r.ctx, node, i)
+	a := r.op(r.ctx, r.c.nodes[i], i)
+	a.at = time.Since(r.start)
 	r.c.heardFrom(i, a.err)
 	if a.err != nil {
 		a.outcome = classify(a.err)
 	}
 	r.answers[i] = a
-	close(r.answered[i])
-	r.replies <- reply{node: i, answer: a, at: time.Since(r.start)}
-	if after != nil {
-		<-r.decided
-		after(i, a, r.won)
+	r.answered[i].open()
+	r.replies <- i
+	if r.after != nil {
+		r.decided.wait()
+		r.after(i, a, r.won)
 	}
 	if r.pending.Add(-1) == 0 {
 		r.cancel()
-		close(r.done)
 	}
 }
 
@@ -154,12 +179,13 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 		t.nodes[i] = NodeResult{Node: i, Addr: r.c.addrs[i]}
 	}
 	answered := 0
-	record := func(rep reply) {
+	record := func(i int) {
 		answered++
-		t.nodes[rep.node].Outcome = rep.outcome
-		t.nodes[rep.node].Latency = rep.at
-		t.nodes[rep.node].Err = rep.err
-		t.nodes[rep.node].Restored = rep.restored
+		rep := r.answers[i]
+		t.nodes[i].Outcome = rep.outcome
+		t.nodes[i].Latency = rep.at
+		t.nodes[i].Err = rep.err
+		t.nodes[i].Restored = rep.restored
 		switch rep.outcome {
 		case Granted:
 			t.yes++
@@ -175,8 +201,8 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 	drain := func() {
 		for answered < n {
 			select {
-			case rep := <-r.replies:
-				record(rep)
+			case i := <-r.replies:
+				record(i)
 			default:
 				return
 			}
@@ -200,8 +226,8 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 			break
 		}
 		select {
-		case rep := <-r.replies:
-			record(rep)
+		case i := <-r.replies:
+			record(i)
 		case <-r.ctx.Done():
 			giveUp(TimedOut)
 			return t
@@ -218,7 +244,7 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 // decide publishes the decision to the node goroutines still running.
 func (r *round) decide(won bool) {
 	r.won = won
-	close(r.decided)
+	r.decided.open()
 }
 
 // event builds the Event of a decided round.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -74,7 +74,7 @@ Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 	o.tls.register(fs)
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lock TTL in use, to judge the client timeouts against")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "per-node dial/read/write timeout of the lock client")
-	o.login.register(fs, lab.UserMonitor)
+	o.login.register(fs, node.UserMonitor)
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON, for scripts")
 	return c
 }

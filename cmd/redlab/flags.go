@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/loadgen"
 	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 )
@@ -160,10 +161,10 @@ const stateDirUsage = "the lab's state directory (default $" + envStateDir + ", 
 // always,always,everysec,everysec,everysec.
 type persistenceListFlag []lab.Persistence
 
-func (f *persistenceListFlag) String() string { return lab.FormatPersistenceList(*f) }
+func (f *persistenceListFlag) String() string { return node.FormatPersistenceList(*f) }
 func (f *persistenceListFlag) Type() string   { return "PROFILE[,PROFILE...]" }
 func (f *persistenceListFlag) Set(s string) error {
-	ps, err := lab.ParsePersistenceList(s)
+	ps, err := node.ParsePersistenceList(s)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 )
 
 func newLabCmd(e *env) *cobra.Command {
@@ -179,7 +180,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				replicas += ", TLS only (CA " + l.TLSFiles().CA + ")"
 			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
-				time.Since(start).Round(time.Millisecond), len(l.Nodes()), lab.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
+				time.Since(start).Round(time.Millisecond), len(l.Nodes()), node.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
 				if n.ReplicaAddr != "" {
 					fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s, replica %s via %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control, n.ReplicaAddr, n.ReplicaLink)

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -79,7 +80,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.DurationVar(&f.acquireTimeout, "acquire-timeout", inventory.DefaultAcquireTimeout, "how long a reservation waits for its lock before it counts as contended")
 	fs.DurationVar(&f.nodeTimeout, "node-timeout", 0, "per-node dial/read/write timeout of the lock clients (default: the redlock default, 50ms; for redsync, go-redis's own defaults)")
 	fs.Var(&f.hold, "hold", "time each reservation spends inside its critical section, after the read: D or uniform:MIN:MAX (default 0); a hold is what lets a second grant overlap a first")
-	f.login.register(fs, lab.UserRedlock)
+	f.login.register(fs, node.UserRedlock)
 	fs.IntVar(&f.lockConc, "lock-concurrency", 0, "fixed bound on the concurrent acquire attempts of each replica's Redlock client, instead of its adaptive limit; excess attempts wait for a slot before their node timeout starts (default: the adaptive limit)")
 	fs.BoolVar(&f.overloadCtl, "overload-control", true, "the Redlock clients' overload control: an adaptive limit on acquire attempts in flight (the excess waits in line, and fails as overloaded only when no place comes before its deadline) and a retry budget; =false to measure without")
 	fs.DurationVar(&f.lateTolerance, "late-tolerance", loadgen.DefaultLateTolerance, "how late after its intended start an operation may be sent before it counts as late")

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 )
 
 // login is how a command logs in to the lock nodes, in this order:
@@ -20,7 +21,7 @@ import (
 //   - no login (nodes without ACLs).
 type login struct {
 	username string
-	role     string // lab.UserRedlock or lab.UserMonitor
+	role     string // node.UserRedlock or node.UserMonitor
 }
 
 func (l *login) register(fs *pflag.FlagSet, role string) {
@@ -45,15 +46,15 @@ func (l *login) resolve() (user, password string, err error) {
 	if path == "" {
 		return "", "", nil
 	}
-	c, err := lab.ReadCredentials(path)
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, lab.ErrNoCredentials) {
+	c, err := node.ReadCredentials(path)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, node.ErrNoCredentials) {
 		return "", "", usageErrorf("$%s=%s: no such credentials file: is the lab down? (unset it, or run `redlab lab up`)", lab.CredentialsEnv, path)
 	}
 	if err != nil {
 		return "", "", usageErrorf("$%s: %v", lab.CredentialsEnv, err)
 	}
 	u := c.Redlock
-	if l.role == lab.UserMonitor {
+	if l.role == node.UserMonitor {
 		u = c.Monitor
 	}
 	return u.Name, u.Password, nil

@@ -10,10 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/redlocklab/redlocklab/infra/lab"
 )
 
 // newNodeCmd is `redlab node`. The flags of node start/run/stop are what
@@ -64,7 +63,7 @@ func (o *nodeOptions) flags(fs *pflag.FlagSet) {
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
-func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
+func (o *nodeOptions) spec() (spec node.Spec, full bool, err error) {
 	if o.id < 1 {
 		return spec, false, errors.New("--id N (from 1) is required")
 	}
@@ -76,7 +75,7 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 		return spec, false, err
 	}
 	if o.confB64 == "" && o.guardB64 == "" {
-		return lab.NodeSpec{ID: o.id, StateDir: dir}, false, nil
+		return node.Spec{ID: o.id, StateDir: dir}, false, nil
 	}
 	conf, err := base64.StdEncoding.DecodeString(o.confB64)
 	if err != nil {
@@ -92,7 +91,7 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 			return spec, false, fmt.Errorf("--replica-conf-b64: %w", err)
 		}
 	}
-	var machine *lab.MachineSpec
+	var machine *node.MachineSpec
 	if o.cloudInitB64 != "" || o.machineAddress != "" || o.ntpAddress != "" {
 		if o.cloudInitB64 == "" || o.machineAddress == "" || o.ntpAddress == "" {
 			return spec, false, errors.New("--cloud-init-b64, --machine-address and --ntp-address go together")
@@ -101,14 +100,14 @@ func (o *nodeOptions) spec() (spec lab.NodeSpec, full bool, err error) {
 		if err != nil {
 			return spec, false, fmt.Errorf("--cloud-init-b64: %w", err)
 		}
-		machine = &lab.MachineSpec{Address: o.machineAddress, NTPAddress: o.ntpAddress, UserData: ud}
+		machine = &node.MachineSpec{Address: o.machineAddress, NTPAddress: o.ntpAddress, UserData: ud}
 	}
 	if o.controlPort == 0 && o.port > 0 {
 		o.controlPort = o.port + 200
 	}
-	spec = lab.NodeSpec{
+	spec = node.Spec{
 		ID: o.id, StateDir: dir, Port: o.port, RedisPort: o.redisPort, ControlPort: o.controlPort,
-		RestartDelay: lab.Duration(o.restartDelay), RedisServer: o.redisServer, Conf: conf, Guard: guard,
+		RestartDelay: node.Duration(o.restartDelay), RedisServer: o.redisServer, Conf: conf, Guard: guard,
 		ReplicaPort: o.replicaPort, ReplicaLinkPort: o.replicaLinkPort, ReplicaConf: replicaConf,
 		Machine: machine,
 	}
@@ -121,20 +120,20 @@ func (o *nodeOptions) prepare() (stateDir string, id int, write func() error, er
 	if err != nil || !full {
 		return spec.StateDir, spec.ID, nil, err
 	}
-	return spec.StateDir, spec.ID, func() error { return lab.PrepareNode(spec) }, nil
+	return spec.StateDir, spec.ID, func() error { return node.Prepare(spec) }, nil
 }
 
 func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
 	use := sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64]]"
 	if sub == "start" {
-		c := newSupervisorCmd(&nodeOptions{}, use, startDetached(e, lab.StartNode, "node %d up\n"))
+		c := newSupervisorCmd(&nodeOptions{}, use, startDetached(e, node.Start, "node %d up\n"))
 		c.Short = "write the node's files and start its supervisor detached"
 		c.Long = `Writes the node's files and starts its supervisor detached; returns once the
 node answers through its proxy. Without --conf-b64 the files already in
 DIR/nodeN are used (restarting a supervisor that died).`
 		return c
 	}
-	c := newSupervisorCmd(&nodeOptions{}, use, runForeground(e, lab.RunNode))
+	c := newSupervisorCmd(&nodeOptions{}, use, runForeground(e, node.Run))
 	c.Short = "the node's supervisor itself, in the foreground"
 	c.Long = `The node's supervisor itself, in the foreground: restart guard, redis-server,
 proxy and control endpoint. A signal stops redis-server cleanly.`
@@ -142,7 +141,7 @@ proxy and control endpoint. A signal stops redis-server cleanly.`
 }
 
 func newNodeStopCmd(e *env) *cobra.Command {
-	return newSupervisorStopCmd(e, "stop", "stop the supervisor (redis-server cleanly) and anything it left", "node", "node", lab.StopNode)
+	return newSupervisorStopCmd(e, "stop", "stop the supervisor (redis-server cleanly) and anything it left", "node", "node", node.Stop)
 }
 
 // supervisorOptions are the flags of a supervisor's start and run commands:

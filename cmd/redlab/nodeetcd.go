@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/redlocklab/redlocklab/infra/lab"
 )
 
 // The etcd members' `redlab node etcd-start | etcd-run | etcd-stop`, what
@@ -43,7 +42,7 @@ func (o *etcdMemberOptions) flags(fs *pflag.FlagSet) {
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
-func (o *etcdMemberOptions) spec() (spec lab.EtcdMemberSpec, full bool, err error) {
+func (o *etcdMemberOptions) spec() (spec node.EtcdMemberSpec, full bool, err error) {
 	if o.id < 1 {
 		return spec, false, errors.New("--id N (from 1) is required")
 	}
@@ -55,16 +54,16 @@ func (o *etcdMemberOptions) spec() (spec lab.EtcdMemberSpec, full bool, err erro
 		return spec, false, err
 	}
 	if o.confB64 == "" {
-		return lab.EtcdMemberSpec{ID: o.id, StateDir: dir}, false, nil
+		return node.EtcdMemberSpec{ID: o.id, StateDir: dir}, false, nil
 	}
 	conf, err := base64.StdEncoding.DecodeString(o.confB64)
 	if err != nil {
 		return spec, false, fmt.Errorf("--conf-b64: %w", err)
 	}
-	spec = lab.EtcdMemberSpec{
+	spec = node.EtcdMemberSpec{
 		ID: o.id, StateDir: dir, ClientPort: o.clientPort, PeerPort: o.peerPort,
 		EtcdClientPort: o.etcdClientPort, EtcdPeerPort: o.etcdPeerPort, ControlPort: o.controlPort,
-		RestartDelay: lab.Duration(o.restartDelay), EtcdServer: o.etcdServer, Conf: conf,
+		RestartDelay: node.Duration(o.restartDelay), EtcdServer: o.etcdServer, Conf: conf,
 	}
 	return spec, true, spec.Validate()
 }
@@ -75,13 +74,13 @@ func (o *etcdMemberOptions) prepare() (stateDir string, id int, write func() err
 	if err != nil || !full {
 		return spec.StateDir, spec.ID, nil, err
 	}
-	return spec.StateDir, spec.ID, func() error { return lab.PrepareEtcdMember(spec) }, nil
+	return spec.StateDir, spec.ID, func() error { return node.PrepareEtcdMember(spec) }, nil
 }
 
 func newNodeEtcdStartOrRunCmd(e *env, sub string) *cobra.Command {
 	use := sub + " --id N --state-dir DIR [--client-port P --peer-port P --etcd-client-port P --etcd-peer-port P --control-port P --etcd-server PATH --conf-b64 B64]"
 	if sub == "etcd-start" {
-		c := newSupervisorCmd(&etcdMemberOptions{}, use, startDetached(e, lab.StartEtcdMember, "etcd member %d started\n"))
+		c := newSupervisorCmd(&etcdMemberOptions{}, use, startDetached(e, node.StartEtcdMember, "etcd member %d started\n"))
 		c.Short = "write an etcd member's files and start its supervisor detached"
 		c.Long = `Writes the etcd member's files and starts its supervisor detached; returns
 once etcd listens through its client front (healthy needs a majority of the
@@ -89,7 +88,7 @@ cluster: 'lab up' waits for that). Without --conf-b64 the files already in
 DIR/etcdN are used (restarting a supervisor that died).`
 		return c
 	}
-	c := newSupervisorCmd(&etcdMemberOptions{}, use, runForeground(e, lab.RunEtcdMember))
+	c := newSupervisorCmd(&etcdMemberOptions{}, use, runForeground(e, node.RunEtcdMember))
 	c.Short = "an etcd member's supervisor itself, in the foreground"
 	c.Long = `The etcd member's supervisor itself, in the foreground: etcd, its client
 and peer fronts and the control endpoint. A signal stops etcd cleanly.`
@@ -97,5 +96,5 @@ and peer fronts and the control endpoint. A signal stops etcd cleanly.`
 }
 
 func newNodeEtcdStopCmd(e *env) *cobra.Command {
-	return newSupervisorStopCmd(e, "etcd-stop", "stop an etcd member's supervisor (etcd cleanly) and anything it left", "member", "etcd member", lab.StopEtcdMember)
+	return newSupervisorStopCmd(e, "etcd-stop", "stop an etcd member's supervisor (etcd cleanly) and anything it left", "member", "etcd member", node.StopEtcdMember)
 }

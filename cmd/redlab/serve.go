@@ -18,6 +18,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/drill"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -85,7 +86,7 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 	fs.DurationVar(&o.nodeTimeout, "node-timeout", redlock.DefaultNodeTimeout, "per-node dial/read/write timeout of the lock client (redsync: go-redis's own defaults unless given)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long the first signal waits for in-flight requests")
 	fs.StringVar(&o.holder, "holder", "", "this replica's name in the ledger (default host-pid-random)")
-	o.login.register(fs, lab.UserRedlock)
+	o.login.register(fs, node.UserRedlock)
 	fs.BoolVar(&o.faultHooks, "fault-hooks", false, "enable fault injection: POST /v1/faults/pause and the --fault-pause flags")
 	fs.BoolVar(&o.faultSigstop, "fault-hooks-sigstop", false, "UNSAFE, drills only: with --fault-hooks, POST /v1/faults/pause {\"scope\":\"process\"} makes the next holders stop this whole process with SIGSTOP; only a SIGCONT from outside (redlab drill sends it) wakes it. Never in production")
 	fs.StringVar(&o.drillEvents, "drill-events", "", "drills only: write every lock tenure and process pause to this file (or inherited pipe, /dev/fd/N) as JSON lines, times on CLOCK_MONOTONIC (see drill.EventWriter)")

@@ -1,17 +1,12 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
-)
 
-var controlClient = &http.Client{Timeout: 2 * time.Minute}
+	"github.com/redlocklab/redlocklab/infra/node"
+)
 
 // Status returns every node's status. A node whose supervisor does not
 // answer is reported NodeDown with what its last status file said.
@@ -20,14 +15,14 @@ func (l *Lab) Status(ctx context.Context) ([]NodeStatus, error) {
 	for _, n := range l.f.Nodes {
 		var st NodeStatus
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := l.do(sctx, n, http.MethodGet, "/v1/status", nil, &st)
+		err := control(n).Status(sctx, &st)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			_ = readJSONFile(nodeDir(l.stateDir, n.ID)+"/"+statusFile, &st)
-			st.ID, st.State, st.SupervisorPID, st.RedisPID = n.ID, NodeDown, 0, 0
+			st = node.LastStatus(l.stateDir, n.ID)
+			st.ID, st.State, st.SupervisorPID, st.RedisPID = n.ID, node.Down, 0, 0
 			if st.Persistence == "" && n.ID <= len(l.f.NodePersistence) {
 				st.Persistence = l.f.NodePersistence[n.ID-1]
 			}
@@ -44,14 +39,14 @@ func (l *Lab) NodeStatus(ctx context.Context, id int) (NodeStatus, error) {
 		return NodeStatus{}, err
 	}
 	var st NodeStatus
-	return st, l.do(ctx, n, http.MethodGet, "/v1/status", nil, &st)
+	return st, control(n).Status(ctx, &st)
 }
 
 // Kill SIGKILLs node id's redis-server: a crash. Its supervisor restarts it
 // through the restart guard, so it answers again only after the restart
 // delay. Kill returns once the process is gone.
 func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, FaultKill, faultRequest{})
+	return l.fault(ctx, id, node.FaultKill, node.FaultRequest{})
 }
 
 // PowerLoss cuts node id's power: a crash that also loses what the node had
@@ -62,7 +57,7 @@ func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
 // after Kill, through the restart guard and its delay. PowerLoss returns
 // once the AOF is cut; the fault ends when the node answers again.
 func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, FaultPowerLoss, faultRequest{})
+	return l.fault(ctx, id, node.FaultPowerLoss, node.FaultRequest{})
 }
 
 // Restart crashes node id like Kill, but the restart waits delay instead of
@@ -70,25 +65,25 @@ func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
 // A stopped node is started after delay.
 func (l *Lab) Restart(ctx context.Context, id int, delay time.Duration) (FaultResult, error) {
 	d := Duration(delay)
-	return l.fault(ctx, id, FaultRestart, faultRequest{Delay: &d})
+	return l.fault(ctx, id, node.FaultRestart, node.FaultRequest{Delay: &d})
 }
 
 // Stop shuts node id's redis-server down cleanly (SIGTERM: the AOF is
 // fsynced) and keeps it down until Start. It returns once it is down.
 func (l *Lab) Stop(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, FaultStop, faultRequest{})
+	return l.fault(ctx, id, node.FaultStop, node.FaultRequest{})
 }
 
 // Start starts a stopped node and returns once it answers. After a clean
 // stop the restart guard does not delay it.
 func (l *Lab) Start(ctx context.Context, id int) (FaultResult, error) {
-	return l.fault(ctx, id, "start", faultRequest{})
+	return l.fault(ctx, id, "start", node.FaultRequest{})
 }
 
 // Pause SIGSTOPs node id's redis-server for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) Pause(ctx context.Context, id int, d time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, FaultPause, faultRequest{For: Duration(d)})
+	return l.fault(ctx, id, node.FaultPause, node.FaultRequest{For: Duration(d)})
 }
 
 // Partition cuts the nodes off: their proxies keep accepting connections
@@ -98,7 +93,7 @@ func (l *Lab) Partition(ctx context.Context, ids ...int) error {
 		return fmt.Errorf("%w: partition needs at least one node", ErrInvalid)
 	}
 	for _, id := range ids {
-		if _, err := l.fault(ctx, id, FaultPartition, faultRequest{}); err != nil {
+		if _, err := l.fault(ctx, id, node.FaultPartition, node.FaultRequest{}); err != nil {
 			return err
 		}
 	}
@@ -114,7 +109,7 @@ func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 		}
 	}
 	for _, id := range ids {
-		if _, err := l.fault(ctx, id, "heal", faultRequest{}); err != nil {
+		if _, err := l.fault(ctx, id, "heal", node.FaultRequest{}); err != nil {
 			return err
 		}
 	}
@@ -123,7 +118,7 @@ func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 
 // Latency delays every reply of node id by add ± jitter; add 0 removes it.
 func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, FaultLatency, faultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+	return l.fault(ctx, id, node.FaultLatency, node.FaultRequest{Add: Duration(add), Jitter: Duration(jitter)})
 }
 
 // ClockJump models a step of node id's wall clock by `by`: Redis keeps
@@ -131,13 +126,13 @@ func (l *Lab) Latency(ctx context.Context, id int, add, jitter time.Duration) (F
 // TTL shortened by `by`, and keys with `by` or less left expire. It is a
 // model (TIME does not move); the runbook gives the real-VM command.
 func (l *Lab) ClockJump(ctx context.Context, id int, by time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, FaultClockJump, faultRequest{By: Duration(by)})
+	return l.fault(ctx, id, node.FaultClockJump, node.FaultRequest{By: Duration(by)})
 }
 
 // ClockRate models node id's clock running factor times real speed for d,
 // as repeated small clock jumps. It returns at once.
 func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, FaultClockRate, faultRequest{Factor: factor, For: Duration(d)})
+	return l.fault(ctx, id, node.FaultClockRate, node.FaultRequest{Factor: factor, For: Duration(d)})
 }
 
 // Failover crashes node id's master (SIGKILL), promotes its replica
@@ -150,80 +145,25 @@ func (l *Lab) ClockRate(ctx context.Context, id int, factor float64, d time.Dura
 // through the node's address, logged in as any of the lab's users; the
 // crashed process comes back after the restart delay as its replica.
 func (l *Lab) Failover(ctx context.Context, id int, lag time.Duration) (FaultResult, error) {
-	return l.fault(ctx, id, FaultFailover, faultRequest{Lag: Duration(lag)})
+	return l.fault(ctx, id, node.FaultFailover, node.FaultRequest{Lag: Duration(lag)})
 }
 
 // Faults returns the faults recorded so far.
-func (l *Lab) Faults() ([]Fault, error) { return ReadFaults(l.stateDir) }
+func (l *Lab) Faults() ([]Fault, error) { return node.ReadFaults(l.stateDir) }
 
-func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, req faultRequest) (FaultResult, error) {
+func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, req node.FaultRequest) (FaultResult, error) {
 	n, err := l.node(id)
 	if err != nil {
 		return FaultResult{}, err
 	}
 	var res FaultResult
-	if err := l.do(ctx, n, http.MethodPost, "/v1/faults/"+string(kind), req, &res); err != nil {
+	if err := control(n).Fault(ctx, kind, req, &res); err != nil {
 		return FaultResult{}, fmt.Errorf("lab: %s node %d: %w", kind, id, err)
 	}
 	return res, nil
 }
 
-// do calls a node's control endpoint. Errors the supervisor reports keep
-// their identity (ErrNotRunning, ErrInvalid, ErrUnsupported).
-func (l *Lab) do(ctx context.Context, n Node, method, path string, body, out any) error {
-	return call(ctx, fmt.Sprintf("node %d", n.ID), n.Control, method, path, body, out)
+// control is the client of node n's control endpoint.
+func control(n Node) node.Control {
+	return node.Control{Addr: n.Control, What: fmt.Sprintf("node %d", n.ID)}
 }
-
-// call calls the control endpoint at control ("127.0.0.1:7301") of what
-// ("node 1", "etcd member 2").
-func call(ctx context.Context, what, control, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+control+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := controlClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s control endpoint %s (is the supervisor running? see `redlab lab status`): %w", what, control, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb errorBody
-		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-			return fmt.Errorf("%s: %s: %s", what, resp.Status, bytes.TrimSpace(b))
-		}
-		switch eb.Code {
-		case "not_running":
-			return &remoteError{msg: eb.Error, is: ErrNotRunning}
-		case "invalid":
-			return &remoteError{msg: eb.Error, is: ErrInvalid}
-		case "unsupported":
-			return &remoteError{msg: eb.Error, is: ErrUnsupported}
-		}
-		return errors.New(eb.Error)
-	}
-	return json.Unmarshal(b, out)
-}
-
-// remoteError is an error reported by a supervisor, keeping the identity
-// of the sentinel it wrapped there.
-type remoteError struct {
-	msg string
-	is  error
-}
-
-func (e *remoteError) Error() string { return e.msg }
-
-func (e *remoteError) Is(target error) bool { return target == e.is }

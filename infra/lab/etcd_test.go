@@ -12,7 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
+	"github.com/redlocklab/redlocklab/internal/faultcheck"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
@@ -88,7 +90,7 @@ func TestLabEtcd(t *testing.T) {
 	}
 
 	var leader int
-	eventually(t, 15*time.Second, "a leader", func() error {
+	faultcheck.Eventually(t, 15*time.Second, "a leader", func() error {
 		leader, err = l.EtcdLeader(ctx)
 		return err
 	})
@@ -97,7 +99,7 @@ func TestLabEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range sts {
-		if st.State != NodeUp || st.EtcdPID == 0 || st.MemberID == "" {
+		if st.State != node.Up || st.EtcdPID == 0 || st.MemberID == "" {
 			t.Errorf("etcd member %d: status %+v, want up with a pid and a member ID", st.ID, st)
 		}
 	}
@@ -113,11 +115,11 @@ func TestLabEtcd(t *testing.T) {
 		if res.Fault == nil || res.Fault.Params["etcd_member"] != strconv.Itoa(leader) || res.Fault.Params["target"] != "leader" {
 			t.Fatalf("kill of the leader %d recorded as %+v, want etcd_member %d and target leader", leader, res.Fault, leader)
 		}
-		if res.Status.State != NodeWaiting || res.Status.EtcdPID != 0 {
+		if res.Status.State != node.Waiting || res.Status.EtcdPID != 0 {
 			t.Errorf("killed member's status %+v, want waiting without a pid", res.Status)
 		}
 		var next int
-		eventually(t, 20*time.Second, "a new leader", func() error {
+		faultcheck.Eventually(t, 20*time.Second, "a new leader", func() error {
 			id, err := l.EtcdLeader(ctx)
 			if err != nil {
 				return err
@@ -133,8 +135,8 @@ func TestLabEtcd(t *testing.T) {
 			t.Fatalf("put with the old leader down: %v", err)
 		}
 		// Back after the restart delay, the fault ends when it answers.
-		checkFaultEnded(t, l, res.Fault.ID, nil)
-		eventually(t, 20*time.Second, "the killed member healthy", func() error {
+		faultcheck.FaultEnded(t, l, res.Fault.ID, nil)
+		faultcheck.Eventually(t, 20*time.Second, "the killed member healthy", func() error {
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			return etcdstatus.Healthy(hctx, "http://"+ms[leader-1].EtcdClient)
@@ -143,7 +145,7 @@ func TestLabEtcd(t *testing.T) {
 
 	t.Run("partition the leader", func(t *testing.T) {
 		var old int
-		eventually(t, 20*time.Second, "a leader", func() error {
+		faultcheck.Eventually(t, 20*time.Second, "a leader", func() error {
 			var err error
 			old, err = l.EtcdLeader(ctx)
 			return err
@@ -164,7 +166,7 @@ func TestLabEtcd(t *testing.T) {
 		// Its peers stop hearing it: another member leads, at a higher
 		// term, and takes writes.
 		var next int
-		eventually(t, 20*time.Second, "a new leader", func() error {
+		faultcheck.Eventually(t, 20*time.Second, "a new leader", func() error {
 			id, err := l.EtcdLeader(ctx)
 			if err != nil {
 				return err
@@ -205,8 +207,8 @@ func TestLabEtcd(t *testing.T) {
 		if err := l.EtcdHeal(ctx); err != nil {
 			t.Fatal(err)
 		}
-		checkFaultEnded(t, l, res.Fault.ID, nil)
-		eventually(t, 20*time.Second, "the healed member healthy", func() error {
+		faultcheck.FaultEnded(t, l, res.Fault.ID, nil)
+		faultcheck.Eventually(t, 20*time.Second, "the healed member healthy", func() error {
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			return etcdstatus.Healthy(hctx, "http://"+ms[old-1].EtcdClient)
@@ -214,14 +216,14 @@ func TestLabEtcd(t *testing.T) {
 		// A new client: the partition swallowed the old one's handshake,
 		// which gRPC retries only after its connect timeout.
 		healed := etcdClient(t, []string{l.EtcdEndpoints()[old-1]})
-		eventually(t, 10*time.Second, "a put through the healed front", func() error {
+		faultcheck.Eventually(t, 10*time.Second, "a put through the healed front", func() error {
 			return etcdPut(healed, "healed", "y", 2*time.Second)
 		})
 	})
 
 	t.Run("pause, stop and start, restart at once, latency on a follower", func(t *testing.T) {
 		var lead int
-		eventually(t, 20*time.Second, "a leader", func() error {
+		faultcheck.Eventually(t, 20*time.Second, "a leader", func() error {
 			var err error
 			lead, err = l.EtcdLeader(ctx)
 			return err
@@ -229,35 +231,35 @@ func TestLabEtcd(t *testing.T) {
 		f := 1 + lead%members
 		healthy := func(what string) {
 			t.Helper()
-			eventually(t, 20*time.Second, what, func() error {
+			faultcheck.Eventually(t, 20*time.Second, what, func() error {
 				hctx, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
 				return etcdstatus.Healthy(hctx, "http://"+ms[f-1].EtcdClient)
 			})
 		}
 		res, err := l.EtcdPause(ctx, f, time.Second)
-		if err != nil || res.Status.State != NodePaused {
+		if err != nil || res.Status.State != node.Paused {
 			t.Fatalf("pause of member %d: got %+v, %v; want paused", f, res.Status, err)
 		}
-		checkFaultEnded(t, l, res.Fault.ID, map[string]string{"for": "1s"})
+		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"for": "1s"})
 		healthy("member healthy after the pause")
 
 		res, err = l.EtcdStop(ctx, f)
-		if err != nil || res.Status.State != NodeStopped || res.Status.EtcdPID != 0 {
+		if err != nil || res.Status.State != node.Stopped || res.Status.EtcdPID != 0 {
 			t.Fatalf("stop of member %d: got %+v, %v; want stopped without a pid", f, res.Status, err)
 		}
 		stopID := res.Fault.ID
 		if _, err := l.EtcdStart(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		checkFaultEnded(t, l, stopID, nil)
+		faultcheck.FaultEnded(t, l, stopID, nil)
 		healthy("member healthy after start")
 
 		res, err = l.EtcdRestart(ctx, f, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkFaultEnded(t, l, res.Fault.ID, map[string]string{"delay": "0s"})
+		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"delay": "0s"})
 		healthy("member healthy after a restart at once")
 
 		res, err = l.EtcdLatency(ctx, f, 50*time.Millisecond, 0)
@@ -270,7 +272,7 @@ func TestLabEtcd(t *testing.T) {
 		if err := l.EtcdHeal(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		checkFaultEnded(t, l, res.Fault.ID, map[string]string{"add": "50ms"})
+		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"add": "50ms"})
 	})
 
 	if err := Down(ctx, cfg); err != nil {

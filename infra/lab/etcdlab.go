@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
 )
 
@@ -79,14 +82,14 @@ func (l *Lab) EtcdStatus(ctx context.Context) ([]EtcdMemberStatus, error) {
 	for _, m := range l.f.EtcdMembers {
 		var st EtcdMemberStatus
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := call(sctx, "etcd member "+strconv.Itoa(m.ID), m.Control, http.MethodGet, "/v1/status", nil, &st)
+		err := etcdControl(m).Status(sctx, &st)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			_ = readJSONFile(filepath.Join(etcdDir(l.stateDir, m.ID), etcdStatus), &st)
-			st.ID, st.State, st.SupervisorPID, st.EtcdPID = m.ID, NodeDown, 0, 0
+			st = node.LastEtcdStatus(l.stateDir, m.ID)
+			st.ID, st.State, st.SupervisorPID, st.EtcdPID = m.ID, node.Down, 0, 0
 		}
 		out = append(out, st)
 	}
@@ -97,45 +100,45 @@ func (l *Lab) EtcdStatus(ctx context.Context) ([]EtcdMemberStatus, error) {
 // Its supervisor starts it again after the restart delay, and the fault
 // ends when it answers again. It returns once the process is gone.
 func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultKill, faultRequest{})
+	return l.etcdFault(ctx, member, node.FaultKill, node.FaultRequest{})
 }
 
 // EtcdRestart crashes member like EtcdKill, but it comes back after delay
 // instead of the restart delay (0: at once).
 func (l *Lab) EtcdRestart(ctx context.Context, member int, delay time.Duration) (EtcdFaultResult, error) {
 	d := Duration(delay)
-	return l.etcdFault(ctx, member, FaultRestart, faultRequest{Delay: &d})
+	return l.etcdFault(ctx, member, node.FaultRestart, node.FaultRequest{Delay: &d})
 }
 
 // EtcdStop shuts member's etcd down cleanly (SIGTERM) and keeps it down
 // until EtcdStart. It returns once it is down.
 func (l *Lab) EtcdStop(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultStop, faultRequest{})
+	return l.etcdFault(ctx, member, node.FaultStop, node.FaultRequest{})
 }
 
 // EtcdStart starts a stopped member and returns once etcd runs; the stop
 // fault ends once the member has rejoined its cluster (which needs a
 // majority running).
 func (l *Lab) EtcdStart(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, "start", faultRequest{})
+	return l.etcdFault(ctx, member, "start", node.FaultRequest{})
 }
 
 // EtcdPause SIGSTOPs member's etcd for d, after which its supervisor
 // continues it. It returns at once.
 func (l *Lab) EtcdPause(ctx context.Context, member int, d time.Duration) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultPause, faultRequest{For: Duration(d)})
+	return l.etcdFault(ctx, member, node.FaultPause, node.FaultRequest{For: Duration(d)})
 }
 
 // EtcdPartition silences member's client and peer fronts (see
-// etcdsupervisor.go for what that cuts, and what it does not).
+// package node, etcd.go, for what that cuts, and what it does not).
 func (l *Lab) EtcdPartition(ctx context.Context, member int) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultPartition, faultRequest{})
+	return l.etcdFault(ctx, member, node.FaultPartition, node.FaultRequest{})
 }
 
 // EtcdLatency delays what member's fronts pass back by add ± jitter; add 0
 // removes it.
 func (l *Lab) EtcdLatency(ctx context.Context, member int, add, jitter time.Duration) (EtcdFaultResult, error) {
-	return l.etcdFault(ctx, member, FaultLatency, faultRequest{Add: Duration(add), Jitter: Duration(jitter)})
+	return l.etcdFault(ctx, member, node.FaultLatency, node.FaultRequest{Add: Duration(add), Jitter: Duration(jitter)})
 }
 
 // EtcdHeal removes every network fault from the members, or from every
@@ -147,14 +150,14 @@ func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
 		}
 	}
 	for _, id := range members {
-		if _, err := l.etcdFault(ctx, id, "heal", faultRequest{}); err != nil {
+		if _, err := l.etcdFault(ctx, id, "heal", node.FaultRequest{}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req faultRequest) (EtcdFaultResult, error) {
+func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req node.FaultRequest) (EtcdFaultResult, error) {
 	if member == TargetLeader {
 		id, err := l.EtcdLeader(ctx)
 		if err != nil {
@@ -167,10 +170,15 @@ func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, req fau
 		return EtcdFaultResult{}, err
 	}
 	var res EtcdFaultResult
-	if err := call(ctx, "etcd member "+strconv.Itoa(m.ID), m.Control, http.MethodPost, "/v1/faults/"+string(kind), req, &res); err != nil {
+	if err := etcdControl(m).Fault(ctx, kind, req, &res); err != nil {
 		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, m.ID, err)
 	}
 	return res, nil
+}
+
+// etcdControl is the client of member m's control endpoint.
+func etcdControl(m EtcdMember) node.Control {
+	return node.Control{Addr: m.Control, What: "etcd member " + strconv.Itoa(m.ID)}
 }
 
 // waitEtcdHealthy waits until every member reports itself healthy (a
@@ -194,4 +202,48 @@ func waitEtcdHealthy(ctx context.Context, members []EtcdMember, limit time.Durat
 		}
 	}
 	return nil
+}
+
+// EtcdMember is one etcd member as clients and fault injectors see it.
+type EtcdMember struct {
+	ID   int    `json:"id"`
+	Name string `json:"name"`
+	// Client and Peer are the fronts: what clients and the other members
+	// use.
+	Client string `json:"client"`
+	Peer   string `json:"peer"`
+	// EtcdClient and EtcdPeer are etcd itself, bypassing the fronts.
+	EtcdClient string `json:"etcd_client"`
+	EtcdPeer   string `json:"etcd_peer"`
+	// Control is the supervisor's control endpoint.
+	Control string `json:"control"`
+}
+
+// FindEtcd returns the etcd binary a lab runs: $REDLAB_ETCD_BIN, else
+// bin/etcd next to the redlab binary or in the repository holding infraDir
+// (`make etcd` builds it there), else etcd on PATH.
+func FindEtcd(redlab, infraDir string) (string, error) {
+	if p := os.Getenv("REDLAB_ETCD_BIN"); p != "" {
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("lab: REDLAB_ETCD_BIN=%s: %w", p, err)
+		}
+		return filepath.Abs(p)
+	}
+	var cands []string
+	if redlab != "" {
+		cands = append(cands, filepath.Join(filepath.Dir(redlab), "etcd"))
+	}
+	if infraDir != "" {
+		cands = append(cands, filepath.Join(filepath.Dir(infraDir), "bin", "etcd"))
+	}
+	for _, c := range cands {
+		if executable(c) == nil {
+			return c, nil
+		}
+	}
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		return "", fmt.Errorf("lab: no etcd binary (tried $REDLAB_ETCD_BIN, %s, PATH): build it with 'make etcd': %w", strings.Join(cands, ", "), err)
+	}
+	return filepath.Abs(p)
 }

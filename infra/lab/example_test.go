@@ -10,24 +10,6 @@ import (
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
-func ExampleParsePersistence() {
-	p, err := lab.ParsePersistence("everysec")
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(p.KillNote())
-	// Output: everysec: kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss; power-loss cuts what everysec had not fsynced
-}
-
-func ExampleParsePersistenceList() {
-	ps, err := lab.ParsePersistenceList("always,always,everysec,everysec,everysec")
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(len(ps), ps[0], ps[4])
-	// Output: 5 always everysec
-}
-
 // A drill: three nodes, one crash, one partition, the fault log, and down.
 func Example() {
 	ctx := context.Background()

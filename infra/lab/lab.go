@@ -15,9 +15,10 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/machine"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
 	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
@@ -60,7 +61,7 @@ type Config struct {
 	// Machines boots every node as a Debian 12 systemd-nspawn machine
 	// (infra/machine) from the cloud-init user data infra/modules/redis-node
 	// renders, so that the production unit, chrony and the restart guard
-	// run under real systemd (see machinenode.go). It needs root,
+	// run under real systemd (see package node, machine.go). It needs root,
 	// systemd-nspawn, nsenter, chronyd and, the first time on a host,
 	// debootstrap and Debian's archive; Up refuses without them. Not with
 	// Replicas.
@@ -82,7 +83,7 @@ type Config struct {
 	// RedisServer is the redis-server binary; default redis-server on PATH.
 	RedisServer string
 	// Etcd is the number of etcd members next to the Redis nodes: 0 (none,
-	// the default), 1, 3 or 5. See etcd.go.
+	// the default), 1, 3 or 5. See layout.go, and package node for the members.
 	Etcd int
 	// EtcdServer is the etcd binary; default FindEtcd.
 	EtcdServer string
@@ -108,7 +109,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Persistence != "" && len(c.NodePersistence) > 0 && uniform(c.NodePersistence) != c.Persistence {
 		return c, fmt.Errorf("lab: persistence %s and per-node persistence %s disagree: set one of them",
-			c.Persistence, FormatPersistenceList(c.NodePersistence))
+			c.Persistence, node.FormatPersistenceList(c.NodePersistence))
 	}
 	switch {
 	case len(c.NodePersistence) == 0:
@@ -119,7 +120,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.NodePersistence = []Persistence{p}
 	case len(c.NodePersistence) != 1 && len(c.NodePersistence) != c.Count:
 		return c, fmt.Errorf("lab: %d persistence profiles (%s) for %d nodes: want one per node, or one for all",
-			len(c.NodePersistence), FormatPersistenceList(c.NodePersistence), c.Count)
+			len(c.NodePersistence), node.FormatPersistenceList(c.NodePersistence), c.Count)
 	}
 	if len(c.NodePersistence) == 1 && c.Count > 0 {
 		c.NodePersistence = slices.Repeat(c.NodePersistence[:1], c.Count)
@@ -132,11 +133,11 @@ func (c Config) withDefaults() (Config, error) {
 	return c, c.validate()
 }
 
-// uniform returns the profile every node shares, or persistenceMixed.
+// uniform returns the profile every node shares, or node.PersistMixed.
 func uniform(ps []Persistence) Persistence {
 	for _, p := range ps[1:] {
 		if p != ps[0] {
-			return persistenceMixed
+			return node.PersistMixed
 		}
 	}
 	return ps[0]
@@ -168,7 +169,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Count)
 	}
 	for i, p := range c.NodePersistence {
-		if _, err := ParsePersistence(string(p)); err != nil {
+		if _, err := node.ParsePersistence(string(p)); err != nil {
 			return fmt.Errorf("%w (node %d)", err, i+1)
 		}
 	}
@@ -386,7 +387,7 @@ func (l *Lab) TLSConfig() (*tls.Config, error) { return l.NodeList().TLSConfig(l
 // them; per-node profiles must be given again for a new Count.
 func (l *Lab) Config() Config {
 	ps := l.NodePersistence()
-	if len(ps) > 0 && uniform(ps) != persistenceMixed {
+	if len(ps) > 0 && uniform(ps) != node.PersistMixed {
 		ps = ps[:1]
 	}
 	return Config{
@@ -463,7 +464,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	// Before apply: the supervisors read it as they start.
-	creds, err := ensureCredentials(cfg.StateDir)
+	creds, err := node.EnsureCredentials(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -503,7 +504,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	removeVars, err := creds.writeVarFile(filepath.Join(cfg.StateDir, workspaceDir, credsVarFile))
+	removeVars, err := writeCredentialsVarFile(creds, filepath.Join(cfg.StateDir, workspaceDir, credsVarFile))
 	if err != nil {
 		return nil, err
 	}
@@ -532,14 +533,14 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	// Terraform believes every node exists; a supervisor may have died
 	// since (a crash, a reboot). Start it again from its files on disk.
 	for _, n := range f.Nodes {
-		if err := StartNode(ctx, cfg.Redlab, cfg.StateDir, n.ID); err != nil {
+		if err := node.Start(ctx, cfg.Redlab, cfg.StateDir, n.ID); err != nil {
 			return nil, err
 		}
 	}
 	// The same for etcd members; then the cluster must be healthy, which
 	// it can be only once a majority runs.
 	for _, m := range f.EtcdMembers {
-		if err := StartEtcdMember(ctx, cfg.Redlab, cfg.StateDir, m.ID); err != nil {
+		if err := node.StartEtcdMember(ctx, cfg.Redlab, cfg.StateDir, m.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -557,11 +558,8 @@ func checkPorts(cfg Config) error {
 		replicaPortOffset: "replica redis-server", replicaLinkOffset: "replica link front"}
 	for id := 1; id <= cfg.Count; id++ {
 		own := map[int]bool{}
-		var have NodeSpec
-		if readJSONFile(filepath.Join(nodeDir(cfg.StateDir, id), specFile), &have) == nil {
-			for _, p := range []int{have.Port, have.RedisPort, have.ControlPort, have.ReplicaPort, have.ReplicaLinkPort} {
-				own[p] = true
-			}
+		for _, p := range node.Ports(cfg.StateDir, id) {
+			own[p] = true
 		}
 		if cfg.Machines {
 			addr, _ := machineAddresses(cfg.BasePort + id)
@@ -587,11 +585,8 @@ func checkPorts(cfg Config) error {
 	}
 	for id := 1; id <= cfg.Etcd; id++ {
 		own := map[int]bool{}
-		var have EtcdMemberSpec
-		if readJSONFile(filepath.Join(etcdDir(cfg.StateDir, id), specFile), &have) == nil {
-			for _, p := range []int{have.ClientPort, have.PeerPort, have.EtcdClientPort, have.EtcdPeerPort, have.ControlPort} {
-				own[p] = true
-			}
+		for _, p := range node.EtcdMemberPorts(cfg.StateDir, id) {
+			own[p] = true
 		}
 		for _, off := range etcdPortOffsets {
 			port := cfg.BasePort + off + id
@@ -645,36 +640,23 @@ func Down(ctx context.Context, cfg Config) error {
 	// Only what is recognisably the lab's is touched: --state-dir may name a
 	// directory that holds other things.
 	staged := fileExists(filepath.Join(root, "main.tf"))
-	nodes := 0
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		id, ok := strings.CutPrefix(e.Name(), etcdDirPrefix)
-		n, err := strconv.Atoi(id)
-		if !ok || err != nil || !e.IsDir() || !fileExists(filepath.Join(dir, e.Name(), specFile)) {
-			continue
-		}
-		nodes++
-		if err := StopEtcdMember(ctx, dir, n, true); err != nil {
+	nodes, members := node.Prepared(dir)
+	for _, id := range members {
+		if err := node.StopEtcdMember(ctx, dir, id, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, e := range ents {
-		id, ok := strings.CutPrefix(e.Name(), "node")
-		n, err := strconv.Atoi(id)
-		if !ok || err != nil || !e.IsDir() || !fileExists(filepath.Join(dir, e.Name(), specFile)) {
-			continue
-		}
-		nodes++
-		if err := StopNode(ctx, dir, n, true); err != nil {
+	for _, id := range nodes {
+		if err := node.Stop(ctx, dir, id, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if !haveLab && !staged && nodes == 0 {
+	if !haveLab && !staged && len(nodes)+len(members) == 0 {
 		// Not a lab directory: leave it as it is, unless it is empty.
 		_ = os.Remove(dir)
 		return nil
 	}
-	names := []string{labFileName, FaultsFile, tfLogName, CredentialsFile}
+	names := []string{labFileName, FaultsFile, tfLogName, node.CredentialsFile}
 	if staged {
 		names = append(names, workspaceDir)
 	}
@@ -706,14 +688,14 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	defer logf.Close()
 	// Destroy needs the variables' values, not the right ones: without the
 	// file (removed by hand) any valid passwords do.
-	creds, err := ReadCredentials(filepath.Join(dir, CredentialsFile))
+	creds, err := node.ReadCredentials(filepath.Join(dir, node.CredentialsFile))
 	if err != nil {
-		if creds, err = newCredentials(); err != nil {
+		if creds, err = node.NewCredentials(); err != nil {
 			return err
 		}
 	}
 	varFile := filepath.Join(dir, workspaceDir, credsVarFile)
-	removeVars, err := creds.writeVarFile(varFile)
+	removeVars, err := writeCredentialsVarFile(creds, varFile)
 	if err != nil {
 		return err
 	}
@@ -725,4 +707,29 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 		Machines: f.Machines, Redlab: f.Redlab, RedisServer: f.RedisServer, Etcd: f.Etcd, EtcdServer: f.EtcdServer,
 	}
 	return tf.Destroy(ctx, c.vars())
+}
+
+// checkMachineHost is Up's check for machines: the host, then the image
+// (built once per host, which takes minutes and Debian's archive).
+func checkMachineHost(ctx context.Context, logw io.Writer) error {
+	if err := node.CheckMachineHost(); err != nil {
+		return err
+	}
+	if _, err := machine.EnsureImage(ctx, machine.ImageConfig{Log: logw}); err != nil {
+		return fmt.Errorf("%w: %w", node.ErrMachineHost, err)
+	}
+	return nil
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

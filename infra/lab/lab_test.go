@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlocklab/redlocklab/infra/node"
+	"github.com/redlocklab/redlocklab/internal/faultcheck"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -45,7 +47,7 @@ func TestLab(t *testing.T) {
 		if want := fmt.Sprintf("127.0.0.1:%d", base+i+1); node.ID != i+1 || node.Addr != want {
 			t.Errorf("node %d: got %+v, want id %d at %s", i+1, node, i+1, want)
 		}
-		if err := ping(t, l, node.ID, time.Second); err != nil {
+		if err := faultcheck.Ping(t, l, node.ID, time.Second); err != nil {
 			t.Errorf("node %d through its proxy: %v", node.ID, err)
 		}
 	}
@@ -85,18 +87,18 @@ func TestLab(t *testing.T) {
 
 	t.Run("acl", func(t *testing.T) { checkACL(t, l) })
 
-	t.Run("partition", func(t *testing.T) { checkPartition(t, l, 1) })
-	t.Run("latency", func(t *testing.T) { checkLatency(t, l, 2, 150*time.Millisecond) })
-	t.Run("pause", func(t *testing.T) { checkPause(t, l, 3, time.Second) })
-	t.Run("clock-jump", func(t *testing.T) { checkClockJump(t, l, 1) })
-	t.Run("kill", func(t *testing.T) { checkKill(t, l, 2, delay, true) })
-	t.Run("power-loss", func(t *testing.T) { checkPowerLoss(t, l, 2, PersistAlways) })
-	t.Run("restart", func(t *testing.T) { checkRestartOverride(t, l, 2) })
-	t.Run("stop-start", func(t *testing.T) { checkStopStart(t, l, 3, true) })
-	t.Run("clock-rate", func(t *testing.T) { checkClockRate(t, l, 1) })
+	t.Run("partition", func(t *testing.T) { faultcheck.Partition(t, l, 1) })
+	t.Run("latency", func(t *testing.T) { faultcheck.Latency(t, l, 2, 150*time.Millisecond) })
+	t.Run("pause", func(t *testing.T) { faultcheck.Pause(t, l, 3, time.Second) })
+	t.Run("clock-jump", func(t *testing.T) { faultcheck.ClockJump(t, l, 1) })
+	t.Run("kill", func(t *testing.T) { faultcheck.Kill(t, l, 2, delay, true) })
+	t.Run("power-loss", func(t *testing.T) { faultcheck.PowerLoss(t, l, 2, PersistAlways) })
+	t.Run("restart", func(t *testing.T) { faultcheck.RestartOverride(t, l, 2) })
+	t.Run("stop-start", func(t *testing.T) { faultcheck.StopStart(t, l, 3, true) })
+	t.Run("clock-rate", func(t *testing.T) { faultcheck.ClockRate(t, l, 1) })
 
 	t.Run("supervisor crash", func(t *testing.T) {
-		before := status(t, l, 3)
+		before := faultcheck.Status(t, l, 3)
 		if err := syscall.Kill(before.SupervisorPID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -107,12 +109,12 @@ func TestLab(t *testing.T) {
 		if _, err := Up(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		after := status(t, l, 3)
+		after := faultcheck.Status(t, l, 3)
 		if after.SupervisorPID == before.SupervisorPID || after.RedisPID != before.RedisPID {
 			t.Errorf("after up: supervisor %d redis %d, want a new supervisor adopting redis %d",
 				after.SupervisorPID, after.RedisPID, before.RedisPID)
 		}
-		if got := findRedis(filepath.Join(nodeDir(dir, 3), "data")); len(got) != 1 {
+		if got := findRedis(filepath.Join(node.Dir(dir, 3), "data")); len(got) != 1 {
 			t.Errorf("redis-server processes for node 3: %v, want one", got)
 		}
 	})
@@ -129,7 +131,7 @@ func TestLab(t *testing.T) {
 				t.Errorf("fault %s still active", f.ID)
 			}
 		}
-		for _, k := range []FaultKind{FaultPartition, FaultLatency, FaultPause, FaultClockJump, FaultKill, FaultPowerLoss, FaultRestart, FaultStop, FaultClockRate} {
+		for _, k := range []FaultKind{node.FaultPartition, node.FaultLatency, node.FaultPause, node.FaultClockJump, node.FaultKill, node.FaultPowerLoss, node.FaultRestart, node.FaultStop, node.FaultClockRate} {
 			if seen[k] == 0 {
 				t.Errorf("no %s in %s", k, FaultsFile)
 			}
@@ -149,7 +151,7 @@ func TestLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, st := range sts {
-			if st.State != NodeUp || st.Persistence != PersistEverysec {
+			if st.State != node.Up || st.Persistence != PersistEverysec {
 				t.Errorf("node %d after reconfiguring: %s %s, want up everysec", st.ID, st.State, st.Persistence)
 			}
 		}
@@ -170,7 +172,7 @@ func TestLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(t, l, 1, time.Second); err != nil {
+	if err := faultcheck.Ping(t, l, 1, time.Second); err != nil {
 		t.Errorf("second lab: %v", err)
 	}
 	if err := Down(ctx, cfg); err != nil {
@@ -227,7 +229,7 @@ func TestLabProfiles(t *testing.T) {
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	profiles, err := ParsePersistenceList("always,everysec,none")
+	profiles, err := node.ParsePersistenceList("always,everysec,none")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +262,7 @@ func TestLabProfiles(t *testing.T) {
 		}
 		for i, p := range profiles {
 			// As the doctor reads it: the monitor user, through the proxy.
-			c := userClient(t, l.Nodes()[i].Addr, creds.Monitor, 2*time.Second)
+			c := faultcheck.UserClient(t, l.Nodes()[i].Addr, creds.Monitor, 2*time.Second)
 			got, err := c.ConfigGet(ctx, "append*").Result()
 			if err != nil {
 				t.Fatal(err)
@@ -275,21 +277,21 @@ func TestLabProfiles(t *testing.T) {
 				t.Errorf("node %d status: persistence %s, want %s", i+1, sts[i].Persistence, p)
 			}
 		}
-		if got := l.NodePersistence(); FormatPersistenceList(got) != "always,everysec,none" || l.Persistence() != "mixed" {
+		if got := l.NodePersistence(); node.FormatPersistenceList(got) != "always,everysec,none" || l.Persistence() != "mixed" {
 			t.Errorf("lab: node persistence %v, persistence %s; want always,everysec,none and mixed", got, l.Persistence())
 		}
 		reopened, err := Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := reopened.Config(); FormatPersistenceList(got.NodePersistence) != "always,everysec,none" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
+		if got := reopened.Config(); node.FormatPersistenceList(got.NodePersistence) != "always,everysec,none" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
 			t.Errorf("lab.json: config %+v, want the three profiles, no restart delay, %d nodes", got, n)
 		}
 	})
 
 	t.Run("kill with no restart delay", func(t *testing.T) {
 		const zeroWait = "restart-guard: holding Redis back for 0s: last stop was 'unclean'"
-		logPath := filepath.Join(nodeDir(dir, 1), supervisorLogFile)
+		logPath := filepath.Join(node.Dir(dir, 1), "supervisor.log")
 		guardLog := func() string {
 			b, err := os.ReadFile(logPath)
 			if err != nil {
@@ -301,7 +303,7 @@ func TestLabProfiles(t *testing.T) {
 		if _, err := l.Kill(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "killed node back", func() error { return ping(t, l, 1, 300*time.Millisecond) })
+		faultcheck.Eventually(t, 20*time.Second, "killed node back", func() error { return faultcheck.Ping(t, l, 1, 300*time.Millisecond) })
 		log := guardLog()
 		if got := strings.Count(log, zeroWait); got != before+1 {
 			t.Errorf("guard log lines %q: got %d more, want 1\n%s", zeroWait, got-before, tail(log, 2000))
@@ -309,14 +311,14 @@ func TestLabProfiles(t *testing.T) {
 		if strings.Contains(log, "holding Redis back for 0.") || regexp.MustCompile(`holding Redis back for [1-9]`).MatchString(log) {
 			t.Errorf("the guard held the node back for a delay:\n%s", tail(log, 2000))
 		}
-		if b, _ := os.ReadFile(filepath.Join(nodeDir(dir, 1), "guard", "last-stop")); strings.TrimSpace(string(b)) != "running" {
+		if b, _ := os.ReadFile(filepath.Join(node.Dir(dir, 1), "guard", "last-stop")); strings.TrimSpace(string(b)) != "running" {
 			t.Errorf("guard state after the restart: %q, want running", b)
 		}
 	})
 
-	t.Run("power-loss everysec", func(t *testing.T) { checkPowerLoss(t, l, 2, PersistEverysec) })
-	t.Run("power-loss always", func(t *testing.T) { checkPowerLoss(t, l, 1, PersistAlways) })
-	t.Run("power-loss none", func(t *testing.T) { checkPowerLoss(t, l, 3, PersistNone) })
+	t.Run("power-loss everysec", func(t *testing.T) { faultcheck.PowerLoss(t, l, 2, PersistEverysec) })
+	t.Run("power-loss always", func(t *testing.T) { faultcheck.PowerLoss(t, l, 1, PersistAlways) })
+	t.Run("power-loss none", func(t *testing.T) { faultcheck.PowerLoss(t, l, 3, PersistNone) })
 
 	t.Run("one profile for all again", func(t *testing.T) {
 		c := l.Config()
@@ -330,7 +332,7 @@ func TestLabProfiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, st := range sts {
-			if st.Persistence != PersistEverysec || st.State != NodeUp {
+			if st.Persistence != PersistEverysec || st.State != node.Up {
 				t.Errorf("node %d: %s %s, want up everysec", st.ID, st.State, st.Persistence)
 			}
 		}
@@ -352,9 +354,9 @@ func checkACL(t *testing.T, l *Lab) {
 		t.Fatal(err)
 	}
 	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("%s: mode %v, want 0600", CredentialsFile, fi.Mode().Perm())
+		t.Errorf("%s: mode %v, want 0600", node.CredentialsFile, fi.Mode().Perm())
 	}
-	creds, err := ReadCredentials(l.CredentialsPath())
+	creds, err := node.ReadCredentials(l.CredentialsPath())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +394,7 @@ func checkACL(t *testing.T, l *Lab) {
 	}
 	extended := 0
 	for i := range l.Nodes() {
-		if pttl, err := client(t, l, i+1, 2*time.Second).PTTL(ctx, "lock:acl").Result(); err == nil && pttl > 10*time.Second {
+		if pttl, err := faultcheck.Client(t, l, i+1, 2*time.Second).PTTL(ctx, "lock:acl").Result(); err == nil && pttl > 10*time.Second {
 			extended++
 		}
 	}
@@ -404,14 +406,14 @@ func checkACL(t *testing.T, l *Lab) {
 	}
 	rl.Close()
 	for i := range l.Nodes() {
-		if n, err := client(t, l, i+1, 2*time.Second).Exists(ctx, "lock:acl").Result(); err != nil || n != 0 {
+		if n, err := faultcheck.Client(t, l, i+1, 2*time.Second).Exists(ctx, "lock:acl").Result(); err != nil || n != 0 {
 			t.Errorf("node %d after release: exists %d, %v; want the lock gone", i+1, n, err)
 		}
 	}
 
 	addr := l.Nodes()[0].Addr
-	lockUser := userClient(t, addr, creds.Redlock, 2*time.Second)
-	monitor := userClient(t, addr, creds.Monitor, 2*time.Second)
+	lockUser := faultcheck.UserClient(t, addr, creds.Redlock, 2*time.Second)
+	monitor := faultcheck.UserClient(t, addr, creds.Monitor, 2*time.Second)
 	// An extend that re-acquires a lost key: SET NX PX inside the script.
 	const reacquire = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 end
@@ -443,9 +445,9 @@ return 0`
 			return lockUser.Eval(ctx, `return redis.call("SET", "foo", "bar")`, []string{"lock:k"}).Err()
 		}},
 		{"monitor SET lock:k", func() error { return monitor.Set(ctx, "lock:k", "x", 0).Err() }},
-		{"anonymous PING", func() error { return userClient(t, addr, User{}, 2*time.Second).Ping(ctx).Err() }},
+		{"anonymous PING", func() error { return faultcheck.UserClient(t, addr, User{}, 2*time.Second).Ping(ctx).Err() }},
 		{"redlock with a wrong password", func() error {
-			return userClient(t, addr, User{Name: UserRedlock, Password: "wrong-password-000"}, 2*time.Second).Ping(ctx).Err()
+			return faultcheck.UserClient(t, addr, User{Name: node.UserRedlock, Password: "wrong-password-000"}, 2*time.Second).Ping(ctx).Err()
 		}},
 	}
 	for _, d := range denied {
@@ -507,7 +509,7 @@ func TestLabReplicas(t *testing.T) {
 		if node.ReplicaAddr != want || node.ReplicaLink != fmt.Sprintf("127.0.0.1:%d", base+replicaLinkOffset+i+1) {
 			t.Errorf("node %d: got %+v, want its replica on %s", i+1, node, want)
 		}
-		if st := status(t, l, node.ID); st.Replica == nil || !st.Replica.Synced || st.Replica.Addr != want {
+		if st := faultcheck.Status(t, l, node.ID); st.Replica == nil || !st.Replica.Synced || st.Replica.Addr != want {
 			t.Errorf("node %d: replica status %+v, want synced on %s", node.ID, st.Replica, want)
 		}
 	}
@@ -532,23 +534,23 @@ func TestLabReplicas(t *testing.T) {
 		}
 	})
 
-	t.Run("failover", func(t *testing.T) { checkFailover(t, l, 2, 2*time.Second) })
+	t.Run("failover", func(t *testing.T) { faultcheck.Failover(t, l, 2, 2*time.Second) })
 
 	t.Run("same users after a failover", func(t *testing.T) {
 		if _, err := l.Failover(ctx, 3, 0); err != nil {
 			t.Fatal(err)
 		}
 		addr := l.Nodes()[2].Addr
-		if err := userClient(t, addr, creds.Redlock, 2*time.Second).SetNX(ctx, "lock:promoted", "tok", 5*time.Second).Err(); err != nil {
+		if err := faultcheck.UserClient(t, addr, creds.Redlock, 2*time.Second).SetNX(ctx, "lock:promoted", "tok", 5*time.Second).Err(); err != nil {
 			t.Errorf("redlock SET NX on the promoted replica: %v", err)
 		}
-		if err := userClient(t, addr, creds.Monitor, 2*time.Second).Info(ctx, "replication").Err(); err != nil {
+		if err := faultcheck.UserClient(t, addr, creds.Monitor, 2*time.Second).Info(ctx, "replication").Err(); err != nil {
 			t.Errorf("monitor INFO on the promoted replica: %v", err)
 		}
-		if err := userClient(t, addr, creds.Redlock, 2*time.Second).Set(ctx, "foo", "bar", 0).Err(); !redis.IsPermissionError(err) {
+		if err := faultcheck.UserClient(t, addr, creds.Redlock, 2*time.Second).Set(ctx, "foo", "bar", 0).Err(); !redis.IsPermissionError(err) {
 			t.Errorf("redlock SET foo on the promoted replica: got %v, want NOPERM", err)
 		}
-		if err := pingAddr(addr, User{}, time.Second); !redis.IsAuthError(err) {
+		if err := faultcheck.PingAddr(addr, User{}, time.Second); !redis.IsAuthError(err) {
 			t.Errorf("anonymous PING on the promoted replica: got %v, want an auth error", err)
 		}
 	})

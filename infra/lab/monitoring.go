@@ -22,11 +22,12 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/redlocklab/redlocklab/dashboards"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
 // Monitoring of a lab: one redis_exporter per node and a Prometheus that
-// scrapes them, the node supervisors (redlab_lab_*, see nodemetrics.go) and
+// scrapes them, the node supervisors (redlab_lab_*, see package node, metrics.go) and
 // any redlab serve, load or drill that registers its metrics endpoint
 // (RegisterTarget), and evaluates the rules of dashboards/prometheus.
 //
@@ -296,7 +297,7 @@ func (l *Lab) StartMonitoring(ctx context.Context, cfg MonitoringConfig) (*Monit
 // without ACLs.
 func (l *Lab) writeExporterPasswords(path string) (string, error) {
 	creds, err := l.Credentials()
-	if errors.Is(err, ErrNoCredentials) {
+	if errors.Is(err, node.ErrNoCredentials) {
 		return "", atomicfile.WriteFile(path, []byte("{}\n"), 0o600)
 	}
 	if err != nil {
@@ -621,25 +622,18 @@ func promConfig(l *Lab, cfg MonitoringConfig) ([]byte, error) {
 	return append([]byte("# Written by redlab lab up --monitoring; regenerated on every lab up.\n"), b...), nil
 }
 
-// forLine matches the `for:` of an alerting rule.
-var forLine = regexp.MustCompile(`(?m)^(\s+for:\s*)(\S+)\s*$`)
-
 // writeRules writes the rule files of package dashboards into dir (and
 // removes any other *.yml there), with every alert's `for:` capped at
 // forMax when it is not 0.
 func writeRules(dir string, forMax time.Duration) error {
-	files, err := dashboards.RuleFiles()
+	files, err := dashboards.RuleFilesCapped(forMax)
 	if err != nil {
 		return fmt.Errorf("lab: rules: %w", err)
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, "*.yml"))
 	keep := map[string]bool{}
 	for _, f := range files {
-		b, err := CapAlertFor(f.Data, forMax)
-		if err != nil {
-			return fmt.Errorf("lab: rules %s: %w", f.Name, err)
-		}
-		if err := atomicfile.WriteFile(filepath.Join(dir, f.Name), b, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
 			return fmt.Errorf("lab: rules: %w", err)
 		}
 		keep[filepath.Join(dir, f.Name)] = true
@@ -650,26 +644,4 @@ func writeRules(dir string, forMax time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// CapAlertFor returns the rule file data with every `for:` longer than
-// forMax set to forMax (0: unchanged).
-func CapAlertFor(data []byte, forMax time.Duration) ([]byte, error) {
-	if forMax == 0 {
-		return data, nil
-	}
-	var bad error
-	out := forLine.ReplaceAllFunc(data, func(line []byte) []byte {
-		m := forLine.FindSubmatch(line)
-		d, err := model.ParseDuration(string(m[2]))
-		if err != nil {
-			bad = fmt.Errorf("for: %q: %w", m[2], err)
-			return line
-		}
-		if time.Duration(d) <= forMax {
-			return line
-		}
-		return []byte(string(m[1]) + model.Duration(forMax).String())
-	})
-	return out, bad
 }

@@ -18,11 +18,13 @@ import (
 // methods are safe for concurrent use.
 type Proxy struct {
 	addr     string
-	upstream unix.Sockaddr
-	upAddr   string // upstream, for the probe's dial
 	listenSA unix.Sockaddr
-	family   int
+	family   int       // the listener's
 	base     time.Time // the loop's clock: time since base
+
+	// next is the upstream new connections go to, as SetUpstream left it;
+	// the loop adopts it as up on its next wake-up, and the probe dials it.
+	next atomic.Pointer[upstreamAddr]
 
 	// While the upstream refuses, the front does not listen and a probe
 	// dials the upstream until it answers; then it sets reopen and wakes
@@ -44,6 +46,7 @@ type Proxy struct {
 	closeOnce sync.Once
 
 	// Everything below belongs to the loop goroutine.
+	up          *upstreamAddr // where dial connects
 	epfd, lfd   int
 	ends        map[uint32]*end
 	nextID      uint32
@@ -81,6 +84,22 @@ const (
 	// upstream, to listen again once it answers.
 	ProbeInterval = 20 * time.Millisecond
 )
+
+// upstreamAddr is a resolved upstream.
+type upstreamAddr struct {
+	sa     unix.Sockaddr
+	family int
+	addr   string // for the probe's dial
+}
+
+func resolveUpstream(upstream string) (*upstreamAddr, error) {
+	a, err := net.ResolveTCPAddr("tcp", upstream)
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: upstream %q: %w", upstream, err)
+	}
+	sa, family := sockaddr(a)
+	return &upstreamAddr{sa: sa, family: family, addr: a.String()}, nil
+}
 
 // end is one socket of a link.
 type end struct {
@@ -122,11 +141,12 @@ type chunk struct {
 }
 
 // Listen starts a proxy on addr (host:port; port 0 picks a free one)
-// forwarding to upstream, which is resolved once, now. Close it to stop it.
+// forwarding to upstream, which is resolved once, now (SetUpstream changes
+// it). Close it to stop it.
 func Listen(addr, upstream string) (*Proxy, error) {
-	up, err := net.ResolveTCPAddr("tcp", upstream)
+	up, err := resolveUpstream(upstream)
 	if err != nil {
-		return nil, fmt.Errorf("faultproxy: upstream %q: %w", upstream, err)
+		return nil, err
 	}
 	at, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
@@ -145,8 +165,8 @@ func Listen(addr, upstream string) (*Proxy, error) {
 		events: make([]unix.EpollEvent, 128),
 	}
 	p.fault.Store(&Fault{})
-	p.upstream, p.family = sockaddr(up)
-	p.upAddr = up.String()
+	p.up = up
+	p.next.Store(up)
 	p.probeCtx, p.probeStop = context.WithCancel(context.Background())
 	if err := p.open(at); err != nil {
 		p.closeFDs()
@@ -178,9 +198,10 @@ func sockaddr(a *net.TCPAddr) (unix.Sockaddr, int) {
 
 // open creates the listener, the wake-up eventfd and the epoll set.
 func (p *Proxy) open(at *net.TCPAddr) error {
-	sa, family := sockaddr(at)
+	var sa unix.Sockaddr
+	sa, p.family = sockaddr(at)
 	var err error
-	if p.lfd, err = bindSocket(family, sa); err != nil {
+	if p.lfd, err = bindSocket(p.family, sa); err != nil {
 		return fmt.Errorf("faultproxy: listen on %s: %w", at, err)
 	}
 	if err := unix.Listen(p.lfd, unix.SOMAXCONN); err != nil {
@@ -242,6 +263,32 @@ func (p *Proxy) Set(f Fault) {
 	defer p.setMu.Unlock()
 	f = f.normal()
 	p.fault.Store(&f)
+	p.awaitLoop()
+}
+
+// SetUpstream sends the connections accepted from now on to upstream
+// (resolved now) and closes every connection open so far, both ways, as a
+// client behind Sentinel or a managed endpoint sees a failover: its
+// connection to the old master ends, and it reconnects, on the same address,
+// to the new one. The listener and the fault in force stay. A front that
+// refuses because the old upstream did listens again once the new one
+// answers. It returns once the proxy applies it; on a closed Proxy it does
+// nothing.
+func (p *Proxy) SetUpstream(upstream string) error {
+	up, err := resolveUpstream(upstream)
+	if err != nil {
+		return err
+	}
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	p.next.Store(up)
+	p.awaitLoop()
+	return nil
+}
+
+// awaitLoop wakes the loop and waits until it has applied the fault and
+// the upstream in force. The caller holds setMu.
+func (p *Proxy) awaitLoop() {
 	if !p.wake() {
 		return
 	}
@@ -314,6 +361,12 @@ func (p *Proxy) loop() {
 				return
 			}
 			p.apply(*p.fault.Load())
+			if up := p.next.Load(); up != p.up {
+				p.up = up
+				for l := range p.links {
+					p.closeLink(l)
+				}
+			}
 			if p.reopen.Swap(false) {
 				p.probing = false
 				p.listenAgain()
@@ -513,7 +566,7 @@ func (p *Proxy) probe() {
 			return
 		case <-t.C:
 		}
-		c, err := d.DialContext(p.probeCtx, "tcp", p.upAddr)
+		c, err := d.DialContext(p.probeCtx, "tcp", p.next.Load().addr)
 		if err != nil {
 			continue
 		}
@@ -559,13 +612,13 @@ func (p *Proxy) register(fd int, l *link) *end {
 
 // dial starts the non-blocking connect of l's upstream connection.
 func (p *Proxy) dial(l *link) {
-	fd, err := unix.Socket(p.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(p.up.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		p.closeLink(l)
 		return
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	err = unix.Connect(fd, p.upstream)
+	err = unix.Connect(fd, p.up.sa)
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		// Refused: the next clients are refused, and this one is closed.
 		unix.Close(fd)

@@ -24,5 +24,10 @@ func (p *Proxy) Fault() Fault { return Fault{} }
 // Set puts f in force.
 func (p *Proxy) Set(f Fault) {}
 
+// SetUpstream changes the upstream.
+func (p *Proxy) SetUpstream(upstream string) error {
+	return errors.New("faultproxy: needs Linux (epoll)")
+}
+
 // Close stops the proxy.
 func (p *Proxy) Close() error { return nil }

@@ -1,11 +1,13 @@
-package lab
+package node
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
@@ -94,7 +96,7 @@ func (r *recorder) endAt(id string, kind FaultKind, at time.Time, params map[str
 
 func (r *recorder) append(ev faultlog.Event) error {
 	if err := faultlog.Append(r.path, ev); err != nil {
-		return fmt.Errorf("lab: fault log: %w", err)
+		return fmt.Errorf("node: fault log: %w", err)
 	}
 	return nil
 }
@@ -185,7 +187,178 @@ func (b *faultBook) endAllLocked(endedBy string) {
 func ReadFaults(stateDir string) ([]Fault, error) {
 	faults, err := faultlog.Read(filepath.Join(stateDir, FaultsFile))
 	if err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	return faults, nil
+}
+
+func (s *supervisor) notRunningLocked() error {
+	return fmt.Errorf("%w on node %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
+}
+
+// kill SIGKILLs redis-server (a crash: nothing is flushed). With delay set
+// (the restart fault) the next pre-start uses it instead of the configured
+// restart delay. It returns once the process is gone.
+func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	p, cancelGuard := s.proc, s.cancelGuard
+	if delay == nil && p == nil {
+		err := s.notRunningLocked()
+		s.mu.Unlock()
+		return FaultResult{}, err
+	}
+	var f Fault
+	if delay == nil {
+		f = s.faults.startLocked(FaultKill, nil)
+	} else {
+		f = s.faults.startLocked(FaultRestart, map[string]string{"delay": delay.String()})
+		s.override = delay
+		s.wantUp = true
+	}
+	s.mu.Unlock()
+	switch {
+	case p != nil:
+		signalGroup(p.pid, syscall.SIGKILL)
+		// Return once the supervisor has seen the crash.
+		err := s.waitFor(ctx, func(st Status) bool { return st.RedisPID != p.pid })
+		if err != nil {
+			return FaultResult{}, err
+		}
+	case cancelGuard != nil:
+		// Waiting out a delay: wait the new one instead.
+		cancelGuard()
+	default:
+		s.poke()
+	}
+	return FaultResult{Fault: &f}, nil
+}
+
+// stop shuts redis-server down cleanly and keeps it down until start.
+func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	if !s.wantUp && s.proc == nil {
+		s.mu.Unlock()
+		return FaultResult{}, nil
+	}
+	s.wantUp = false
+	f := s.faults.startLocked(FaultStop, nil)
+	p, cancelGuard := s.proc, s.cancelGuard
+	s.mu.Unlock()
+	if p != nil {
+		s.stopProc(p)
+	}
+	if cancelGuard != nil {
+		cancelGuard()
+	}
+	s.poke()
+	err := s.waitFor(ctx, func(st Status) bool { return st.State == Stopped })
+	return FaultResult{Fault: &f}, err
+}
+
+// startNode starts a stopped node and waits until it answers.
+func (s *supervisor) startNode(ctx context.Context) (FaultResult, error) {
+	s.mu.Lock()
+	s.wantUp = true
+	s.mu.Unlock()
+	s.poke()
+	err := s.waitFor(ctx, func(st Status) bool { return st.State == Up || st.State == Paused })
+	return FaultResult{}, err
+}
+
+// pause SIGSTOPs redis-server for d: connections stay open, nothing answers.
+func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil || (s.st.State != Up && s.st.State != Paused) {
+		return FaultResult{}, s.notRunningLocked()
+	}
+	s.stopPauseLocked()
+	f := s.faults.startLocked(FaultPause, map[string]string{"for": d.String()})
+	s.paused.start(p, d, &s.wg, s.resume)
+	s.setStateLocked(Paused)
+	return FaultResult{Fault: &f}, nil
+}
+
+func (s *supervisor) resume(p *child) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused.proc != p {
+		return
+	}
+	s.stopPauseLocked() // continues p
+	if s.proc == p && s.st.State == Paused {
+		s.setStateLocked(Up)
+	}
+}
+
+// stopPauseLocked forgets the pause (the caller continues or lost the
+// process) and ends its fault.
+func (s *supervisor) stopPauseLocked() {
+	s.paused.stop()
+	s.faults.endLocked(FaultPause, nil)
+}
+
+func (s *supervisor) partition() (FaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.Partitioned {
+		return FaultResult{}, nil
+	}
+	if err := s.proxy.partition(); err != nil {
+		return FaultResult{}, err
+	}
+	s.st.Partitioned = true
+	f := s.faults.startLocked(FaultPartition, nil)
+	return FaultResult{Fault: &f}, nil
+}
+
+// heal removes every network fault: partition and latency.
+func (s *supervisor) heal() FaultResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proxy.heal()
+	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.faults.endLocked(FaultPartition, nil)
+	s.faults.endLocked(FaultLatency, nil)
+	s.saveLocked()
+	return FaultResult{}
+}
+
+func (s *supervisor) latency(add, jitter time.Duration) (FaultResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.proxy.latency(add, jitter); err != nil {
+		return FaultResult{}, err
+	}
+	s.faults.endLocked(FaultLatency, nil)
+	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
+	if add <= 0 {
+		s.st.Jitter = 0
+		s.saveLocked()
+		return FaultResult{}, nil
+	}
+	f := s.faults.startLocked(FaultLatency, map[string]string{"add": add.String(), "jitter": jitter.String()})
+	return FaultResult{Fault: &f}, nil
+}
+
+// stopBackground ends the pause timer and the clock-rate goroutine.
+func (s *supervisor) stopBackground() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopPauseLocked()
+	if s.rateStop != nil {
+		s.rateStop()
+		s.rateStop = nil
+	}
+}
+
+// endAllFaults closes every fault still open when the supervisor stops for
+// good: the node, and its faults, are gone.
+func (s *supervisor) endAllFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.endAllLocked("node stop")
+	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
+	s.saveLocked()
 }

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func (s *supervisor) startReplica(auth User) error {
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		PoolSize: 2, Username: auth.Name, Password: auth.Password,
 	})
-	link, err := startSwitchedProxy(fmt.Sprintf("node%d-replication", spec.ID), "127.0.0.1:"+strconv.Itoa(spec.ReplicaLinkPort), s.masterAddr())
+	link, err := startProxy(fmt.Sprintf("node%d-replication", spec.ID), "127.0.0.1:"+strconv.Itoa(spec.ReplicaLinkPort), s.masterAddr())
 	if err != nil {
 		rs.direct.Close()
 		return err
@@ -188,7 +188,7 @@ func (s *supervisor) setReplicaProc(p *child) {
 	defer s.mu.Unlock()
 	s.rep.proc = p
 	s.st.Replica.PID = p.pid
-	s.st.Replica.State = NodeStarting
+	s.st.Replica.State = Starting
 	s.st.Replica.Synced = false
 	s.saveLocked()
 }
@@ -200,7 +200,7 @@ func (s *supervisor) awaitReplicaReady(ctx context.Context, p *child) {
 	}
 	s.mu.Lock()
 	if s.rep.proc == p {
-		s.st.Replica.State = NodeUp
+		s.st.Replica.State = Up
 		s.saveLocked()
 	}
 	s.mu.Unlock()
@@ -215,7 +215,7 @@ func (s *supervisor) replicaExited(p *child, crash bool) {
 	}
 	s.rep.proc = nil
 	s.st.Replica.PID = 0
-	s.st.Replica.State = NodeDown
+	s.st.Replica.State = Down
 	s.st.Replica.Synced = false
 	if crash {
 		s.st.Replica.Restarts++
@@ -254,8 +254,8 @@ func (s *supervisor) reconcileOnce(ctx context.Context) {
 		running[p] = s.sideProcLocked(p) != nil
 	}
 	// The original process counts only once its supervisor saw it answer.
-	running[sideOriginal] = running[sideOriginal] && (s.st.State == NodeUp || s.st.State == NodePaused)
-	running[sideReplica] = running[sideReplica] && s.st.Replica.State == NodeUp
+	running[sideOriginal] = running[sideOriginal] && (s.st.State == Up || s.st.State == Paused)
+	running[sideReplica] = running[sideReplica] && s.st.Replica.State == Up
 	s.mu.Unlock()
 
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -368,8 +368,8 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		standby = sideOriginal
 	}
 	mp, sp := s.sideProcLocked(master), s.sideProcLocked(standby)
-	standbyUp := sp != nil && (standby == sideReplica && s.st.Replica.State == NodeUp ||
-		standby == sideOriginal && (s.st.State == NodeUp || s.st.State == NodePaused))
+	standbyUp := sp != nil && (standby == sideReplica && s.st.Replica.State == Up ||
+		standby == sideOriginal && (s.st.State == Up || s.st.State == Paused))
 	if !standbyUp {
 		err := fmt.Errorf("%w: node %d's %s, the one to promote, is not running", ErrNotRunning, s.spec.ID, standby)
 		s.mu.Unlock()
@@ -392,7 +392,7 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		s.mu.Lock()
 		s.faults.endLocked(FaultFailover, map[string]string{"error": err.Error()})
 		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("lab: node %d: failover: %w", s.spec.ID, err)
+		return FaultResult{}, fmt.Errorf("node %d: failover: %w", s.spec.ID, err)
 	}
 	if lag > 0 {
 		res.CaughtUp = s.awaitCaughtUp(ctx, master, standby, time.Second)

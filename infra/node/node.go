@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
-// PrepareNode writes the node's spec, rendered redis.conf and restart guard
+// Prepare writes the node's spec, rendered redis.conf and restart guard
 // into stateDir/nodeN and creates the directories the configuration names.
-// A node directory created here is marked fresh (see RunNode).
-func PrepareNode(spec NodeSpec) error {
+// A node directory created here is marked fresh (see Run).
+func Prepare(spec Spec) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
@@ -27,7 +27,7 @@ func PrepareNode(spec NodeSpec) error {
 	if spec.Machine != nil {
 		// The rendered dir is inside the machine: nothing to make here.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("lab: %w", err)
+			return fmt.Errorf("node: %w", err)
 		}
 		for _, f := range []struct {
 			name string
@@ -35,24 +35,24 @@ func PrepareNode(spec NodeSpec) error {
 			mode os.FileMode
 		}{{confFile, spec.Conf, 0o600}, {guardFile, spec.Guard, 0o644}, {userDataFile, spec.Machine.UserData, 0o600}} {
 			if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
-				return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+				return fmt.Errorf("node %d: %w", spec.ID, err)
 			}
 		}
 		if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
-			return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+			return fmt.Errorf("node %d: %w", spec.ID, err)
 		}
 		return nil
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("lab: %w", err)
+			return fmt.Errorf("node: %w", err)
 		}
 		if err := os.WriteFile(spec.path(freshMarker), nil, 0o644); err != nil {
-			return fmt.Errorf("lab: %w", err)
+			return fmt.Errorf("node: %w", err)
 		}
 	}
 	if err := os.MkdirAll(parseRedisConf(spec.Conf).dir, 0o755); err != nil {
-		return fmt.Errorf("lab: node %d data dir: %w", spec.ID, err)
+		return fmt.Errorf("node %d data dir: %w", spec.ID, err)
 	}
 	type file struct {
 		name string
@@ -62,7 +62,7 @@ func PrepareNode(spec NodeSpec) error {
 	files := []file{{confFile, spec.Conf, 0o644}, {guardFile, spec.Guard, 0o755}}
 	if spec.hasReplica() {
 		if err := os.MkdirAll(parseRedisConf(spec.ReplicaConf).dir, 0o755); err != nil {
-			return fmt.Errorf("lab: node %d replica data dir: %w", spec.ID, err)
+			return fmt.Errorf("node %d replica data dir: %w", spec.ID, err)
 		}
 		files = append(files, file{replicaConfFile, spec.ReplicaConf, 0o644})
 	} else {
@@ -70,37 +70,37 @@ func PrepareNode(spec NodeSpec) error {
 	}
 	for _, f := range files {
 		if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
-			return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+			return fmt.Errorf("node %d: %w", spec.ID, err)
 		}
 	}
 	if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
-		return fmt.Errorf("lab: node %d: %w", spec.ID, err)
+		return fmt.Errorf("node %d: %w", spec.ID, err)
 	}
 	return nil
 }
 
-// LoadNodeSpec reads what PrepareNode wrote.
-func LoadNodeSpec(stateDir string, id int) (NodeSpec, error) {
-	var spec NodeSpec
-	p := filepath.Join(nodeDir(stateDir, id), specFile)
+// LoadSpec reads what Prepare wrote.
+func LoadSpec(stateDir string, id int) (Spec, error) {
+	var spec Spec
+	p := filepath.Join(Dir(stateDir, id), specFile)
 	if err := readJSONFile(p, &spec); err != nil {
-		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+		return spec, fmt.Errorf("node %d: %w", id, err)
 	}
 	var err error
 	if spec.Conf, err = os.ReadFile(spec.path(confFile)); err != nil {
-		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+		return spec, fmt.Errorf("node %d: %w", id, err)
 	}
 	if spec.Guard, err = os.ReadFile(spec.path(guardFile)); err != nil {
-		return spec, fmt.Errorf("lab: node %d: %w", id, err)
+		return spec, fmt.Errorf("node %d: %w", id, err)
 	}
 	if spec.Machine != nil {
 		if spec.Machine.UserData, err = os.ReadFile(spec.path(userDataFile)); err != nil {
-			return spec, fmt.Errorf("lab: node %d: %w", id, err)
+			return spec, fmt.Errorf("node %d: %w", id, err)
 		}
 	}
 	if spec.ReplicaPort != 0 {
 		if spec.ReplicaConf, err = os.ReadFile(spec.path(replicaConfFile)); err != nil {
-			return spec, fmt.Errorf("lab: node %d: %w", id, err)
+			return spec, fmt.Errorf("node %d: %w", id, err)
 		}
 	}
 	return spec, spec.Validate()
@@ -109,23 +109,23 @@ func LoadNodeSpec(stateDir string, id int) (NodeSpec, error) {
 // redisAuth returns the ACL user the supervisor (and a start waiting for
 // it) logs in as: the lab's admin when the node's redis.conf defines ACL
 // users, none when it does not.
-func redisAuth(spec NodeSpec) (User, error) {
+func redisAuth(spec Spec) (User, error) {
 	if !parseRedisConf(spec.Conf).acl {
 		return User{}, nil
 	}
 	c, err := ReadCredentials(filepath.Join(spec.StateDir, CredentialsFile))
 	if err != nil {
-		return User{}, fmt.Errorf("lab: node %d: its redis.conf defines ACL users, so the supervisor needs the lab's credentials: %w", spec.ID, err)
+		return User{}, fmt.Errorf("node %d: its redis.conf defines ACL users, so the supervisor needs the lab's credentials: %w", spec.ID, err)
 	}
 	return c.Admin, nil
 }
 
-// StartNode starts the supervisor of a prepared node detached from the
+// Start starts the supervisor of a prepared node detached from the
 // caller (its own session, output to stateDir/nodeN/supervisor.log) by
 // running `redlab node run`, and returns once the node answers PING through
 // its proxy. A supervisor already running for the node is left alone.
-func StartNode(ctx context.Context, redlab, stateDir string, id int) error {
-	spec, err := LoadNodeSpec(stateDir, id)
+func Start(ctx context.Context, redlab, stateDir string, id int) error {
+	spec, err := LoadSpec(stateDir, id)
 	if err != nil {
 		return err
 	}
@@ -135,57 +135,16 @@ func StartNode(ctx context.Context, redlab, stateDir string, id int) error {
 	}
 	pid, err := startDaemon(redlab, "run", spec.StateDir, id, spec.dir())
 	if err != nil {
-		return fmt.Errorf("lab: node %d: %w", id, err)
+		return fmt.Errorf("node %d: %w", id, err)
 	}
-	return waitNodeUp(ctx, spec, pid)
+	return WaitUp(ctx, spec, pid)
 }
 
-// startDaemon runs `redlab node SUB --id ID --state-dir STATEDIR` (a
-// supervisor) detached in dir, its output appended to dir/supervisor.log,
-// and returns its pid.
-func startDaemon(redlab, sub, stateDir string, id int, dir string) (int, error) {
-	logf, err := os.OpenFile(filepath.Join(dir, supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(redlab, "node", sub, "--id", strconv.Itoa(id), "--state-dir", stateDir)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// A new session: no terminal, no signal meant for the caller's process
-	// group (terraform's included) reaches it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start supervisor: %w", err)
-	}
-	pid := cmd.Process.Pid
-	// Not waited for: it outlives us. Whoever reaps orphans reaps it.
-	_ = cmd.Process.Release()
-	return pid, nil
-}
-
-// stopDaemons SIGTERMs the supervisors sups of what ("node 2") and waits up
-// to limit for each, SIGKILLing one that outlives it (an error each).
-func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration) []error {
-	var errs []error
-	for _, pid := range sups {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	for _, pid := range sups {
-		if !waitGoneCtx(ctx, pid, limit) {
-			errs = append(errs, fmt.Errorf("lab: %s: supervisor pid %d ignored SIGTERM; killed", what, pid))
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			waitGone(pid, 5*time.Second)
-		}
-	}
-	return errs
-}
-
-// waitNodeUp waits until the supervisor reports the node up and it answers
-// through its proxy (or reports it stopped: a node stopped on purpose stays
+// WaitUp waits until supervisor supervisorPID (a Start's, or a Run in this
+// process) reports the node up and it answers through its proxy (or reports it stopped: a node stopped on purpose stays
 // stopped across a supervisor restart), failing early with the end of the
 // supervisor's log when the supervisor exits.
-func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
+func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 	limit := time.Duration(spec.RestartDelay) + 30*time.Second
 	if spec.Machine != nil {
 		// A boot, cloud-init, chrony's first update, then the guard's wait.
@@ -204,18 +163,18 @@ func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
 	})
 	defer c.Close()
 	for {
-		var st NodeStatus
+		var st Status
 		_ = readJSONFile(spec.path(statusFile), &st)
 		mine := st.SupervisorPID == supervisorPID
-		if mine && st.State == NodeStopped {
+		if mine && st.State == Stopped {
 			return nil
 		}
 		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		err := c.Ping(pctx).Err()
 		pcancel()
 		// A replicated node is up once its replica follows it too.
-		replicaOK := !spec.hasReplica() || (st.Replica != nil && st.Replica.State == NodeUp && st.Replica.Synced)
-		if err == nil && mine && (st.State == NodeUp || st.State == NodePaused) && replicaOK {
+		replicaOK := !spec.hasReplica() || (st.Replica != nil && st.Replica.State == Up && st.Replica.Synced)
+		if err == nil && mine && (st.State == Up || st.State == Paused) && replicaOK {
 			return nil
 		}
 		if err == nil && !replicaOK {
@@ -225,24 +184,24 @@ func waitNodeUp(ctx context.Context, spec NodeSpec, supervisorPID int) error {
 		}
 		if !alive(supervisorPID) {
 			log, _ := os.ReadFile(spec.path(supervisorLogFile))
-			return fmt.Errorf("lab: node %d: supervisor exited during start; end of %s:\n%s",
+			return fmt.Errorf("node %d: supervisor exited during start; end of %s:\n%s",
 				spec.ID, spec.path(supervisorLogFile), tail(string(log), 1500))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lab: node %d not answering on 127.0.0.1:%d: %w (last error: %v)", spec.ID, spec.Port, ctx.Err(), err)
+			return fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v)", spec.ID, spec.Port, ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-// StopNode stops node id: its supervisor (SIGTERM; it shuts redis-server
+// Stop stops node id: its supervisor (SIGTERM; it shuts redis-server
 // down cleanly and tells the restart guard), then anything a dead
 // supervisor left: redis-server found by its working directory, a waiting
 // restart guard. With purge it then removes stateDir/nodeN. Stopping a node
 // that is not running succeeds.
-func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
-	dir := nodeDir(stateDir, id)
+func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
+	dir := Dir(stateDir, id)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -259,14 +218,14 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 		// machines' redis-servers); its leftovers are the machine, its
 		// mounts and the NTP server.
 		if err := sweepMachine(ctx, dir); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("lab: node %d: %w", id, err))...)
+			return errors.Join(append(errs, fmt.Errorf("node %d: %w", id, err))...)
 		}
 		for _, f := range []string{supervisorPIDFile, redisPIDFile} {
 			os.Remove(filepath.Join(dir, f))
 		}
 		if purge {
 			if err := os.RemoveAll(dir); err != nil {
-				errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
 			}
 		}
 		return errors.Join(errs...)
@@ -309,7 +268,7 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 			out, err := exec.CommandContext(gctx, "bash", guard, "post-stop", how).CombinedOutput()
 			cancel()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("lab: node %d: restart guard post-stop: %w: %s", id, err, out))
+				errs = append(errs, fmt.Errorf("node %d: restart guard post-stop: %w: %s", id, err, out))
 			}
 		}
 	}
@@ -318,25 +277,16 @@ func StopNode(ctx context.Context, stateDir string, id int, purge bool) error {
 	}
 	if purge {
 		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+			errs = append(errs, fmt.Errorf("node %d: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// waitGone polls until pid is dead or limit passes.
-func waitGone(pid int, limit time.Duration) bool {
-	return waitGoneCtx(context.Background(), pid, limit)
-}
-
-// waitGoneCtx is waitGone that also gives up when ctx ends.
-func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for alive(pid) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(pollInterval)
+// tail returns the last n bytes of s (a supervisor's log, for an error).
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return true
+	return "…" + s[len(s)-n:]
 }

@@ -1,7 +1,6 @@
-package lab
+package node
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,11 +15,9 @@ import (
 // would behind a real partition.
 //
 // With no fault on it costs about half the CPU of the Toxiproxy listener it
-// replaced. A switched proxy leads to a switcher, so that retarget can change
-// its upstream without closing its listener.
+// replaced.
 type proxy struct {
-	p  *faultproxy.Proxy
-	sw *switcher // nil: the upstream is fixed
+	p *faultproxy.Proxy
 
 	mu sync.Mutex // orders read-modify-write of the fault
 }
@@ -28,46 +25,24 @@ type proxy struct {
 func startProxy(name, listen, upstream string) (*proxy, error) {
 	p, err := faultproxy.Listen(listen, upstream)
 	if err != nil {
-		return nil, fmt.Errorf("lab: %s proxy on %s: %w", name, listen, err)
+		return nil, fmt.Errorf("node: %s proxy on %s: %w", name, listen, err)
 	}
 	return &proxy{p: p}, nil
 }
 
-// startSwitchedProxy is startProxy for an upstream that retarget can
-// change: the front (and its faults) first, a switcher behind it.
-func startSwitchedProxy(name, listen, upstream string) (*proxy, error) {
-	sw, err := startSwitcher(upstream)
-	if err != nil {
-		return nil, err
-	}
-	x, err := startProxy(name, listen, sw.addr())
-	if err != nil {
-		sw.stop()
-		return nil, err
-	}
-	x.sw = sw
-	return x, nil
-}
-
-// retarget points a switched proxy at another upstream and closes every
+// retarget points the proxy at another upstream and closes every
 // connection through it, so that clients reconnect to the new upstream (as
 // after a failover behind Sentinel or a managed endpoint). The listener and
 // its faults stay.
 func (x *proxy) retarget(upstream string) error {
-	if x.sw == nil {
-		return errors.New("lab: retarget of a proxy without a switch")
+	if err := x.p.SetUpstream(upstream); err != nil {
+		return fmt.Errorf("node: retarget: %w", err)
 	}
-	x.sw.switchTo(upstream)
 	return nil
 }
 
 // Stop closes the listener and every proxied connection. Idempotent.
-func (x *proxy) Stop() {
-	x.p.Close()
-	if x.sw != nil {
-		x.sw.stop()
-	}
-}
+func (x *proxy) Stop() { x.p.Close() }
 
 // update changes the fault in force with fn.
 func (x *proxy) update(fn func(*faultproxy.Fault)) {

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,37 +17,11 @@ import (
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
-// etcd members (Config.Etcd, `redlab lab up --etcd 3`): the consensus-based
-// alternative to Redlock, next to the Redis nodes. Each member is one etcd
-// process with the configuration infra/modules/etcd-member renders (fsync
-// on), run by its own supervisor (`redlab node etcd-run`, etcdsupervisor.go)
-// like a Redis node, behind two fault fronts: one on its client port, one on
-// its peer port. The member advertises the fronts, so clients and the other
-// members reach it only through them.
-//
-// Ports: member M's client front is on BasePort+600+M, its peer front on
-// BasePort+700+M, etcd itself on BasePort+800+M (clients) and
-// BasePort+900+M (peers), the supervisor's control endpoint on
-// BasePort+1000+M, all on 127.0.0.1. Files: stateDir/etcdM (etcd.yml,
-// spec.json, member.json, data/, etcd.log, supervisor.log, pid files).
-const (
-	etcdClientFrontOffset = 600
-	etcdPeerFrontOffset   = 700
-	etcdClientOffset      = 800
-	etcdPeerOffset        = 900
-	etcdControlOffset     = 1000
-	// MaxEtcdMembers is the largest etcd cluster a lab runs.
-	MaxEtcdMembers = 5
-)
+// MaxEtcdMembers is the largest etcd cluster a lab runs.
+const MaxEtcdMembers = 5
 
-// etcdPortOffsets are the offsets of the port ranges of etcd members.
-var etcdPortOffsets = []int{etcdClientFrontOffset, etcdPeerFrontOffset, etcdClientOffset, etcdPeerOffset, etcdControlOffset}
-
-// EtcdPortOffsets are the offsets from the base port of the etcd members'
-// port ranges (each holds one port per member, from 1).
-func EtcdPortOffsets() []int { return append([]int(nil), etcdPortOffsets...) }
-
-// Files in an etcd member's directory.
+// Files in an etcd member's directory, stateDir/etcdM: these, spec.json,
+// data/, supervisor.log.
 const (
 	etcdConfFile  = "etcd.yml"
 	etcdStatus    = "member.json"
@@ -62,19 +34,13 @@ func etcdDir(stateDir string, id int) string {
 	return filepath.Join(stateDir, etcdDirPrefix+strconv.Itoa(id))
 }
 
-// EtcdMember is one etcd member as clients and fault injectors see it.
-type EtcdMember struct {
-	ID   int    `json:"id"`
-	Name string `json:"name"`
-	// Client and Peer are the fronts: what clients and the other members
-	// use.
-	Client string `json:"client"`
-	Peer   string `json:"peer"`
-	// EtcdClient and EtcdPeer are etcd itself, bypassing the fronts.
-	EtcdClient string `json:"etcd_client"`
-	EtcdPeer   string `json:"etcd_peer"`
-	// Control is the supervisor's control endpoint.
-	Control string `json:"control"`
+// EtcdMemberPorts is Ports for etcd member id.
+func EtcdMemberPorts(stateDir string, id int) []int {
+	var s EtcdMemberSpec
+	if readJSONFile(filepath.Join(etcdDir(stateDir, id), specFile), &s) != nil {
+		return nil
+	}
+	return []int{s.ClientPort, s.PeerPort, s.EtcdClientPort, s.EtcdPeerPort, s.ControlPort}
 }
 
 // EtcdMemberSpec is everything a member's supervisor needs; it is written to
@@ -111,7 +77,7 @@ type etcdConf struct {
 func parseEtcdConf(b []byte) (etcdConf, error) {
 	var c etcdConf
 	if err := yaml.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("lab: etcd.yml: %w", err)
+		return c, fmt.Errorf("node: etcd.yml: %w", err)
 	}
 	return c, nil
 }
@@ -129,10 +95,10 @@ func urlPort(s string) (int, error) {
 // and advertises where the spec says, keeps fsync on and has its data dir.
 func (s EtcdMemberSpec) Validate() error {
 	if s.ID < 1 || s.ID > MaxEtcdMembers {
-		return fmt.Errorf("lab: etcd member id %d: want 1-%d", s.ID, MaxEtcdMembers)
+		return fmt.Errorf("node: etcd member id %d: want 1-%d", s.ID, MaxEtcdMembers)
 	}
 	if !filepath.IsAbs(s.StateDir) {
-		return fmt.Errorf("lab: state dir %q must be absolute", s.StateDir)
+		return fmt.Errorf("node: state dir %q must be absolute", s.StateDir)
 	}
 	if err := checkSpecPorts(fmt.Sprintf("etcd member %d", s.ID), []namedPort{
 		{"client port", s.ClientPort}, {"peer port", s.PeerPort}, {"etcd client port", s.EtcdClientPort},
@@ -141,14 +107,14 @@ func (s EtcdMemberSpec) Validate() error {
 		return err
 	}
 	if s.RestartDelay < 0 {
-		return fmt.Errorf("lab: etcd member %d: negative restart delay", s.ID)
+		return fmt.Errorf("node: etcd member %d: negative restart delay", s.ID)
 	}
 	if s.EtcdServer == "" || !filepath.IsAbs(s.EtcdServer) {
-		return fmt.Errorf("lab: etcd member %d: etcd server %q must be an absolute path", s.ID, s.EtcdServer)
+		return fmt.Errorf("node: etcd member %d: etcd server %q must be an absolute path", s.ID, s.EtcdServer)
 	}
 	c, err := parseEtcdConf(s.Conf)
 	if err != nil {
-		return fmt.Errorf("lab: etcd member %d: %w", s.ID, err)
+		return fmt.Errorf("node: etcd member %d: %w", s.ID, err)
 	}
 	for _, want := range []struct {
 		key, val string
@@ -161,17 +127,17 @@ func (s EtcdMemberSpec) Validate() error {
 	} {
 		got, err := urlPort(want.val)
 		if err != nil {
-			return fmt.Errorf("lab: etcd member %d: rendered %s %w", s.ID, want.key, err)
+			return fmt.Errorf("node: etcd member %d: rendered %s %w", s.ID, want.key, err)
 		}
 		if got != want.port {
-			return fmt.Errorf("lab: etcd member %d: rendered %s has port %d, want %d", s.ID, want.key, got, want.port)
+			return fmt.Errorf("node: etcd member %d: rendered %s has port %d, want %d", s.ID, want.key, got, want.port)
 		}
 	}
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
-		return fmt.Errorf("lab: etcd member %d: rendered etcd.yml needs an absolute data-dir, got %q", s.ID, c.DataDir)
+		return fmt.Errorf("node: etcd member %d: rendered etcd.yml needs an absolute data-dir, got %q", s.ID, c.DataDir)
 	}
 	if c.UnsafeNoFsync {
-		return fmt.Errorf("lab: etcd member %d: rendered etcd.yml turns fsync off (unsafe-no-fsync)", s.ID)
+		return fmt.Errorf("node: etcd member %d: rendered etcd.yml turns fsync off (unsafe-no-fsync)", s.ID)
 	}
 	return nil
 }
@@ -184,13 +150,13 @@ func PrepareEtcdMember(spec EtcdMemberSpec) error {
 	}
 	c, _ := parseEtcdConf(spec.Conf)
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return fmt.Errorf("lab: etcd member %d: %w", spec.ID, err)
+		return fmt.Errorf("node: etcd member %d: %w", spec.ID, err)
 	}
 	if err := atomicfile.WriteFile(spec.path(etcdConfFile), spec.Conf, 0o644); err != nil {
-		return fmt.Errorf("lab: etcd member %d: %w", spec.ID, err)
+		return fmt.Errorf("node: etcd member %d: %w", spec.ID, err)
 	}
 	if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
-		return fmt.Errorf("lab: etcd member %d: %w", spec.ID, err)
+		return fmt.Errorf("node: etcd member %d: %w", spec.ID, err)
 	}
 	return nil
 }
@@ -199,11 +165,11 @@ func PrepareEtcdMember(spec EtcdMemberSpec) error {
 func LoadEtcdMemberSpec(stateDir string, id int) (EtcdMemberSpec, error) {
 	var spec EtcdMemberSpec
 	if err := readJSONFile(filepath.Join(etcdDir(stateDir, id), specFile), &spec); err != nil {
-		return spec, fmt.Errorf("lab: etcd member %d: %w", id, err)
+		return spec, fmt.Errorf("node: etcd member %d: %w", id, err)
 	}
 	var err error
 	if spec.Conf, err = os.ReadFile(spec.path(etcdConfFile)); err != nil {
-		return spec, fmt.Errorf("lab: etcd member %d: %w", id, err)
+		return spec, fmt.Errorf("node: etcd member %d: %w", id, err)
 	}
 	return spec, spec.Validate()
 }
@@ -231,7 +197,7 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 	}
 	pid, err := startDaemon(redlab, "etcd-run", spec.StateDir, id, spec.dir())
 	if err != nil {
-		return fmt.Errorf("lab: etcd member %d: %w", id, err)
+		return fmt.Errorf("node: etcd member %d: %w", id, err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.RestartDelay)+30*time.Second)
@@ -240,7 +206,7 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 		var st EtcdMemberStatus
 		_ = readJSONFile(spec.path(etcdStatus), &st)
 		mine := st.SupervisorPID == pid
-		if mine && st.State == NodeStopped {
+		if mine && st.State == Stopped {
 			return nil
 		}
 		var err error
@@ -255,12 +221,12 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 		}
 		if !alive(pid) {
 			log, _ := os.ReadFile(spec.path(supervisorLogFile))
-			return fmt.Errorf("lab: etcd member %d: supervisor exited during start; end of %s:\n%s",
+			return fmt.Errorf("node: etcd member %d: supervisor exited during start; end of %s:\n%s",
 				id, spec.path(supervisorLogFile), tail(string(log), 1500))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lab: etcd member %d does not listen on 127.0.0.1:%d: %w (last error: %v)", id, spec.ClientPort, ctx.Err(), err)
+			return fmt.Errorf("node: etcd member %d does not listen on 127.0.0.1:%d: %w (last error: %v)", id, spec.ClientPort, ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -286,37 +252,8 @@ func StopEtcdMember(ctx context.Context, stateDir string, id int, purge bool) er
 	}
 	if purge {
 		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("lab: etcd member %d: %w", id, err))
+			errs = append(errs, fmt.Errorf("node: etcd member %d: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// FindEtcd returns the etcd binary a lab runs: $REDLAB_ETCD_BIN, else
-// bin/etcd next to the redlab binary or in the repository holding infraDir
-// (`make etcd` builds it there), else etcd on PATH.
-func FindEtcd(redlab, infraDir string) (string, error) {
-	if p := os.Getenv("REDLAB_ETCD_BIN"); p != "" {
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("lab: REDLAB_ETCD_BIN=%s: %w", p, err)
-		}
-		return filepath.Abs(p)
-	}
-	var cands []string
-	if redlab != "" {
-		cands = append(cands, filepath.Join(filepath.Dir(redlab), "etcd"))
-	}
-	if infraDir != "" {
-		cands = append(cands, filepath.Join(filepath.Dir(infraDir), "bin", "etcd"))
-	}
-	for _, c := range cands {
-		if executable(c) == nil {
-			return c, nil
-		}
-	}
-	p, err := exec.LookPath("etcd")
-	if err != nil {
-		return "", fmt.Errorf("lab: no etcd binary (tried $REDLAB_ETCD_BIN, %s, PATH): build it with 'make etcd': %w", strings.Join(cands, ", "), err)
-	}
-	return filepath.Abs(p)
 }

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func FaultKinds() []FaultKind {
 		FaultPartition, FaultLatency, FaultClockJump, FaultClockRate, FaultFailover}
 }
 
-var nodeStates = []NodeState{NodeStarting, NodeWaiting, NodeUp, NodePaused, NodeStopped}
+var nodeStates = []State{Starting, Waiting, Up, Paused, Stopped}
 
 // The supervisors' metric names.
 const (
@@ -34,9 +34,9 @@ const (
 	metricClockOffset  = "redlab_lab_node_clock_offset_seconds"
 )
 
-// NodeMetricNames lists the metrics every supervisor serves on its control
+// MetricNames lists the metrics every supervisor serves on its control
 // endpoint's /metrics.
-func NodeMetricNames() []string {
+func MetricNames() []string {
 	return []string{metricFaultActive, metricNodeState, metricRestarts, metricRestartDelay, metricDowntime, metricClockOffset}
 }
 
@@ -98,7 +98,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if downtime > 0 {
 		ch <- prometheus.MustNewConstMetric(descDowntime, prometheus.GaugeValue, downtime.Seconds(), node)
 	}
-	if st.State == NodeUp {
+	if st.State == Up {
 		if off, ok := s.clockOffset(); ok {
 			ch <- prometheus.MustNewConstMetric(descClockOffset, prometheus.GaugeValue, off.Seconds(), node)
 		}

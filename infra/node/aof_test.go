@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 )
 
@@ -130,17 +131,17 @@ func TestAOFSamplerKeepsWhatTheCutNeeds(t *testing.T) {
 		a.sample(t0.Add(time.Duration(i) * 50 * time.Millisecond))
 	}
 	last := t0.Add(99 * 50 * time.Millisecond)
-	if got := a.samples[0].at; got.After(last.Add(-everysecWindow - aofHistory)) {
-		t.Errorf("oldest sample kept %v before the newest, want at least %v", last.Sub(got), everysecWindow+aofHistory)
+	if got := a.samples[0].at; got.After(last.Add(-EverysecWindow - aofHistory)) {
+		t.Errorf("oldest sample kept %v before the newest, want at least %v", last.Sub(got), EverysecWindow+aofHistory)
 	}
 	if n := len(a.samples); n > 50 {
 		t.Errorf("kept %d samples, want the history trimmed to about 2 s (41)", n)
 	}
 	a.mu.Lock()
-	s, ok := a.keptAtLocked(last.Add(-everysecWindow))
+	s, ok := a.keptAtLocked(last.Add(-EverysecWindow))
 	early, _ := a.keptAtLocked(t0.Add(-time.Hour))
 	a.mu.Unlock()
-	if !ok || !s.at.Equal(last.Add(-everysecWindow)) {
+	if !ok || !s.at.Equal(last.Add(-EverysecWindow)) {
 		t.Errorf("sample for a crash now: got %v, want the one taken exactly 1 s before", s.at)
 	}
 	if !early.at.Equal(a.samples[0].at) {
@@ -182,7 +183,7 @@ func TestPowerLossCutRealRedis(t *testing.T) {
 	awaitAOFWritten(t, c)
 	a.sample(t0.Add(2 * time.Second)) // B is in this one: a cut at t0+1s must not use it
 	node.Kill()
-	cut, err := a.cutAt(t0.Add(time.Second+everysecWindow/2), everysecWindow)
+	cut, err := a.cutAt(t0.Add(time.Second+EverysecWindow/2), EverysecWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,5 +244,23 @@ func TestRedisLoadsAOFCutMidCommand(t *testing.T) {
 	}
 	if n, _ := c.Exists(ctx, "lock:b").Result(); n != 0 {
 		t.Error("lock:b, cut mid-command: present, want dropped")
+	}
+}
+
+// awaitAOFWritten waits until redis-server has written every write it
+// acknowledged to its AOF (see faultcheck.AwaitAOFWritten, which this
+// package's internal tests cannot import).
+func awaitAOFWritten(t *testing.T, c *redis.Client) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Info(context.Background(), "persistence").Result()
+		if err == nil && strings.Contains(info, "aof_buffer_length:0\r\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("AOF buffer written: still failing after 10s: %v %s", err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 // a power cut loses what reached the file in the last second. The supervisor
 // samples the sizes of the AOF's incr files often (aofSampleEvery) and, on a
 // power loss, cuts each incr file back to its size in the newest sample taken
-// at least everysecWindow before the crash: what the node had written since
+// at least EverysecWindow before the crash: what the node had written since
 // is gone, what it had written before is kept.
 //
 // Redis 7 keeps a multi-part AOF: a directory (appenddirname) with a base
@@ -35,7 +35,9 @@ import (
 // well as a power loss does; on a slow disk everysec can lose acknowledged
 // writes even to a kill. The cut only ever removes what is on file.
 const (
-	everysecWindow = time.Second
+	// EverysecWindow is what a power loss of an everysec node loses: the
+	// writes of its last second.
+	EverysecWindow = time.Second
 	aofSampleEvery = 50 * time.Millisecond
 	// aofHistory is how much sample history is kept beyond the window; the
 	// newest sample older than window+history always stays, so a stalled
@@ -98,7 +100,7 @@ func (a *aofSampler) sampleLocked(now time.Time) {
 	a.samples = append(a.samples, s)
 	// Drop a sample once a newer one is also older than the window plus
 	// the history: no cut will need it.
-	old := now.Add(-everysecWindow - aofHistory)
+	old := now.Add(-EverysecWindow - aofHistory)
 	for len(a.samples) > 1 && !a.samples[1].at.After(old) {
 		a.samples = a.samples[1:]
 	}
@@ -164,7 +166,7 @@ func (a *aofSampler) cutAt(crash time.Time, window time.Duration) (aofCut, error
 	}()
 	keep, ok := a.keptAtLocked(crash.Add(-window))
 	if !ok {
-		return aofCut{}, fmt.Errorf("lab: power loss: no AOF sample to cut back to")
+		return aofCut{}, fmt.Errorf("node: power loss: no AOF sample to cut back to")
 	}
 	files, err := readAOFManifest(filepath.Join(a.dir, a.manifest))
 	if errors.Is(err, os.ErrNotExist) {
@@ -209,7 +211,7 @@ func readAOFManifest(path string) (aofFiles, error) {
 			continue
 		}
 		if f[0] != "file" || len(f)%2 != 0 {
-			return aofFiles{}, fmt.Errorf("lab: AOF manifest %s line %d: %q", path, i+1, line)
+			return aofFiles{}, fmt.Errorf("node: AOF manifest %s line %d: %q", path, i+1, line)
 		}
 		name, typ := f[1], ""
 		for j := 2; j+1 < len(f); j += 2 {
@@ -239,14 +241,14 @@ type truncation struct {
 func truncateAOF(path string, size int64) (truncation, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return truncation{}, fmt.Errorf("lab: power loss: %w", err)
+		return truncation{}, fmt.Errorf("node: power loss: %w", err)
 	}
 	if fi.Size() <= size {
 		return truncation{exact: true}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return truncation{}, fmt.Errorf("lab: power loss: %w", err)
+		return truncation{}, fmt.Errorf("node: power loss: %w", err)
 	}
 	cmds, perr := aofCommands(f)
 	f.Close()
@@ -266,7 +268,7 @@ func truncateAOF(path string, size int64) (truncation, error) {
 		}
 	}
 	if err := os.Truncate(path, at); err != nil {
-		return truncation{}, fmt.Errorf("lab: power loss: %w", err)
+		return truncation{}, fmt.Errorf("node: power loss: %w", err)
 	}
 	return truncation{bytes: fi.Size() - at, commands: commands, exact: exact}, nil
 }
@@ -298,7 +300,7 @@ func aofCommands(r io.Reader) ([]aofCommand, error) {
 			return out, nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("lab: AOF at byte %d: %w", off, err)
+			return out, fmt.Errorf("node: AOF at byte %d: %w", off, err)
 		}
 		off += used
 		cmd := strings.ToUpper(name)
@@ -366,4 +368,23 @@ func unexpectedEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// AOFIncrBytes is the size of the node's AOF incr files on disk now: what
+// the power-loss model samples (a machine's, below its mounted root).
+func (s Spec) AOFIncrBytes() (int64, error) {
+	conf := s.hostConf()
+	files, err := readAOFManifest(filepath.Join(conf.aofDir(), conf.aofManifest()))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, f := range files.incr {
+		fi, err := os.Stat(filepath.Join(conf.aofDir(), f))
+		if err != nil {
+			return 0, err
+		}
+		n += fi.Size()
+	}
+	return n, nil
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/node"
+	"github.com/redlocklab/redlocklab/internal/faultcheck"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
@@ -32,36 +34,6 @@ func TestMachineAddresses(t *testing.T) {
 	}
 }
 
-func TestMachineSpecValidation(t *testing.T) {
-	good := NodeSpec{
-		ID: 1, StateDir: "/tmp/lab", Port: 9101, RedisPort: 9201, ControlPort: 9301,
-		Conf: []byte("port 9201\ndir /var/lib/redis\n"), Guard: []byte("#!/bin/bash\n"),
-		Machine: &MachineSpec{Address: "127.80.35.141", NTPAddress: "127.81.35.141", UserData: []byte("#cloud-config\n")},
-	}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("good spec: %v", err)
-	}
-	for name, mutate := range map[string]func(s *NodeSpec){
-		"host loopback":  func(s *NodeSpec) { s.Machine.Address = "127.0.0.1" },
-		"not loopback":   func(s *NodeSpec) { s.Machine.Address = "10.0.0.1" },
-		"not an address": func(s *NodeSpec) { s.Machine.NTPAddress = "ntp.example" },
-		"one address":    func(s *NodeSpec) { s.Machine.NTPAddress = s.Machine.Address },
-		"no user data":   func(s *NodeSpec) { s.Machine.UserData = nil },
-		"with a replica": func(s *NodeSpec) {
-			s.ReplicaPort, s.ReplicaLinkPort, s.ReplicaConf = 9401, 9501, []byte("port 9401\ndir /r\n")
-		},
-		"IPv6 is not ours": func(s *NodeSpec) { s.Machine.Address = "::1" },
-	} {
-		s := good
-		m := *good.Machine
-		s.Machine = &m
-		mutate(&s)
-		if err := s.Validate(); err == nil {
-			t.Errorf("%s: Validate accepted %+v", name, *s.Machine)
-		}
-	}
-}
-
 // TestLabMachines brings up a lab of three machines (systemd-nspawn, the
 // module's user data under real systemd) and checks the faults against the
 // machine's own record, its journal: kill -9 restarts only after the
@@ -72,7 +44,7 @@ func TestMachineSpecValidation(t *testing.T) {
 // file or port behind.
 func TestLabMachines(t *testing.T) {
 	redlab, tf := requireLab(t)
-	if err := CheckMachineHost(); err != nil {
+	if err := node.CheckMachineHost(); err != nil {
 		testenv.Missing(t, err.Error())
 	}
 	const n = 3
@@ -108,7 +80,7 @@ func TestLabMachines(t *testing.T) {
 		if want := net.JoinHostPort(addr, strconv.Itoa(base+redisPortOffset+node.ID)); node.RedisAddr != want {
 			t.Errorf("node %d: redis at %s, want the machine's %s", node.ID, node.RedisAddr, want)
 		}
-		if err := ping(t, l, node.ID, time.Second); err != nil {
+		if err := faultcheck.Ping(t, l, node.ID, time.Second); err != nil {
 			t.Errorf("node %d through its front: %v", node.ID, err)
 		}
 		j := machineJournal(t, l, node.ID)
@@ -118,16 +90,16 @@ func TestLabMachines(t *testing.T) {
 	}
 
 	t.Run("kill -9 restarts only after the delay", func(t *testing.T) {
-		checkKill(t, l, 1, delay, true)
+		faultcheck.Kill(t, l, 1, delay, true)
 		if j := machineJournal(t, l, 1); !strings.Contains(j, "restart-guard: holding Redis back for 3s: last stop was 'unclean'") {
 			t.Errorf("journal after kill -9: want the guard's wait for an unclean stop:\n%s", j)
 		}
 	})
 
 	t.Run("restart starts at once", func(t *testing.T) {
-		before := status(t, l, 2)
-		checkRestartOverride(t, l, 2)
-		if after := status(t, l, 2); after.Restarts != before.Restarts {
+		before := faultcheck.Status(t, l, 2)
+		faultcheck.RestartOverride(t, l, 2)
+		if after := faultcheck.Status(t, l, 2); after.Restarts != before.Restarts {
 			t.Errorf("restart counted as a crash: restarts %d, want %d", after.Restarts, before.Restarts)
 		}
 		j := machineJournal(t, l, 2)
@@ -160,14 +132,14 @@ func TestLabMachines(t *testing.T) {
 	})
 
 	t.Run("a power loss waits again and cuts everysec", func(t *testing.T) {
-		checkPowerLoss(t, l, 3, PersistEverysec)
+		faultcheck.PowerLoss(t, l, 3, PersistEverysec)
 		faults, err := l.Faults()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var last *Fault
 		for i := range faults {
-			if faults[i].Node == 3 && faults[i].Kind == FaultPowerLoss {
+			if faults[i].Node == 3 && faults[i].Kind == node.FaultPowerLoss {
 				last = &faults[i]
 			}
 		}
@@ -185,8 +157,8 @@ func TestLabMachines(t *testing.T) {
 	})
 
 	t.Run("pause and partition", func(t *testing.T) {
-		checkPause(t, l, 1, time.Second)
-		checkPartition(t, l, 2)
+		faultcheck.Pause(t, l, 1, time.Second)
+		faultcheck.Partition(t, l, 2)
 	})
 
 	if err := Down(ctx, cfg); err != nil {
@@ -229,7 +201,7 @@ func TestLabMachines(t *testing.T) {
 // the node's redis-server.
 func machineJournal(t *testing.T, l *Lab, id int) string {
 	t.Helper()
-	pid := status(t, l, id).RedisPID
+	pid := faultcheck.Status(t, l, id).RedisPID
 	if pid == 0 {
 		t.Fatalf("node %d runs no redis-server", id)
 	}
@@ -244,7 +216,7 @@ func machineJournal(t *testing.T, l *Lab, id int) string {
 		}
 	}
 	out, err := exec.Command("nsenter", "--target", leader, "--all", "--root", "--wd", "--",
-		"journalctl", "--no-pager", "-o", "cat", "-b", "-u", machineUnit).CombinedOutput()
+		"journalctl", "--no-pager", "-o", "cat", "-b", "-u", "redlock-redis.service").CombinedOutput()
 	if err != nil {
 		t.Fatalf("journal of node %d: %v\n%s", id, err, out)
 	}
@@ -252,17 +224,17 @@ func machineJournal(t *testing.T, l *Lab, id int) string {
 }
 
 // TestUpRefusesMachinesWithoutTheirPrograms: with none of the programs a
-// machine needs on PATH, Up with Machines fails with ErrMachineHost, naming
+// machine needs on PATH, Up with Machines fails with node.ErrMachineHost, naming
 // them, before it creates anything.
 func TestUpRefusesMachinesWithoutTheirPrograms(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	err := CheckMachineHost()
-	if !errors.Is(err, ErrMachineHost) {
-		t.Fatalf("CheckMachineHost with an empty PATH: got %v, want %v", err, ErrMachineHost)
+	err := node.CheckMachineHost()
+	if !errors.Is(err, node.ErrMachineHost) {
+		t.Fatalf("node.CheckMachineHost with an empty PATH: got %v, want %v", err, node.ErrMachineHost)
 	}
 	for _, prog := range []string{"systemd-nspawn", "nsenter", "chronyd", "debootstrap"} {
 		if !strings.Contains(err.Error(), prog) {
-			t.Errorf("CheckMachineHost: %q does not name %s", err, prog)
+			t.Errorf("node.CheckMachineHost: %q does not name %s", err, prog)
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "lab")
@@ -270,8 +242,8 @@ func TestUpRefusesMachinesWithoutTheirPrograms(t *testing.T) {
 		StateDir: dir, Machines: true, Redlab: "/bin/true", RedisServer: "/bin/true",
 		Terraform: "/bin/true", InfraDir: filepath.Join(repoRoot(t), "infra"),
 	})
-	if !errors.Is(err, ErrMachineHost) {
-		t.Fatalf("Up with machines: got %v, want %v", err, ErrMachineHost)
+	if !errors.Is(err, node.ErrMachineHost) {
+		t.Fatalf("Up with machines: got %v, want %v", err, node.ErrMachineHost)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state dir after a refused up: %v, want not created", err)

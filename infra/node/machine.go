@@ -1,10 +1,9 @@
-package lab
+package node
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"os"
@@ -18,7 +17,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/machine"
 )
 
-// A machine node (NodeSpec.Machine, Config.Machines) is a Debian 12
+// A machine node (Spec.Machine, Config.Machines) is a Debian 12
 // systemd-nspawn machine booted from the node's cloud-init user data, so
 // that redlock-redis.service, chrony and the restart guard run under real
 // systemd. Its supervisor keeps the fault front, the control endpoint and
@@ -54,7 +53,7 @@ const machineUnit = "redlock-redis.service"
 
 // ErrUnsupported is returned for a fault a machine node cannot apply; it is
 // returned before anything changes.
-var ErrUnsupported = errors.New("lab: not supported on machine nodes")
+var ErrUnsupported = errors.New("node: not supported on machine nodes")
 
 // machineBootTimeout bounds one boot, up to systemd answering.
 const machineBootTimeout = 5 * time.Minute
@@ -77,22 +76,22 @@ type machineNode struct {
 
 // machineRoot is where the machine's root is mounted on the host: the
 // rendered paths (/var/lib/redis) are below it.
-func machineRoot(spec NodeSpec) string { return filepath.Join(spec.path(machineDir), "root") }
+func machineRoot(spec Spec) string { return filepath.Join(spec.path(machineDir), "root") }
 
 // newMachineNode ends what a previous supervisor of the node left (its
 // machine and NTP server), starts the NTP server and prepares the machine;
 // nothing boots yet.
-func newMachineNode(ctx context.Context, spec NodeSpec, logger *log.Logger) (*machineNode, error) {
+func newMachineNode(ctx context.Context, spec Spec, logger *log.Logger) (*machineNode, error) {
 	dir := spec.path(machineDir)
 	if err := sweepMachine(ctx, spec.dir()); err != nil {
 		return nil, err
 	}
 	img, err := machine.EnsureImage(ctx, machine.ImageConfig{Log: logger.Writer()})
 	if err != nil {
-		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
+		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	m, err := machine.New(machine.Config{
 		Name:     "redlab-" + strconv.Itoa(spec.Port),
@@ -101,11 +100,11 @@ func newMachineNode(ctx context.Context, spec NodeSpec, logger *log.Logger) (*ma
 		UserData: spec.Machine.UserData,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
+		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
 	}
 	ntp, err := startNTPServer(ctx, spec.Machine.NTPAddress, spec.path(ntpDir), logger)
 	if err != nil {
-		return nil, fmt.Errorf("lab: node %d: %w", spec.ID, err)
+		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
 	}
 	return &machineNode{m: m, ntp: ntp, power: make(chan struct{}, 1)}, nil
 }
@@ -121,16 +120,16 @@ func (mn *machineNode) close() error {
 	return err
 }
 
-// sweepMachine ends a machine node's leftovers in nodeDir: the machine
+// sweepMachine ends a machine node's leftovers in Dir: the machine
 // (infra/machine.Sweep) and the NTP server, found by its configuration's
 // path.
-func sweepMachine(ctx context.Context, nodeDir string) error {
-	conf := filepath.Join(nodeDir, ntpDir, "chrony.conf")
+func sweepMachine(ctx context.Context, Dir string) error {
+	conf := filepath.Join(Dir, ntpDir, "chrony.conf")
 	for _, pid := range findMentioning(conf) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		waitGone(pid, 5*time.Second)
 	}
-	return machine.Sweep(ctx, filepath.Join(nodeDir, machineDir))
+	return machine.Sweep(ctx, filepath.Join(Dir, machineDir))
 }
 
 // lockPower takes mn.power, or gives up when ctx ends.
@@ -225,7 +224,7 @@ func (s *supervisor) machineLoop(ctx context.Context) {
 				s.mu.Lock()
 				s.proc = np
 				s.st.RedisPID = pid
-				s.setStateLocked(NodeStarting)
+				s.setStateLocked(Starting)
 				s.mu.Unlock()
 				s.log.Printf("redis-server runs, host pid %d", pid)
 				continue
@@ -233,10 +232,10 @@ func (s *supervisor) machineLoop(ctx context.Context) {
 			lastNone = before
 			s.mu.Lock()
 			switch {
-			case !want && s.st.State != NodeStopped:
-				s.setStateLocked(NodeStopped)
-			case want && s.st.State != NodeWaiting:
-				s.setStateLocked(NodeWaiting)
+			case !want && s.st.State != Stopped:
+				s.setStateLocked(Stopped)
+			case want && s.st.State != Waiting:
+				s.setStateLocked(Waiting)
 			}
 			s.mu.Unlock()
 			select {
@@ -307,7 +306,7 @@ func (s *supervisor) onMachineExit(p *child) {
 }
 
 // applyMachine runs one fault request on a machine node.
-func (s *supervisor) applyMachine(ctx context.Context, kind string, req faultRequest) (FaultResult, error) {
+func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
 	case string(FaultKill):
 		return s.kill(ctx, nil)
@@ -336,7 +335,7 @@ func (s *supervisor) applyMachine(ctx context.Context, kind string, req faultReq
 func (s *supervisor) systemctl(ctx context.Context, args ...string) error {
 	out, err := s.mach.m.Exec(ctx, append([]string{"systemctl"}, args...)...)
 	if err != nil {
-		return fmt.Errorf("lab: node %d: %w%s", s.spec.ID, err, out)
+		return fmt.Errorf("node %d: %w%s", s.spec.ID, err, out)
 	}
 	return nil
 }
@@ -390,7 +389,7 @@ func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeStopped })
+	err := s.waitFor(ctx, func(st Status) bool { return st.State == Stopped })
 	return FaultResult{Fault: &f}, err
 }
 
@@ -406,7 +405,7 @@ func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st NodeStatus) bool { return st.State == NodeUp || st.State == NodePaused })
+	err := s.waitFor(ctx, func(st Status) bool { return st.State == Up || st.State == Paused })
 	return FaultResult{}, err
 }
 
@@ -446,7 +445,7 @@ func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) 
 		return FaultResult{}, cut.err
 	}
 	// Return once the loop has seen the crash, as the process lab does.
-	if err := s.waitFor(ctx, func(st NodeStatus) bool { return st.RedisPID != p.pid }); err != nil {
+	if err := s.waitFor(ctx, func(st Status) bool { return st.RedisPID != p.pid }); err != nil {
 		return FaultResult{}, err
 	}
 	for k, v := range powerLossParams(cut.res) {
@@ -469,10 +468,10 @@ type ntpServer struct {
 func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (*ntpServer, error) {
 	bin, err := exec.LookPath("chronyd")
 	if err != nil {
-		return nil, fmt.Errorf("lab: the machines' NTP server: %w", err)
+		return nil, fmt.Errorf("node: the machines' NTP server: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	conf := filepath.Join(dir, "chrony.conf")
 	text := strings.Join([]string{
@@ -488,13 +487,13 @@ func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (
 		"",
 	}, "\n")
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	cmd := exec.Command(bin, "-x", "-d", "-u", "root", "-f", conf)
 	cmd.Stdout, cmd.Stderr = logger.Writer(), logger.Writer()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("lab: start chronyd: %w", err)
+		return nil, fmt.Errorf("node: start chronyd: %w", err)
 	}
 	n := &ntpServer{cmd: cmd, done: make(chan struct{})}
 	go func() { // owned by n: ends when chronyd exits, which stop makes sure of
@@ -510,7 +509,7 @@ func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (
 		c.Close()
 		select {
 		case <-n.done:
-			return nil, fmt.Errorf("lab: chronyd on %s exited at start (see the supervisor's log)", addr)
+			return nil, fmt.Errorf("node: chronyd on %s exited at start (see the supervisor's log)", addr)
 		case <-ctx.Done():
 			n.stop()
 			return nil, ctx.Err()
@@ -518,7 +517,7 @@ func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (
 		}
 		if time.Now().After(deadline) {
 			n.stop()
-			return nil, fmt.Errorf("lab: chronyd did not bind %s:123 within 10s", addr)
+			return nil, fmt.Errorf("node: chronyd did not bind %s:123 within 10s", addr)
 		}
 	}
 }
@@ -544,7 +543,7 @@ func (n *ntpServer) stop() {
 
 // ErrMachineHost is returned by CheckMachineHost and by Up with
 // Config.Machines on a host that cannot run machine nodes.
-var ErrMachineHost = errors.New("lab: this host cannot run machine nodes")
+var ErrMachineHost = errors.New("node: this host cannot run machine nodes")
 
 // CheckMachineHost reports what this host lacks to run machine nodes: root
 // (overlay mounts, systemd-nspawn), systemd-nspawn, nsenter, chronyd (the
@@ -564,23 +563,4 @@ func CheckMachineHost() error {
 		return fmt.Errorf("%w: missing %s (Debian: apt-get install systemd-container util-linux chrony debootstrap)", ErrMachineHost, strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-// checkMachineHost is Up's check for machines: the host, then the image
-// (built once per host, which takes minutes and Debian's archive).
-func checkMachineHost(ctx context.Context, logw io.Writer) error {
-	if err := CheckMachineHost(); err != nil {
-		return err
-	}
-	if _, err := machine.EnsureImage(ctx, machine.ImageConfig{Log: logw}); err != nil {
-		return fmt.Errorf("%w: %w", ErrMachineHost, err)
-	}
-	return nil
-}
-
-// machineAddresses are the loopback addresses of the machine behind proxy
-// port port and of its NTP server: 127.80.x.y and 127.81.x.y with x.y the
-// port's two bytes, as infra/envs/local renders them.
-func machineAddresses(port int) (addr, ntp string) {
-	return fmt.Sprintf("127.80.%d.%d", port>>8, port&0xff), fmt.Sprintf("127.81.%d.%d", port>>8, port&0xff)
 }

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -75,7 +75,7 @@ type etcdSupervisor struct {
 // EtcdMemberStatus is one etcd member's state as its supervisor sees it.
 type EtcdMemberStatus struct {
 	ID            int       `json:"id"`
-	State         NodeState `json:"state"`
+	State         State     `json:"state"`
 	SupervisorPID int       `json:"supervisor_pid,omitempty"`
 	EtcdPID       int       `json:"etcd_pid,omitempty"`
 	Restarts      int       `json:"restarts"`
@@ -109,7 +109,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 		return err
 	}
 	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isEtcdSupervisor(pid, spec.StateDir, spec.ID) {
-		return fmt.Errorf("lab: etcd member %d: a supervisor is already running (pid %d)", id, pid)
+		return fmt.Errorf("node: etcd member %d: a supervisor is already running (pid %d)", id, pid)
 	}
 	if logw == nil {
 		logw = io.Discard
@@ -124,7 +124,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	}
 	s.faults = faultBook{rec: newEtcdRecorder(spec.StateDir, spec.ID), log: s.log, active: &s.st.Active, save: s.saveLocked}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
-		return fmt.Errorf("lab: etcd member %d: %w", id, err)
+		return fmt.Errorf("node: etcd member %d: %w", id, err)
 	}
 	defer os.Remove(spec.path(supervisorPIDFile))
 	s.restoreStatus()
@@ -141,7 +141,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	s.reapplyNetworkFaults()
 
 	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
-		return fmt.Errorf("lab: etcd member %d control endpoint: %w", id, err)
+		return fmt.Errorf("node: etcd member %d control endpoint: %w", id, err)
 	}
 
 	// An etcd of this member still running (its supervisor was SIGKILLed
@@ -162,7 +162,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	s.endAllFaults()
 	os.Remove(spec.path(etcdPIDFile))
 	s.mu.Lock()
-	s.st.State, s.st.SupervisorPID, s.st.EtcdPID = NodeDown, 0, 0
+	s.st.State, s.st.SupervisorPID, s.st.EtcdPID = Down, 0, 0
 	s.saveLocked()
 	s.mu.Unlock()
 	s.log.Printf("supervisor stopped")
@@ -175,7 +175,7 @@ func (s *etcdSupervisor) restoreStatus() {
 	var old EtcdMemberStatus
 	_ = readJSONFile(s.spec.path(etcdStatus), &old)
 	s.st = EtcdMemberStatus{
-		ID: s.spec.ID, State: NodeStarting, SupervisorPID: os.Getpid(), Restarts: old.Restarts,
+		ID: s.spec.ID, State: Starting, SupervisorPID: os.Getpid(), Restarts: old.Restarts,
 		ClientPort: s.spec.ClientPort, PeerPort: s.spec.PeerPort, ControlPort: s.spec.ControlPort,
 		Partitioned: old.Partitioned, Latency: old.Latency, Jitter: old.Jitter,
 		LastExit: old.LastExit, Active: old.Active, Since: time.Now(),
@@ -189,7 +189,7 @@ func (s *etcdSupervisor) restoreStatus() {
 		_ = s.faults.rec.end(id, FaultPause, map[string]string{"ended_by": "supervisor restart"})
 		delete(s.st.Active, FaultPause)
 	}
-	if old.State == NodeStopped {
+	if old.State == Stopped {
 		s.wantUp = false
 	}
 }
@@ -230,8 +230,8 @@ func (s *etcdSupervisor) loop(ctx context.Context) {
 			}
 		case !want:
 			s.mu.Lock()
-			if s.st.State != NodeStopped {
-				s.setStateLocked(NodeStopped)
+			if s.st.State != Stopped {
+				s.setStateLocked(Stopped)
 			}
 			s.mu.Unlock()
 			select {
@@ -243,7 +243,7 @@ func (s *etcdSupervisor) loop(ctx context.Context) {
 			s.mu.Lock()
 			wctx, cancel := context.WithTimeout(ctx, delay)
 			s.cancelWait = cancel
-			s.setStateLocked(NodeWaiting)
+			s.setStateLocked(Waiting)
 			s.mu.Unlock()
 			<-wctx.Done()
 			s.mu.Lock()
@@ -282,7 +282,7 @@ func (s *etcdSupervisor) start() error {
 	s.mu.Lock()
 	s.proc = p
 	s.st.EtcdPID = p.pid
-	s.setStateLocked(NodeStarting)
+	s.setStateLocked(Starting)
 	s.mu.Unlock()
 	s.log.Printf("etcd started, pid %d", p.pid)
 	return nil
@@ -293,7 +293,7 @@ func (s *etcdSupervisor) start() error {
 // was seen not answering), exits, or ctx ends.
 func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 	s.mu.Lock()
-	starting := s.st.State == NodeStarting && s.proc == p
+	starting := s.st.State == Starting && s.proc == p
 	s.mu.Unlock()
 	if !starting {
 		return
@@ -307,10 +307,10 @@ func (s *etcdSupervisor) awaitReady(ctx context.Context, p *child) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != p || s.st.State != NodeStarting {
+	if s.proc != p || s.st.State != Starting {
 		return
 	}
-	s.setStateLocked(NodeUp)
+	s.setStateLocked(Up)
 	for _, k := range []FaultKind{FaultKill, FaultRestart, FaultStop} {
 		s.faults.endAtLocked(k, down, nil)
 	}
@@ -337,9 +337,9 @@ func (s *etcdSupervisor) onExit(p *child) {
 		s.stopPauseLocked()
 	}
 	if s.wantUp {
-		s.setStateLocked(NodeWaiting)
+		s.setStateLocked(Waiting)
 	} else {
-		s.setStateLocked(NodeStopped)
+		s.setStateLocked(Stopped)
 	}
 	s.mu.Unlock()
 	os.Remove(s.spec.path(etcdPIDFile))
@@ -357,7 +357,7 @@ func (s *etcdSupervisor) stopProc(p *child) {
 	}
 }
 
-func (s *etcdSupervisor) setStateLocked(st NodeState) {
+func (s *etcdSupervisor) setStateLocked(st State) {
 	if s.st.State != st {
 		s.st.State = st
 		s.st.Since = time.Now()
@@ -393,7 +393,7 @@ func (s *etcdSupervisor) waitFor(ctx context.Context, ok func(EtcdMemberStatus) 
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("lab: etcd member %d still %s: %w", s.spec.ID, st.State, ctx.Err())
+			return fmt.Errorf("node: etcd member %d still %s: %w", s.spec.ID, st.State, ctx.Err())
 		}
 	}
 }
@@ -408,7 +408,7 @@ func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
 	for k, v := range s.st.Active {
 		st.Active[k] = v
 	}
-	running := s.proc != nil && st.State != NodePaused
+	running := s.proc != nil && st.State != Paused
 	s.mu.Unlock()
 	if running {
 		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -427,7 +427,7 @@ func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
 // that apply to an etcd member:
 //
 //	GET  /v1/status          -> EtcdMemberStatus
-//	POST /v1/faults/{kind}   faultRequest -> EtcdFaultResult
+//	POST /v1/faults/{kind}   FaultRequest -> EtcdFaultResult
 //
 // kind is kill, restart, stop, pause, partition or latency, or "start" or
 // "heal". A request's target ("leader" when the lab resolved the leader to
@@ -445,7 +445,7 @@ type EtcdFaultResult struct {
 	Status EtcdMemberStatus `json:"status"`
 }
 
-func (s *etcdSupervisor) apply(ctx context.Context, kind string, req faultRequest) (EtcdFaultResult, error) {
+func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultRequest) (EtcdFaultResult, error) {
 	params := map[string]string{}
 	if req.Target != "" {
 		params["target"] = req.Target
@@ -538,7 +538,7 @@ func (s *etcdSupervisor) stop(ctx context.Context, params map[string]string) (Et
 		cancelWait()
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st EtcdMemberStatus) bool { return st.State == NodeStopped })
+	err := s.waitFor(ctx, func(st EtcdMemberStatus) bool { return st.State == Stopped })
 	return EtcdFaultResult{Fault: &f}, err
 }
 
@@ -558,7 +558,7 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.proc
-	if p == nil || (s.st.State != NodeUp && s.st.State != NodePaused) {
+	if p == nil || (s.st.State != Up && s.st.State != Paused) {
 		return EtcdFaultResult{}, fmt.Errorf("%w on etcd member %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
 	}
 	s.stopPauseLocked()
@@ -571,11 +571,11 @@ func (s *etcdSupervisor) pause(d time.Duration, params map[string]string) (EtcdF
 			return
 		}
 		s.stopPauseLocked()
-		if s.proc == p && s.st.State == NodePaused {
-			s.setStateLocked(NodeUp)
+		if s.proc == p && s.st.State == Paused {
+			s.setStateLocked(Up)
 		}
 	})
-	s.setStateLocked(NodePaused)
+	s.setStateLocked(Paused)
 	return EtcdFaultResult{Fault: &f}, nil
 }
 

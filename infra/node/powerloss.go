@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func (s *supervisor) powerLossTargetLocked() (*child, Persistence, error) {
 	prof := s.conf.persistence()
 	switch {
 	case prof == PersistEverysec && s.aof == nil:
-		return nil, "", fmt.Errorf("lab: node %d: power loss: the AOF sampler is not running", s.spec.ID)
+		return nil, "", fmt.Errorf("node %d: power loss: the AOF sampler is not running", s.spec.ID)
 	case prof != PersistAlways && prof != PersistEverysec && prof != PersistNone:
 		return nil, "", fmt.Errorf("%w: power loss models the profiles always, everysec and none; node %d's redis.conf is %s", ErrInvalid, s.spec.ID, prof)
 	}
@@ -91,7 +91,7 @@ func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	defer close(cut.done)
 	cut.res = PowerLossResult{Persistence: s.conf.persistence()}
 	if cut.res.Persistence == PersistEverysec {
-		c, err := s.aof.cutAt(cut.crash, everysecWindow)
+		c, err := s.aof.cutAt(cut.crash, EverysecWindow)
 		if err != nil {
 			cut.err = err
 			s.log.Printf("power loss: %v", err)

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"fmt"
@@ -25,12 +25,12 @@ func ParsePersistence(s string) (Persistence, error) {
 	case PersistAlways, PersistEverysec, PersistNone:
 		return p, nil
 	}
-	return "", fmt.Errorf("lab: persistence %q: want always, everysec or none", s)
+	return "", fmt.Errorf("node: persistence %q: want always, everysec or none", s)
 }
 
-// persistenceMixed is what Lab.Persistence reports for a lab whose nodes
+// PersistMixed is what Lab.Persistence reports for a lab whose nodes
 // have different profiles; it is not a profile.
-const persistenceMixed Persistence = "mixed"
+const PersistMixed Persistence = "mixed"
 
 // ParsePersistenceList parses a comma-separated list of profiles, one per
 // node ("always,always,everysec,everysec,everysec"), or a single profile
@@ -40,7 +40,7 @@ func ParsePersistenceList(s string) ([]Persistence, error) {
 	for i, f := range strings.Split(s, ",") {
 		p, err := ParsePersistence(strings.TrimSpace(f))
 		if err != nil {
-			return nil, fmt.Errorf("lab: persistence list %q, item %d: %w", s, i+1, err)
+			return nil, fmt.Errorf("node: persistence list %q, item %d: %w", s, i+1, err)
 		}
 		out = append(out, p)
 	}
@@ -64,7 +64,7 @@ func (p Persistence) KillNote() string {
 		return "none: kill -9 (and any restart) loses every key, as a power loss without fsync would: this profile models key loss"
 	case PersistEverysec, PersistAlways:
 		return string(p) + ": kill -9 keeps page-cache writes: always vs everysec indistinguishable; 'none' models key loss; power-loss cuts what everysec had not fsynced"
-	case persistenceMixed:
+	case PersistMixed:
 		return "mixed: see each node's profile; kill -9 keeps page-cache writes, power-loss cuts what everysec had not fsynced, none loses every key"
 	}
 	return string(p) + ": not a lab profile"

@@ -1,4 +1,4 @@
-package lab
+package node
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 
 // ErrNotRunning is returned by a fault that needs a running redis-server
 // when the node has none (stopped, or waiting out its restart delay).
-var ErrNotRunning = errors.New("lab: redis-server is not running")
+var ErrNotRunning = errors.New("node: redis-server is not running")
 
 // Supervision choices, in one place:
 //
@@ -49,7 +49,7 @@ const (
 // only goroutine that starts redis-server or reacts to its exit, fault
 // handlers only send signals and flip wantUp.
 type supervisor struct {
-	spec   NodeSpec
+	spec   Spec
 	conf   redisConf
 	log    *log.Logger
 	faults faultBook // its status's Active, and faults.jsonl
@@ -60,7 +60,7 @@ type supervisor struct {
 	mach   *machineNode  // nil unless the node is a machine
 
 	mu          sync.Mutex
-	st          NodeStatus
+	st          Status
 	proc        *child
 	wantUp      bool
 	stopping    bool           // the current process was asked to stop
@@ -73,7 +73,7 @@ type supervisor struct {
 	failingOver bool        // a failover is swapping the pair's roles
 	// crashedAt is when redis-server last died unasked (zero once it
 	// answers again); lastDowntime is how long the last such crash kept
-	// the node from answering (see nodemetrics.go).
+	// the node from answering (see metrics.go).
 	crashedAt    time.Time
 	lastDowntime time.Duration
 	wake         chan struct{} // the loop re-reads wantUp
@@ -82,17 +82,17 @@ type supervisor struct {
 	wg sync.WaitGroup // goroutines other than the loop
 }
 
-// RunNode runs the supervisor of node id from the spec on disk in
-// stateDir/nodeN (written by PrepareNode) until ctx ends, then stops
+// Run runs the supervisor of node id from the spec on disk in
+// stateDir/nodeN (written by Prepare) until ctx ends, then stops
 // redis-server cleanly, tells the restart guard, stops the proxy and the
 // control endpoint and removes its pid files. Log lines go to logw.
-func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error {
-	spec, err := LoadNodeSpec(stateDir, id)
+func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
+	spec, err := LoadSpec(stateDir, id)
 	if err != nil {
 		return err
 	}
 	if pid := readPID(spec.path(supervisorPIDFile)); pid != os.Getpid() && isSupervisor(pid, spec.StateDir, spec.ID) {
-		return fmt.Errorf("lab: node %d: a supervisor is already running (pid %d)", id, pid)
+		return fmt.Errorf("node %d: a supervisor is already running (pid %d)", id, pid)
 	}
 	if logw == nil {
 		logw = io.Discard
@@ -125,19 +125,18 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 		s.aof = newAOFSampler(s.conf)
 	}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
-		return fmt.Errorf("lab: node %d: %w", id, err)
+		return fmt.Errorf("node %d: %w", id, err)
 	}
 	defer os.Remove(spec.path(supervisorPIDFile))
 
 	s.restoreStatus()
 	// The front leads to the pair's master: the original redis-server, or
 	// its replica after a failover.
+	upstream := redisAddr
 	if spec.hasReplica() {
-		s.proxy, err = startSwitchedProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), s.masterAddr())
-	} else {
-		s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), redisAddr)
+		upstream = s.masterAddr()
 	}
-	if err != nil {
+	if s.proxy, err = startProxy(fmt.Sprintf("node%d", id), "127.0.0.1:"+strconv.Itoa(spec.Port), upstream); err != nil {
 		return err
 	}
 	defer s.proxy.Stop()
@@ -161,7 +160,7 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	}
 
 	if err := serveControl(ctx, spec.ControlPort, s.handler(), s.log, &s.wg); err != nil {
-		return fmt.Errorf("lab: node %d control endpoint: %w", id, err)
+		return fmt.Errorf("node %d control endpoint: %w", id, err)
 	}
 
 	if s.aof != nil {
@@ -198,7 +197,7 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 	s.endAllFaults()
 	os.Remove(spec.path(redisPIDFile))
 	s.mu.Lock()
-	s.st.State, s.st.SupervisorPID, s.st.RedisPID = NodeDown, 0, 0
+	s.st.State, s.st.SupervisorPID, s.st.RedisPID = Down, 0, 0
 	s.saveLocked()
 	s.mu.Unlock()
 	s.log.Printf("supervisor stopped")
@@ -208,10 +207,10 @@ func RunNode(ctx context.Context, stateDir string, id int, logw io.Writer) error
 // restoreStatus carries the counters, the stopped state and the network
 // faults over from a previous supervisor of this node.
 func (s *supervisor) restoreStatus() {
-	var old NodeStatus
+	var old Status
 	_ = readJSONFile(s.spec.path(statusFile), &old)
-	s.st = NodeStatus{
-		ID: s.spec.ID, State: NodeStarting, SupervisorPID: os.Getpid(),
+	s.st = Status{
+		ID: s.spec.ID, State: Starting, SupervisorPID: os.Getpid(),
 		Restarts: old.Restarts, Port: s.spec.Port, RedisPort: s.spec.RedisPort,
 		ControlPort: s.spec.ControlPort, Persistence: s.conf.persistence(),
 		Partitioned: old.Partitioned, Latency: old.Latency, Jitter: old.Jitter,
@@ -220,7 +219,7 @@ func (s *supervisor) restoreStatus() {
 	if s.st.Active == nil {
 		s.st.Active = map[FaultKind]string{}
 	}
-	if old.State == NodeStopped {
+	if old.State == Stopped {
 		s.wantUp = false
 	}
 	if s.spec.hasReplica() {
@@ -230,7 +229,7 @@ func (s *supervisor) restoreStatus() {
 		}
 		r.Addr = "127.0.0.1:" + strconv.Itoa(s.spec.ReplicaPort)
 		r.Link = "127.0.0.1:" + strconv.Itoa(s.spec.ReplicaLinkPort)
-		r.State = NodeDown
+		r.State = Down
 		s.st.Replica = &r
 	}
 	// A failover cut short by the end of the previous supervisor.
@@ -278,7 +277,7 @@ func (s *supervisor) adoptOrphans() {
 		s.mu.Lock()
 		s.proc = p
 		s.st.RedisPID = pid
-		s.setStateLocked(NodeStarting)
+		s.setStateLocked(Starting)
 		s.mu.Unlock()
 		_ = writePID(s.spec.path(redisPIDFile), pid)
 	}
@@ -304,8 +303,8 @@ func (s *supervisor) loop(ctx context.Context) {
 			}
 		case !want:
 			s.mu.Lock()
-			if s.st.State != NodeStopped {
-				s.setStateLocked(NodeStopped)
+			if s.st.State != Stopped {
+				s.setStateLocked(Stopped)
 			}
 			s.mu.Unlock()
 			select {
@@ -343,7 +342,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		override = &zero
 	}
 	s.cancelGuard = cancel
-	s.setStateLocked(NodeWaiting)
+	s.setStateLocked(Waiting)
 	s.mu.Unlock()
 
 	err := s.guard(gctx, override, "pre-start")
@@ -355,7 +354,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		// A stop, or a restart with a new delay (in s.override), cut the
 		// wait short; the loop decides again.
 		if !want {
-			s.setStateLocked(NodeStopped)
+			s.setStateLocked(Stopped)
 		}
 		s.mu.Unlock()
 		return nil
@@ -380,7 +379,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.mu.Lock()
 	s.proc = p
 	s.st.RedisPID = p.pid
-	s.setStateLocked(NodeStarting)
+	s.setStateLocked(Starting)
 	s.mu.Unlock()
 	s.log.Printf("redis-server started, pid %d", p.pid)
 	return nil
@@ -411,7 +410,7 @@ func (s *supervisor) startRedis(conf, dataDir string) (*child, error) {
 // faults that ended with its return are closed), exits, or ctx ends.
 func (s *supervisor) awaitReady(ctx context.Context, p *child) {
 	s.mu.Lock()
-	starting := s.st.State == NodeStarting && s.proc == p
+	starting := s.st.State == Starting && s.proc == p
 	s.mu.Unlock()
 	if !starting {
 		return
@@ -433,10 +432,10 @@ func (s *supervisor) awaitReady(ctx context.Context, p *child) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != p || s.st.State != NodeStarting {
+	if s.proc != p || s.st.State != Starting {
 		return
 	}
-	s.setStateLocked(NodeUp)
+	s.setStateLocked(Up)
 	if !s.crashedAt.IsZero() {
 		s.lastDowntime, s.crashedAt = time.Since(s.crashedAt), time.Time{}
 	}
@@ -461,9 +460,9 @@ func (s *supervisor) exitedLocked(p *child, clean bool) {
 		s.stopPauseLocked()
 	}
 	if s.wantUp {
-		s.setStateLocked(NodeWaiting)
+		s.setStateLocked(Waiting)
 	} else {
-		s.setStateLocked(NodeStopped)
+		s.setStateLocked(Stopped)
 	}
 }
 
@@ -556,7 +555,7 @@ func signalGroup(pid int, sig syscall.Signal) {
 }
 
 // setStateLocked changes the state, persists node.json and wakes waiters.
-func (s *supervisor) setStateLocked(st NodeState) {
+func (s *supervisor) setStateLocked(st State) {
 	if s.st.State != st {
 		s.st.State = st
 		s.st.Since = time.Now()
@@ -580,7 +579,7 @@ func (s *supervisor) poke() {
 }
 
 // waitFor blocks until ok(status) holds or ctx ends.
-func (s *supervisor) waitFor(ctx context.Context, ok func(NodeStatus) bool) error {
+func (s *supervisor) waitFor(ctx context.Context, ok func(Status) bool) error {
 	for {
 		s.mu.Lock()
 		st, ch := s.st, s.changed
@@ -591,12 +590,12 @@ func (s *supervisor) waitFor(ctx context.Context, ok func(NodeStatus) bool) erro
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("lab: node %d still %s: %w", s.spec.ID, st.State, ctx.Err())
+			return fmt.Errorf("node %d still %s: %w", s.spec.ID, st.State, ctx.Err())
 		}
 	}
 }
 
-func (s *supervisor) status() NodeStatus {
+func (s *supervisor) status() Status {
 	s.mu.Lock()
 	st := s.st
 	st.Active = make(map[FaultKind]string, len(s.st.Active))

@@ -1,0 +1,103 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/node"
+	"github.com/redlocklab/redlocklab/internal/faultcheck"
+)
+
+// runTestSupervisor runs spec's supervisor in this process and returns a
+// client for it; the supervisor is stopped at cleanup.
+func runTestSupervisor(t *testing.T, spec node.Spec) *inproc {
+	t.Helper()
+	faultcheck.RunSupervisor(t, spec)
+	return &inproc{spec: spec}
+}
+
+// inproc is a client of one supervisor run in this process, with the
+// lab's fault API (faultcheck.Lab) for its one node.
+type inproc struct{ spec node.Spec }
+
+var _ faultcheck.Lab = (*inproc)(nil)
+
+func (l *inproc) control() node.Control {
+	return node.Control{Addr: fmt.Sprintf("127.0.0.1:%d", l.spec.ControlPort), What: fmt.Sprintf("node %d", l.spec.ID)}
+}
+
+func (l *inproc) fault(ctx context.Context, kind node.FaultKind, req node.FaultRequest) (node.FaultResult, error) {
+	var res node.FaultResult
+	err := l.control().Fault(ctx, kind, req, &res)
+	return res, err
+}
+
+// addr is the node's front.
+func (l *inproc) addr() string { return fmt.Sprintf("127.0.0.1:%d", l.spec.Port) }
+
+func (l *inproc) StateDir() string { return l.spec.StateDir }
+
+func (l *inproc) Credentials() (node.Credentials, error) {
+	return node.ReadCredentials(filepath.Join(l.spec.StateDir, node.CredentialsFile))
+}
+
+func (l *inproc) NodeStatus(ctx context.Context, id int) (node.Status, error) {
+	var st node.Status
+	return st, l.control().Status(ctx, &st)
+}
+
+func (l *inproc) Faults() ([]node.Fault, error) { return node.ReadFaults(l.spec.StateDir) }
+
+func (l *inproc) Kill(ctx context.Context, id int) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultKill, node.FaultRequest{})
+}
+
+func (l *inproc) PowerLoss(ctx context.Context, id int) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultPowerLoss, node.FaultRequest{})
+}
+
+func (l *inproc) Restart(ctx context.Context, id int, delay time.Duration) (node.FaultResult, error) {
+	d := node.Duration(delay)
+	return l.fault(ctx, node.FaultRestart, node.FaultRequest{Delay: &d})
+}
+
+func (l *inproc) Stop(ctx context.Context, id int) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultStop, node.FaultRequest{})
+}
+
+func (l *inproc) Start(ctx context.Context, id int) (node.FaultResult, error) {
+	return l.fault(ctx, "start", node.FaultRequest{})
+}
+
+func (l *inproc) Pause(ctx context.Context, id int, d time.Duration) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultPause, node.FaultRequest{For: node.Duration(d)})
+}
+
+func (l *inproc) Partition(ctx context.Context, ids ...int) error {
+	_, err := l.fault(ctx, node.FaultPartition, node.FaultRequest{})
+	return err
+}
+
+func (l *inproc) Heal(ctx context.Context, ids ...int) error {
+	_, err := l.fault(ctx, "heal", node.FaultRequest{})
+	return err
+}
+
+func (l *inproc) Latency(ctx context.Context, id int, add, jitter time.Duration) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultLatency, node.FaultRequest{Add: node.Duration(add), Jitter: node.Duration(jitter)})
+}
+
+func (l *inproc) ClockJump(ctx context.Context, id int, by time.Duration) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultClockJump, node.FaultRequest{By: node.Duration(by)})
+}
+
+func (l *inproc) ClockRate(ctx context.Context, id int, factor float64, d time.Duration) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultClockRate, node.FaultRequest{Factor: factor, For: node.Duration(d)})
+}
+
+func (l *inproc) Failover(ctx context.Context, id int, lag time.Duration) (node.FaultResult, error) {
+	return l.fault(ctx, node.FaultFailover, node.FaultRequest{Lag: node.Duration(lag)})
+}

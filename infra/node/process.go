@@ -1,0 +1,352 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redlocklab/redlocklab/internal/atomicfile"
+)
+
+// child is one process a supervisor runs (redis-server, the replica's
+// redis-server, etcd): started by it, or adopted from a previous supervisor
+// or watched inside a machine, whose end is found by polling and whose exit
+// status is unknown.
+type child struct {
+	pid     int
+	adopted bool
+	done    chan struct{} // closed once the process is gone
+	exit    string        // how it ended, set before done is closed
+	killed  bool          // ended by SIGKILL (only known for our own children)
+	started time.Time     // just before the exec (zero when adopted)
+}
+
+// The parent-death signal of a child: whether it outlives a supervisor that
+// crashes. Each supervisor's notes say why it chose its own.
+const (
+	// survivesSupervisor: no parent-death signal, so that the next
+	// supervisor can adopt the child (redis-server: supervisor.go).
+	survivesSupervisor syscall.Signal = 0
+	// diesWithSupervisor: SIGKILL once the thread that started the child
+	// ends, so the caller starts it from a locked OS thread that lives as
+	// long as the supervisor (etcd: etcd.go).
+	diesWithSupervisor = syscall.SIGKILL
+)
+
+// startChild starts cmd in its own process group (so that signalGroup
+// reaches what it forks), with deathSig as its parent-death signal, and waits
+// for it in a goroutine counted in wg, which records how it ended.
+func startChild(cmd *exec.Cmd, deathSig syscall.Signal, wg *sync.WaitGroup) (*child, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &child{pid: cmd.Process.Pid, started: started, done: make(chan struct{})}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := cmd.Wait()
+		p.exit = "exit status 0"
+		if err != nil {
+			p.exit = err.Error()
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+				p.killed = true
+			}
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// adoptChild watches a process left by a previous supervisor: it is not
+// this process's child, so its end is found by polling (in a goroutine
+// counted in wg), and how it ended is unknown.
+func adoptChild(pid int, wg *sync.WaitGroup) *child {
+	p := &child{pid: pid, adopted: true, done: make(chan struct{})}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for alive(p.pid) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.exit = "exited (adopted: status unknown)"
+		close(p.done)
+	}()
+	return p
+}
+
+// stop asks p to shut down cleanly (SIGTERM, and SIGCONT: a paused process
+// acts on SIGTERM only once continued) and escalates to SIGKILL after
+// timeout; forced reports that it had to. It returns once p is gone.
+func (p *child) stop(timeout time.Duration) (forced bool) {
+	signalGroup(p.pid, syscall.SIGTERM)
+	signalGroup(p.pid, syscall.SIGCONT)
+	select {
+	case <-p.done:
+		return false
+	case <-time.After(timeout):
+		signalGroup(p.pid, syscall.SIGKILL)
+		<-p.done
+		return true
+	}
+}
+
+// awaitAnswer polls probe (each try bounded by 500ms) every pollInterval
+// until it succeeds (ok), p exits or ctx ends. down is the last instant p is
+// known not to answer: the start of the last probe that failed, else p's
+// start (now for an adopted process). A fault that ends when the process
+// answers again ends there, not when the poll noticed the answer, so that a
+// client that reached it between the two is not counted inside the fault.
+func awaitAnswer(ctx context.Context, p *child, probe func(context.Context) error) (down time.Time, ok bool) {
+	down = p.started
+	if down.IsZero() {
+		down = time.Now()
+	}
+	for {
+		sent := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := probe(pctx)
+		cancel()
+		if err == nil {
+			return down, true
+		}
+		down = sent
+		select {
+		case <-p.done:
+			return down, false
+		case <-ctx.Done():
+			return down, false
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// pauseTimer is a pause fault's hold on a process: SIGSTOPped, continued
+// when the pause ends. It is guarded by its supervisor's lock.
+type pauseTimer struct {
+	proc   *child             // the paused process; nil when none is
+	cancel context.CancelFunc // ends the timer goroutine
+}
+
+// start SIGSTOPs p and calls resume(p) once d has passed, unless stop came
+// first, from a goroutine counted in wg.
+func (t *pauseTimer) start(p *child, d time.Duration, wg *sync.WaitGroup, resume func(*child)) {
+	signalGroup(p.pid, syscall.SIGSTOP)
+	t.proc = p
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.cancel = cancel
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			resume(p)
+		}
+	}()
+}
+
+// stop ends the timer and continues the paused process, unless it is gone
+// (its pid may already be someone else's).
+func (t *pauseTimer) stop() {
+	if t.cancel != nil {
+		t.cancel()
+		t.cancel = nil
+	}
+	if p := t.proc; p != nil {
+		select {
+		case <-p.done:
+		default:
+			signalGroup(p.pid, syscall.SIGCONT)
+		}
+		t.proc = nil
+	}
+}
+
+// startDaemon runs `redlab node SUB --id ID --state-dir STATEDIR` (a
+// supervisor) detached in dir, its output appended to dir/supervisor.log,
+// and returns its pid.
+func startDaemon(redlab, sub, stateDir string, id int, dir string) (int, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(redlab, "node", sub, "--id", strconv.Itoa(id), "--state-dir", stateDir)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A new session: no terminal, no signal meant for the caller's process
+	// group (terraform's included) reaches it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start supervisor: %w", err)
+	}
+	pid := cmd.Process.Pid
+	// Not waited for: it outlives us. Whoever reaps orphans reaps it.
+	_ = cmd.Process.Release()
+	return pid, nil
+}
+
+// stopDaemons SIGTERMs the supervisors sups of what ("node 2") and waits up
+// to limit for each, SIGKILLing one that outlives it (an error each).
+func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration) []error {
+	var errs []error
+	for _, pid := range sups {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for _, pid := range sups {
+		if !waitGoneCtx(ctx, pid, limit) {
+			errs = append(errs, fmt.Errorf("node: %s: supervisor pid %d ignored SIGTERM; killed", what, pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+		}
+	}
+	return errs
+}
+
+// waitGone polls until pid is dead or limit passes.
+func waitGone(pid int, limit time.Duration) bool {
+	return waitGoneCtx(context.Background(), pid, limit)
+}
+
+// waitGoneCtx is waitGone that also gives up when ctx ends.
+func waitGoneCtx(ctx context.Context, pid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for alive(pid) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func writePID(path string, pid int) error {
+	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// alive reports whether pid is a live process. A zombie is dead: where PID 1
+// does not reap orphans (some containers) an exited daemon stays a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Field 3 follows the parenthesised command name, which may hold spaces.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
+
+// cmdline returns a process's argv.
+func cmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// isSupervisor reports whether pid is `redlab node run` for this node.
+func isSupervisor(pid int, stateDir string, id int) bool {
+	return isDaemon(pid, "run", stateDir, id)
+}
+
+// isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
+// node or member id of stateDir.
+func isDaemon(pid int, sub, stateDir string, id int) bool {
+	if !alive(pid) {
+		return false
+	}
+	args := cmdline(pid)
+	var run, dirOK, idOK bool
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == sub && i > 0 && args[i-1] == "node":
+			run = true
+		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
+			dirOK = true
+		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
+			idOK = true
+		}
+	}
+	return run && dirOK && idOK
+}
+
+// findRedis returns the live redis-server processes whose working
+// directory is dataDir: redis-server chdirs to its `dir`, and rewrites its
+// argv (process title), so the working directory is what identifies it.
+func findRedis(dataDir string) []int {
+	return scanProc(func(pid int) bool {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil || cwd != dataDir {
+			return false
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return strings.HasPrefix(strings.TrimSpace(string(comm)), "redis-server")
+	})
+}
+
+// findMentioning returns live processes other than this one whose argv
+// contains path (the restart guard script while it waits, for instance).
+func findMentioning(path string) []int {
+	return scanProc(func(pid int) bool {
+		for _, a := range cmdline(pid) {
+			if strings.Contains(a, path) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func scanProc(match func(pid int) bool) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if match(pid) && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
