@@ -287,6 +287,9 @@ func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 		for _, opt := range opts {
 			opt(o)
 		}
+		if o.TLSConfig != nil {
+			o.DialTimeout = max(o.DialTimeout, MinTLSDialTimeout)
+		}
 		out[i] = redis.NewClient(o)
 	}
 	return out

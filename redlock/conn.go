@@ -22,7 +22,8 @@ import (
 // that a certificate for 10.0.0.1 or redis-1.internal verifies as it would
 // for redis-cli --tls. The nodes' certificates must verify: there is no
 // option to skip verification, since a lock node an attacker can impersonate
-// grants whatever it is asked.
+// grants whatever it is asked. NewNodes gives a TLS client a dial timeout of
+// at least MinTLSDialTimeout.
 func WithTLS(cfg *tls.Config) NodeOption {
 	return func(o *redis.Options) {
 		o.TLSConfig = cfg
@@ -58,6 +59,17 @@ func (e *ConnError) Error() string {
 // which would drop the explanation; errors.Is and errors.As see through
 // both.
 func (e *ConnError) Unwrap() []error { return []error{e.Err} }
+
+// MinTLSDialTimeout is the least dial timeout NewNodes gives a TLS node
+// client, whatever WithNodeTimeout says. A TLS dial is a TCP connect plus a
+// handshake that costs both sides milliseconds of CPU, and a node's
+// handshakes queue behind each other on its one thread: the dials that
+// fill every client's idle pool (DefaultMinIdleConns) at start, or after a
+// node restarted, arrive together, and under the 50 ms default node timeout
+// the last of them time out on a busy machine and start over. These dials
+// run in the background; a dial on a request's path is still bounded by the
+// request's deadline (the node timeout), so an acquire waits no longer.
+const MinTLSDialTimeout = time.Second
 
 // goRedisDialTimeout is go-redis's default DialTimeout, for clients built
 // without one (the redsync guard's): the options go-redis fills in are its
