@@ -117,8 +117,29 @@ func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (n
 			return nil, &ConnError{Addr: addr, TLS: true, Reason: "TLS handshake failed: " + reason, Err: err}
 		}
 		plain.connected()
-		return tc, nil
+		return &tlsConn{Conn: tc}, nil
 	}
+}
+
+// tlsConn is a TLS connection whose socket go-redis's pool may look at
+// before it reuses the connection (SyscallConn), as it does for a plain
+// one: a connection the node closed (it crashed or restarted) is then
+// dropped before a command is sent on it, instead of failing that command
+// with EOF. go-redis does not look below a *tls.Conn by itself, since
+// pending bytes may be a TLS record rather than a reply; on a connection
+// that has answered a command there are none but a close, which is what
+// the look is for. ConnectionState stays reachable through the embedded
+// *tls.Conn.
+type tlsConn struct {
+	*tls.Conn
+}
+
+func (c *tlsConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.NetConn().(syscall.Conn)
+	if !ok {
+		return nil, errors.New("redlock: connection has no socket")
+	}
+	return sc.SyscallConn()
 }
 
 func timedOut(err error) bool {

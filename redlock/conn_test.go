@@ -116,3 +116,28 @@ func TestCheckTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSNodeRestart: after a TLS node restarts, the first command on the
+// client succeeds: the pool drops the connections the node closed before
+// sending on them, as with plain TCP, instead of failing one command per
+// stale connection with EOF.
+func TestTLSNodeRestart(t *testing.T) {
+	ca := newTestCA(t, "lab CA")
+	now := time.Now()
+	n := redistest.StartTLS(t, ca, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	c := redlock.NewNodes([]string{n.Addr}, redlock.WithTLS(trusting(ca)), redlock.WithNodeTimeout(time.Second))[0]
+	defer c.Close()
+	ctx := context.Background()
+	for i := range 4 { // fill the pool beyond one connection
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING %d: %v", i, err)
+		}
+	}
+	n.Stop()
+	n.Restart()
+	for i := range 8 {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING %d after the restart: %v, want every one answered", i, err)
+		}
+	}
+}
