@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,6 +107,37 @@ func TestTLSDoctor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTLSDoctorJSON: --json carries each node's TLS version and
+// certificate expiry.
+func TestTLSDoctorJSON(t *testing.T) {
+	r := newTLSRig(t)
+	clearTLSEnv(t)
+	code, out, errOut := runDoctorArgs(t, "--nodes", r.goodList, "--tls-ca", r.caFile, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Nodes []struct {
+			TLS          string `json:"tls"`
+			CertNotAfter string `json:"cert_not_after"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	for i, n := range rep.Nodes {
+		if n.TLS != "TLS 1.3" {
+			t.Errorf("node %d: tls %q, want TLS 1.3", i+1, n.TLS)
+		}
+		if at, err := time.Parse(time.RFC3339, n.CertNotAfter); err != nil || time.Until(at) < 80*24*time.Hour {
+			t.Errorf("node %d: cert_not_after %q (%v), want the certificate's expiry, 90 days out", i+1, n.CertNotAfter, err)
+		}
+	}
+	if len(rep.Nodes) != 3 {
+		t.Errorf("got %d nodes, want 3", len(rep.Nodes))
 	}
 }
 
