@@ -212,3 +212,19 @@ func serveChildren(t *testing.T) []int {
 	}
 	return out
 }
+
+// TestServeArgsTLS: a TLS lab's serve processes get its nodes as rediss://
+// and its CA.
+func TestServeArgsTLS(t *testing.T) {
+	cfg := serveConfig{Guard: inventory.GuardRedlock, Nodes: nodeaddr.List{Addrs: []string{"127.0.0.1:7101", "127.0.0.1:7102"}, TLS: true}, TLSCA: "/tmp/lab/tls/ca.crt"}
+	got := strings.Join(serveArgs(cfg, 0), " ")
+	for _, want := range []string{"--nodes rediss://127.0.0.1:7101,rediss://127.0.0.1:7102", "--tls-ca /tmp/lab/tls/ca.crt"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("serve argv %q lacks %q", got, want)
+		}
+	}
+	cfg.Nodes.TLS, cfg.TLSCA = false, ""
+	if got := strings.Join(serveArgs(cfg, 0), " "); !strings.Contains(got, "--nodes 127.0.0.1:7101,127.0.0.1:7102") || strings.Contains(got, "tls") {
+		t.Errorf("plain lab: serve argv %q, want plain nodes and no TLS flag", got)
+	}
+}
