@@ -170,8 +170,13 @@ func tlsProfileProblems(n node, port int, fetch string) []string {
 			out = append(out, "redis.conf: "+d+" missing")
 		}
 	}
-	if fetch != "" && !strings.Contains(n.RedisUnit, "\nExecStartPre=+"+fetch+"\n") {
-		out = append(out, "unit: no ExecStartPre=+"+fetch+": Redis would start before its certificate is there")
+	if fetch != "" {
+		if !strings.Contains(n.RedisUnit, "\nExecStartPre=+/usr/bin/systemctl start redlock-tls-fetch.service\n") {
+			out = append(out, "unit: redlock-tls-fetch.service is not started before Redis: Redis would start before its certificate is there")
+		}
+		if !strings.Contains(n.TLSFetchUnit, "\nExecStart="+fetch+"\n") || strings.Contains(n.TLSFetchUnit, "\nIPAddressDeny") {
+			out = append(out, "redlock-tls-fetch.service does not run "+fetch+" outside Redis's IP firewall")
+		}
 	}
 	return out
 }
@@ -220,7 +225,7 @@ func TestAWSTLSNodeRender(t *testing.T) {
 		}
 	}
 	broken := n
-	broken.RedisUnit = strings.Replace(n.RedisUnit, "ExecStartPre=+/usr/local/sbin/redlock-tls-fetch\n", "", 1)
+	broken.RedisUnit = strings.Replace(n.RedisUnit, "ExecStartPre=+/usr/bin/systemctl start redlock-tls-fetch.service\n", "", 1)
 	if p := tlsProfileProblems(broken, port, "/usr/local/sbin/redlock-tls-fetch"); len(p) != 1 {
 		t.Errorf("unit without the fetch: check found %q, want it reported", p)
 	}
@@ -239,14 +244,20 @@ func TestAWSTLSNodeRender(t *testing.T) {
 	if !slices.Contains(doc.Packages, "awscli") {
 		t.Errorf("packages %v: want awscli, for the fetch script", doc.Packages)
 	}
-	var fetched string
+	var fetched, unit string
 	for _, f := range doc.WriteFiles {
-		if f.Path == "/usr/local/sbin/redlock-tls-fetch" {
+		switch f.Path {
+		case "/usr/local/sbin/redlock-tls-fetch":
 			fetched = f.Content
 			if f.Permissions != "0700" {
 				t.Errorf("fetch script mode %s, want 0700", f.Permissions)
 			}
+		case "/etc/systemd/system/redlock-tls-fetch.service":
+			unit = f.Content
 		}
+	}
+	if unit != n.TLSFetchUnit || unit == "" {
+		t.Errorf("the user data does not install redlock-tls-fetch.service as rendered:\n%s", unit)
 	}
 	if fetched != script {
 		t.Errorf("the fetch script does not reach the node byte for byte:\n%s", fetched)
@@ -263,5 +274,19 @@ func TestAWSTLSNodeRender(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "redlock-tls-fetch", script, 0o700)
 	if out, err := exec.Command(sh, "-n", path).CombinedOutput(); err != nil {
 		t.Errorf("sh -n on the fetch script: %v\n%s", err, out)
+	}
+	// The fetch unit as systemd reads it, its ExecStart= pointed at the
+	// script written here (the node's path does not exist on this host).
+	analyze := requireProgram(t, "systemd-analyze")
+	for name, unit := range map[string]string{
+		"rendered": strings.Replace(n.TLSFetchUnit, "/usr/local/sbin/redlock-tls-fetch", path, 1),
+		"control":  strings.Replace(strings.Replace(n.TLSFetchUnit, "/usr/local/sbin/redlock-tls-fetch", path, 1), "Type=oneshot", "Type=oneshotx", 1),
+	} {
+		upath := writeFile(t, t.TempDir(), "redlock-tls-fetch.service", unit, 0o644)
+		out, err := runProgram(t, analyze, "verify", upath)
+		bad := err != nil || strings.Contains(out, "redlock-tls-fetch.service")
+		if bad != (name == "control") {
+			t.Errorf("systemd-analyze verify on the %s fetch unit: %v\n%s\n%s", name, err, out, unit)
+		}
 	}
 }

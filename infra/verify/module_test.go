@@ -54,6 +54,8 @@ func TestRuleRemovalFailsModuleTests(t *testing.T) {
 			"redis_conf", "keep fsyncing during AOF rewrites"},
 		{"TLS node left in plain text", "templates/redis.conf.tftpl", "port 0\ntls-port ${port}\n", "port ${port}\n",
 			"redis_conf", "With tls, plain TCP must be off"},
+		{"TLS files fetched inside Redis's IP firewall", "templates/redlock-redis.service.tftpl", "ExecStartPre=+/usr/bin/systemctl start redlock-tls-fetch.service", "ExecStartPre=+${tls_fetch_path}",
+			"cloud_init", "must have the TLS files fetched before Redis starts"},
 		{"eviction allowed", "templates/redis.conf.tftpl", "maxmemory-policy noeviction", "maxmemory-policy allkeys-lru",
 			"redis_conf", "must never evict keys"},
 		{"replica of another node", "templates/redis.conf.tftpl", "protected-mode yes\n", "protected-mode yes\nreplicaof 10.0.0.9 6379\n",

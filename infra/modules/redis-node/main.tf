@@ -93,6 +93,9 @@ locals {
   ]))
 
   tls_fetch_path = var.tls_fetch_script == null ? null : var.tls_fetch_path
+  tls_fetch_unit = var.tls_fetch_script == null ? null : templatefile("${path.module}/templates/redlock-tls-fetch.service.tftpl", {
+    tls_fetch_path = var.tls_fetch_path
+  })
 
   redis_unit = templatefile("${path.module}/templates/redlock-redis.service.tftpl", {
     tls_fetch_path    = local.tls_fetch_path
@@ -114,6 +117,7 @@ locals {
     packages         = distinct(concat(["redis-server", "chrony"], var.extra_packages))
     tls_fetch_path   = local.tls_fetch_path
     tls_fetch_script = var.tls_fetch_script
+    tls_fetch_unit   = local.tls_fetch_unit
     unit_name        = local.unit_name
     guard_path       = var.guard_path
     conf_path        = var.conf_path

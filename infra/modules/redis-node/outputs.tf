@@ -34,6 +34,11 @@ output "redis_unit" {
   value       = local.redis_unit
 }
 
+output "tls_fetch_unit" {
+  description = "With tls_fetch_script: the systemd unit (redlock-tls-fetch.service) that runs it, which redlock-redis.service starts before every start of Redis; null without."
+  value       = local.tls_fetch_unit
+}
+
 output "unit_name" {
   description = "Name the systemd unit is installed under."
   value       = local.unit_name

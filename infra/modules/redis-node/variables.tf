@@ -196,7 +196,7 @@ variable "tls" {
 }
 
 variable "tls_fetch_script" {
-  description = "With tls: a shell script run as root before every start of Redis that puts tls.cert_file, tls.key_file and tls.ca_file in place, readable by the redis group, from where the platform keeps them (modules/aws: SSM Parameter Store). Installed as tls_fetch_path. Null: the files are put there by other means (the local lab writes them itself)."
+  description = "With tls: a shell script run as root (by redlock-tls-fetch.service, which the Redis unit starts) before every start of Redis that puts tls.cert_file, tls.key_file and tls.ca_file in place, readable by the redis group, from where the platform keeps them (modules/aws: SSM Parameter Store). Installed as tls_fetch_path. Null: the files are put there by other means (the local lab writes them itself)."
   type        = string
   default     = null
   validation {

@@ -150,8 +150,17 @@ run "tls_fetch" {
     error_message = "The fetch script must reach the node byte for byte."
   }
   assert {
-    condition     = can(regex("(?m)^ExecStartPre=\\+/usr/local/sbin/redlock-tls-fetch$", output.redis_unit))
-    error_message = "The unit must fetch the TLS files, as root, before Redis starts."
+    condition     = can(regex("(?m)^ExecStartPre=\\+/usr/bin/systemctl start redlock-tls-fetch\\.service$", output.redis_unit))
+    error_message = "The unit must have the TLS files fetched before Redis starts."
+  }
+  assert {
+    condition = alltrue([
+      can(regex("(?m)^ExecStart=/usr/local/sbin/redlock-tls-fetch$", output.tls_fetch_unit)),
+      can(regex("(?m)^Type=oneshot$", output.tls_fetch_unit)),
+      !can(regex("(?m)^IPAddress", output.tls_fetch_unit)),
+      one([for f in yamldecode(output.cloud_init).write_files : f.content if f.path == "/etc/systemd/system/redlock-tls-fetch.service"]) == output.tls_fetch_unit,
+    ])
+    error_message = "The fetch runs in a oneshot unit of its own, outside Redis's IP firewall, installed by the user data."
   }
   assert {
     condition     = contains(yamldecode(output.cloud_init).packages, "awscli") && contains(yamldecode(output.cloud_init).packages, "redis-server")
