@@ -6,9 +6,11 @@
 // client's first answered PING, and the part of it after the node's
 // supervisor saw the node up again (its status's Since). scripts/tlscost.sh runs it on a plain lab
 // and a TLS lab, so that the difference is the TLS reconnect: a TCP connect
-// plus a TLS handshake instead of a TCP connect.
+// plus a TLS handshake instead of a TCP connect. It also times that connect
+// alone: a fresh connection's first PING (dial, handshake, HELLO with the
+// login, PING), --connects times.
 //
-//	go run ./infra/lab/internal/reconnect --state-dir DIR [--node 2] [--rounds 10]
+//	go run ./infra/lab/internal/reconnect --state-dir DIR [--node 2] [--rounds 10] [--connects 200]
 package main
 
 import (
@@ -36,15 +38,16 @@ func main() {
 	dir := flag.String("state-dir", "", "the lab's state directory (brought up with --restart-delay 0s)")
 	id := flag.Int("node", 2, "the node to kill")
 	rounds := flag.Int("rounds", 10, "kills")
+	connects := flag.Int("connects", 200, "fresh connections timed")
 	flag.Parse()
 	redis.SetLogger(quiet{})
-	if err := run(context.Background(), *dir, *id, *rounds); err != nil {
+	if err := run(context.Background(), *dir, *id, *rounds, *connects); err != nil {
 		fmt.Fprintln(os.Stderr, "reconnect:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, id, rounds int) error {
+func run(ctx context.Context, dir string, id, rounds, connects int) error {
 	l, err := lab.Open(dir)
 	if err != nil {
 		return err
@@ -52,7 +55,7 @@ func run(ctx context.Context, dir string, id, rounds int) error {
 	if !l.NoRestartDelay() {
 		return errors.New("the lab restarts a crashed node after a delay: bring it up with --restart-delay 0s")
 	}
-	if id < 1 || id > len(l.Nodes()) || rounds < 1 {
+	if id < 1 || id > len(l.Nodes()) || rounds < 1 || connects < 0 {
 		return fmt.Errorf("node %d of %d, %d rounds: want a node of the lab and at least one round", id, len(l.Nodes()), rounds)
 	}
 	creds, err := l.Credentials()
@@ -63,7 +66,32 @@ func run(ctx context.Context, dir string, id, rounds int) error {
 	if err != nil {
 		return err
 	}
-	c := redlock.NewNodes([]string{l.Addrs()[id-1]}, redlock.WithTLS(tlsCfg), redlock.WithAuth(creds.Redlock.Name, creds.Redlock.Password))[0]
+	addr := l.Addrs()[id-1]
+	proto := "plain"
+	if l.TLS() {
+		proto = "tls"
+	}
+	var connect []time.Duration
+	for i := range connects {
+		o := &redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, Protocol: 2, DisableIdentity: true}
+		redlock.WithNodeTimeout(time.Second)(o)
+		redlock.WithAuth(creds.Redlock.Name, creds.Redlock.Password)(o)
+		redlock.WithTLS(tlsCfg)(o)
+		fresh := redis.NewClient(o)
+		start := time.Now()
+		err := fresh.Ping(ctx).Err()
+		connect = append(connect, time.Since(start))
+		fresh.Close()
+		if err != nil {
+			return fmt.Errorf("connect %d: %w", i+1, err)
+		}
+	}
+	slices.Sort(connect)
+	if len(connect) > 0 {
+		fmt.Printf("%s: %d fresh connections to node %d, first PING (dial, handshake, HELLO, PING): %s, p99 %v\n",
+			proto, len(connect), id, spread(connect), connect[len(connect)*99/100].Round(10*time.Microsecond))
+	}
+	c := redlock.NewNodes([]string{addr}, redlock.WithTLS(tlsCfg), redlock.WithAuth(creds.Redlock.Name, creds.Redlock.Password))[0]
 	defer c.Close()
 	ping := func() error {
 		pctx, cancel := context.WithTimeout(ctx, redlock.DefaultNodeTimeout)
@@ -90,10 +118,6 @@ func run(ctx context.Context, dir string, id, rounds int) error {
 	}
 	slices.Sort(outages)
 	slices.Sort(afterUp)
-	proto := "plain"
-	if l.TLS() {
-		proto = "tls"
-	}
 	fmt.Printf("%s: %d kills of node %d; from the kill to the client's first answered PING: %s; of it, after the supervisor saw the node up (%d of %d kills): %s\n",
 		proto, rounds, id, spread(outages), len(afterUp), rounds, spread(afterUp))
 	return nil
