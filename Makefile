@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: capacity cost drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity cost tlscost drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -119,6 +119,13 @@ capacity: setup-demo
 ## See scripts/cost.sh. (setup-test: it builds bin/etcd.)
 cost: setup-test
 	GO=$(GO) bash scripts/cost.sh
+
+## tlscost: the price of TLS on the lab (docs/benchmarks.md): a plain and a
+## TLS lab side by side, loads alternating (acquire latency, CPU per
+## reservation), a fresh connection's cost and a client's outage after a
+## node kill; about 4 minutes. See scripts/tlscost.sh.
+tlscost: setup-demo
+	GO=$(GO) bash scripts/tlscost.sh
 
 ## demo: the main job on the embedded defaults: lab up, 30 s of load through the
 ## redlock guard with zipf keys, summary + report.html path, lab down.

@@ -169,7 +169,7 @@ func exporterFamilies(t *testing.T) []family {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	cmd := exec.Command(bin, lab.ExporterArgs(node.Addr, "", pw, addr, time.Second)...)
+	cmd := exec.Command(bin, lab.ExporterArgs(node.Addr, "", pw, addr, time.Second, "")...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -221,6 +221,10 @@ func (p *specParser) checkFaults(s *Spec) {
 		p.err = &SpecError{File: p.file, Line: p.nameLine, Field: "lab.machines", Msg: "machines and replicas do not go together: a machine runs one redis-server under systemd"}
 		return
 	}
+	if s.Lab.TLS && (s.Lab.Replicas > 0 || s.Lab.Machines) {
+		p.err = &SpecError{File: p.file, Line: p.tlsLine, Field: "lab.tls", Msg: "tls goes with independent process nodes only, not with replicas (their replication links would need TLS too) or machines"}
+		return
+	}
 	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 }
 

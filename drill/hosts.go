@@ -5,8 +5,10 @@ package drill
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,6 +49,11 @@ type site interface {
 	Config() lab.Config
 	EtcdEndpoints() []string
 	Faults() ([]lab.Fault, error)
+	// NodeList, TLSFiles and TLSConfig say how clients reach the nodes:
+	// rediss:// and the CA on a TLS lab.
+	NodeList() nodeaddr.List
+	TLSFiles() nodeaddr.TLSFiles
+	TLSConfig() (*tls.Config, error)
 }
 
 var (
@@ -186,6 +193,11 @@ func (s *hostSite) Credentials() (lab.Credentials, error) {
 func (s *hostSite) StateDir() string        { return s.stateDir }
 func (s *hostSite) Config() lab.Config      { return lab.Config{} }
 func (s *hostSite) EtcdEndpoints() []string { return nil }
+
+// Hosts are reached in plain TCP: the inventory names no TLS (yet).
+func (s *hostSite) NodeList() nodeaddr.List         { return nodeaddr.List{Addrs: s.Addrs()} }
+func (s *hostSite) TLSFiles() nodeaddr.TLSFiles     { return nodeaddr.TLSFiles{} }
+func (s *hostSite) TLSConfig() (*tls.Config, error) { return nil, nil }
 
 func (s *hostSite) faultsPath() string { return filepath.Join(s.stateDir, faultlog.FileName) }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 	"net"
 	"net/http"
 	"os"
@@ -26,7 +27,10 @@ type serveConfig struct {
 	Redlab   string
 	Guard    inventory.Guard
 	Replicas int
-	Nodes    []string
+	// Nodes are the lab's nodes as the processes take them (rediss:// on a
+	// TLS lab), verified with TLSCA when it is set.
+	Nodes nodeaddr.List
+	TLSCA string
 	// Etcd are the lab's etcd client endpoints, for the etcd guards.
 	Etcd []string
 	// StoreDSN is the replicas' shared store.
@@ -131,7 +135,10 @@ func serveArgs(cfg serveConfig, i int) []string {
 		args = append(args, "--acquire-timeout", cfg.AcquireTimeout.String())
 	}
 	if cfg.Guard.NeedsNodes() {
-		args = append(args, "--nodes", strings.Join(cfg.Nodes, ","))
+		args = append(args, "--nodes", cfg.Nodes.String())
+		if cfg.TLSCA != "" {
+			args = append(args, "--tls-ca", cfg.TLSCA)
+		}
 		if cfg.NodeTimeout > 0 {
 			args = append(args, "--node-timeout", cfg.NodeTimeout.String())
 		}

@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"errors"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func healthz(p *serveProc) bool {
 // clock.
 func TestProcessPauseStopsTheProcess(t *testing.T) {
 	cluster := redistest.Start(t, 3, redistest.Options{})
-	s, hist := startTestProcs(t, serveConfig{Guard: inventory.GuardRedlock, Replicas: 2, Nodes: cluster.Addrs(), LockTTL: 10 * time.Second})
+	s, hist := startTestProcs(t, serveConfig{Guard: inventory.GuardRedlock, Replicas: 2, Nodes: nodeaddr.List{Addrs: cluster.Addrs()}, LockTTL: 10 * time.Second})
 	paused, other := s.procs[0], s.procs[1]
 	ctx := context.Background()
 	if err := s.Arm(ctx, 30*time.Second, 1); err != nil {
@@ -212,4 +213,20 @@ func serveChildren(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+// TestServeArgsTLS: a TLS lab's serve processes get its nodes as rediss://
+// and its CA.
+func TestServeArgsTLS(t *testing.T) {
+	cfg := serveConfig{Guard: inventory.GuardRedlock, Nodes: nodeaddr.List{Addrs: []string{"127.0.0.1:7101", "127.0.0.1:7102"}, TLS: true}, TLSCA: "/tmp/lab/tls/ca.crt"}
+	got := strings.Join(serveArgs(cfg, 0), " ")
+	for _, want := range []string{"--nodes rediss://127.0.0.1:7101,rediss://127.0.0.1:7102", "--tls-ca /tmp/lab/tls/ca.crt"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("serve argv %q lacks %q", got, want)
+		}
+	}
+	cfg.Nodes.TLS, cfg.TLSCA = false, ""
+	if got := strings.Join(serveArgs(cfg, 0), " "); !strings.Contains(got, "--nodes 127.0.0.1:7101,127.0.0.1:7102") || strings.Contains(got, "tls") {
+		t.Errorf("plain lab: serve argv %q, want plain nodes and no TLS flag", got)
+	}
 }

@@ -61,6 +61,8 @@ type LabInfo struct {
 	Replicas int `json:"replicas,omitempty"`
 	// Machines: every node was a systemd-nspawn machine.
 	Machines bool `json:"machines,omitempty"`
+	// TLS: every node was TLS-only.
+	TLS bool `json:"tls,omitempty"`
 }
 
 // Span is a phase's bounds: [StartNs, EndNs).

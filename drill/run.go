@@ -102,6 +102,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg.Replicas = spec.Lab.Replicas
 	cfg.Machines = cfg.Machines || spec.Lab.Machines
 	cfg.Etcd = spec.Lab.Etcd
+	cfg.TLS = spec.Lab.TLS
 	if cfg.Machines {
 		if err := CheckMachines(spec); err != nil {
 			return nil, err
@@ -122,6 +123,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	if cfg.Machines {
 		replicas = ", systemd-nspawn machines"
+	}
+	if cfg.TLS {
+		replicas += ", TLS only"
 	}
 	logf("lab up: %d nodes, persistence %s, restart delay %v%s, state %s (owner pid %d: the lab goes down when it ends)",
 		cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas, state, cfg.Owner.PID)
@@ -149,7 +153,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
 	if res != nil {
-		res.Lab.Machines = l.Machines()
+		res.Lab.Machines, res.Lab.TLS = l.Machines(), l.TLS()
 	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
 		err = ferr
@@ -232,6 +236,10 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 	if err != nil {
 		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 	}
+	tlsCfg, err := l.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
+	}
 	stages := []loadgen.Stage{{Duration: w.Duration, Rate: w.Rate}}
 	runs := make([]*guardRun, 0, len(w.Guards))
 	defer func() {
@@ -273,7 +281,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 		store := "sqlite:" + filepath.Join(gr.dir, "inventory.db")
 		if contains(processGuards, g) {
 			gr.procs, err = startServeProcs(ctx, serveConfig{
-				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), StoreDSN: store,
+				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.NodeList(), TLSCA: l.TLSFiles().CA, Etcd: etcdEndpoints(l, g), StoreDSN: store,
 				LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 				Username: creds.Redlock.Name, Password: creds.Redlock.Password, StateDir: l.StateDir(), Dir: gr.dir,
 			}, hist, logf)
@@ -288,7 +296,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 					Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), Guard: g, StoreDSN: store,
 					LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 					Registerer: targetReg, PauseHook: gr.pause.hook,
-					Username: creds.Redlock.Name, Password: creds.Redlock.Password,
+					Username: creds.Redlock.Name, Password: creds.Redlock.Password, TLS: tlsCfg,
 					OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
 				},
 				Replicas: w.Replicas, Recorder: gr.rec, Hold: w.Hold,

@@ -30,7 +30,8 @@ import (
 // off (etcd members in the lab, faults on the leader resolved when they
 // fire). A broken fault or checker cannot land: each expects violations
 // where the debate says they happen, and none elsewhere; the etcd drill
-// expects the outage and no violation.
+// expects the outage and no violation. And the crash of one node of a
+// TLS-only lab: every client's TLS, through the fault fronts.
 var ciDrills = []string{
 	"power-loss-everysec-no-delay",
 	"power-loss-always-no-delay",
@@ -38,6 +39,7 @@ var ciDrills = []string{
 	"delete-release",
 	"replicas-as-nodes",
 	"etcd-leader-loss",
+	"one-node-loss-tls",
 }
 
 // ciMachineDrills run on a lab of machines (redlab drill --machines), about
@@ -89,6 +91,9 @@ func TestShippedDrills(t *testing.T) {
 				if res.PowerLossModel != want {
 					t.Errorf("result.json: power_loss_model %q, want %q", res.PowerLossModel, want)
 				}
+			}
+			if tls := strings.HasSuffix(name, "-tls"); res.Lab.TLS != tls {
+				t.Errorf("result.json: lab.tls %v, want %v", res.Lab.TLS, tls)
 			}
 			checkAgainstHistory(t, filepath.Join(dir, name))
 			if name == "client-pause" {

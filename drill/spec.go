@@ -91,6 +91,9 @@ type LabSpec struct {
 	Machines bool
 	// Etcd is the number of etcd members next to the nodes (lab.Config.Etcd).
 	Etcd int
+	// TLS makes every node TLS-only (lab.Config.TLS): every guard's
+	// clients speak TLS, through the same fault fronts.
+	TLS bool
 }
 
 // Window is a named phase of a drill: [From, To) from the start of the load.
@@ -303,7 +306,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		case "title":
 			s.Title, _ = p.scalar(e)
 		case "lab":
-			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines", "etcd") {
+			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines", "etcd", "tls") {
 				switch le.key {
 				case "nodes":
 					s.Lab.Nodes = int(p.integer(le, 1, lab.MaxNodes))
@@ -315,6 +318,9 @@ func (p *specParser) spec(n ast.Node) *Spec {
 					s.Lab.Replicas = int(p.integer(le, 0, 1))
 				case "machines":
 					s.Lab.Machines = p.boolean(le)
+				case "tls":
+					p.tlsLine = p.line(le.node)
+					s.Lab.TLS = p.boolean(le)
 				case "etcd":
 					p.etcdLine = p.line(le.node)
 					s.Lab.Etcd = p.etcdCount(le)

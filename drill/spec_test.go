@@ -103,6 +103,8 @@ func TestParseErrors(t *testing.T) {
 		{"two replicas", "restart_delay: 0s}", "restart_delay: 0s, replicas: 2}", 4, "lab.replicas: want a whole number from 0 to 1, got \"2\""},
 		{"machines not a bool", "restart_delay: 0s}", "restart_delay: 0s, machines: yes}", 4, "lab.machines: want true or false, got \"yes\""},
 		{"machines with replicas", "restart_delay: 0s}", "restart_delay: 0s, machines: true, replicas: 1}", 2, "lab.machines: machines and replicas do not go together"},
+		{"tls with replicas", "restart_delay: 0s}", "restart_delay: 0s, tls: true, replicas: 1}", 4, "lab.tls: tls goes with independent process nodes only"},
+		{"tls not a boolean", "restart_delay: 0s}", "restart_delay: 0s, tls: maybe}", 4, "lab.tls: want true or false, got \"maybe\""},
 		{"bad node timeout", "lock_ttl: 10s,", "lock_ttl: 10s, node_timeout: fast,", 6, "workload.node_timeout: want a duration of at least 1ms, like 50ms, or default, got \"fast\""},
 		{"guard option for an unknown guard", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {zookeeper: {node_timeout: default}},", 6, "workload.guard_options.zookeeper: unknown guard"},
 		{"guard option for a guard not in the workload", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {redsync: {node_timeout: default}},", 6, "workload.guard_options.redsync: guard redsync is not in workload.guards"},
@@ -342,6 +344,19 @@ func TestFullEffect(t *testing.T) {
 	seq := []FaultRecord{{ID: "a", Event: "start", AtNs: 1}, {ID: "a", Event: "end", AtNs: 2}, {ID: "b", Event: "start", AtNs: 3}, {ID: "b", Event: "end", AtNs: 4}}
 	if sp := fullEffect(seq, 30*s); sp.EndNs >= sp.StartNs {
 		t.Errorf("sequential faults: got %+v, want an empty span", sp)
+	}
+}
+
+func TestParseTLS(t *testing.T) {
+	s, err := Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(strings.Replace(goodSpec, "restart_delay: 0s}", "restart_delay: 0s, tls: true}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Lab.TLS {
+		t.Errorf("lab: got %+v, want tls", s.Lab)
+	}
+	if s, err = Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(goodSpec)); err != nil || s.Lab.TLS {
+		t.Errorf("without tls: lab %+v, %v; want plain", s.Lab, err)
 	}
 }
 

@@ -25,7 +25,7 @@ type specParser struct {
 	// the workload's guards once it is read.
 	guardOptions []guardOption
 	// guardsLine and etcdLine are workload.guards' and lab.etcd's lines.
-	guardsLine, etcdLine int
+	guardsLine, etcdLine, tlsLine int
 }
 
 type guardOption struct {

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,10 @@ type ReplicaConfig struct {
 	// Username and Password authenticate to the lock nodes (Redis ACL; an
 	// empty Username with a Password is the default user). Empty: no AUTH.
 	Username, Password string
+	// TLS, when set, makes every lock node client speak TLS with it
+	// (redlock.WithTLS; nodeaddr builds it from a rediss:// node list and
+	// PEM files), the redsync guard's clients too. Nil: plain TCP.
+	TLS *tls.Config
 	// Etcd are the etcd cluster's client URLs (http://host:port), for the
 	// guards that lock on etcd (Guard.NeedsEtcd). Ignored otherwise.
 	Etcd []string
@@ -148,7 +153,7 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 		r.nodes = redsyncNodes(cfg)
 		opts = append(opts, WithRedsyncNodes(r.nodes))
 	} else if cfg.Guard.NeedsNodes() {
-		var nodeOpts []redlock.NodeOption
+		nodeOpts := []redlock.NodeOption{redlock.WithTLS(cfg.TLS)}
 		if cfg.NodeTimeout > 0 {
 			nodeOpts = append(nodeOpts, redlock.WithNodeTimeout(cfg.NodeTimeout))
 		}
@@ -220,7 +225,9 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 // own documentation and its users do, redis.NewClient(&redis.Options{Addr:
 // …}): go-redis's defaults for everything (timeouts, retries, pool, dial
 // retries, context deadlines not applied to the socket), plus the login.
-// Only a NodeTimeout or PoolSize given on purpose replaces a default.
+// Only a NodeTimeout or PoolSize given on purpose replaces a default. The
+// dialer is redlock's (redlock.WithTLS): go-redis's own TCP dial and TLS
+// handshake, with the same plain-words errors as the Redlock guards' clients.
 func redsyncNodes(cfg ReplicaConfig) []*redis.Client {
 	out := make([]*redis.Client, len(cfg.Nodes))
 	for i, a := range cfg.Nodes {
@@ -231,6 +238,7 @@ func redsyncNodes(cfg ReplicaConfig) []*redis.Client {
 		if cfg.PoolSize > 0 {
 			o.PoolSize = cfg.PoolSize
 		}
+		redlock.WithTLS(cfg.TLS)(o)
 		out[i] = redis.NewClient(o)
 	}
 	return out
@@ -267,6 +275,24 @@ func (r *Replica) Warm(ctx context.Context, conns int) {
 		}
 	}
 	wg.Wait()
+}
+
+// PingNodes sends PING to every lock node client once, in parallel, and
+// returns each one's error (nil: it answered), in the order of
+// ReplicaConfig.Nodes; nil for a guard without lock nodes. It is for a
+// start-up report: a node whose TLS handshake fails says why here (see
+// redlock.ConnError), rather than only as a count of nodes up.
+func (r *Replica) PingNodes(ctx context.Context) []error {
+	if len(r.nodes) == 0 {
+		return nil
+	}
+	errs := make([]error, len(r.nodes))
+	var wg sync.WaitGroup
+	for i, c := range r.nodes {
+		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
+	}
+	wg.Wait()
+	return errs
 }
 
 // Close closes what the replica opened, in dependency order: the service

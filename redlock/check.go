@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,8 +65,8 @@ type Finding struct {
 	// Node is the 0-based node index, or -1 for the node set as a whole.
 	Node int `json:"node"`
 	// Check names what was audited: "reachable", "role", "replicas", "run_id",
-	// "config", "appendonly", "appendfsync", "maxmemory-policy", "clock",
-	// "client", "nodes", "timeouts".
+	// "tls", "config", "appendonly", "appendfsync", "maxmemory-policy",
+	// "clock", "client", "nodes", "timeouts".
 	Check string `json:"check"`
 	// Severity grades the finding.
 	Severity Severity `json:"severity"`
@@ -100,14 +101,21 @@ type NodeInfo struct {
 	// of the round trip; RTT is that round trip.
 	ClockOffset time.Duration
 	RTT         time.Duration
+	// TLS is the protocol version of a TLS connection ("TLS 1.3"), empty
+	// for plain TCP; CertNotAfter is when the node's certificate expires.
+	TLS          string
+	CertNotAfter time.Time
 }
 
 // MarshalJSON writes the node's fields in snake case, Err as a string and
 // the durations in nanoseconds.
 func (n NodeInfo) MarshalJSON() ([]byte, error) {
-	errText := ""
+	errText, notAfter := "", ""
 	if n.Err != nil {
 		errText = n.Err.Error()
+	}
+	if !n.CertNotAfter.IsZero() {
+		notAfter = n.CertNotAfter.UTC().Format(time.RFC3339)
 	}
 	return json.Marshal(struct {
 		Node            int    `json:"node"`
@@ -123,8 +131,10 @@ func (n NodeInfo) MarshalJSON() ([]byte, error) {
 		MaxmemoryPolicy string `json:"maxmemory_policy,omitempty"`
 		ClockOffsetNs   int64  `json:"clock_offset_ns"`
 		RTTNs           int64  `json:"rtt_ns"`
+		TLS             string `json:"tls,omitempty"`
+		CertNotAfter    string `json:"cert_not_after,omitempty"`
 	}{n.Node, n.Addr, n.Reachable, errText, n.Version, n.RunID, n.Role, n.Replicas,
-		n.AppendOnly, n.AppendFsync, n.MaxmemoryPolicy, int64(n.ClockOffset), int64(n.RTT)})
+		n.AppendOnly, n.AppendFsync, n.MaxmemoryPolicy, int64(n.ClockOffset), int64(n.RTT), n.TLS, notAfter})
 }
 
 // Report is the result of Check.
@@ -347,6 +357,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		return info, fs
 	}
 	info.Reachable = true
+	checkTLS(ctx, node, &info, time.Now(), add)
 
 	if s, err := node.Info(ctx, "server").Result(); err == nil {
 		info.Version, info.RunID = infoField(s, "redis_version"), infoField(s, "run_id")
@@ -409,6 +420,47 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		add("client", Info, "no command retries; timeouts follow the request deadline", "")
 	}
 	return info, fs
+}
+
+// certWarning is how long before its certificate expires a node gets a
+// Warning: time to renew it before every handshake fails.
+const certWarning = 30 * 24 * time.Hour
+
+// checkTLS reports whether the node's connection is TLS and, if so, its
+// protocol version and when the node's certificate expires, read from a
+// connection of its own made by the client's dialer.
+func checkTLS(ctx context.Context, node *redis.Client, info *NodeInfo, now time.Time, add func(check string, sev Severity, msg, fix string)) {
+	o := node.Options()
+	if o.TLSConfig == nil {
+		add("tls", Info, "plain TCP, no TLS", "")
+		return
+	}
+	conn, err := o.Dialer(ctx, o.Network, o.Addr)
+	if err != nil {
+		add("tls", Warning, "cannot open a TLS connection of its own: "+err.Error(), "")
+		return
+	}
+	defer conn.Close()
+	tc, ok := conn.(interface{ ConnectionState() tls.ConnectionState })
+	if !ok {
+		add("tls", Warning, "TLS configured, but the client's dialer gives no TLS connection", "Build node clients with NewNodes and WithTLS.")
+		return
+	}
+	st := tc.ConnectionState()
+	info.TLS = tls.VersionName(st.Version)
+	if len(st.PeerCertificates) == 0 {
+		add("tls", Warning, info.TLS+", but the node sent no certificate", "")
+		return
+	}
+	info.CertNotAfter = st.PeerCertificates[0].NotAfter
+	left := info.CertNotAfter.Sub(now)
+	msg := fmt.Sprintf("%s, certificate valid until %s (%s)", info.TLS, info.CertNotAfter.UTC().Format("2006-01-02 15:04 MST"), plural(int(left.Hours()/24), "day"))
+	if left < certWarning {
+		add("tls", Warning, msg+": it expires in under 30 days",
+			fmt.Sprintf("Renew the node's certificate before %s: after that every client's handshake fails and the node counts as down.", info.CertNotAfter.UTC().Format("2006-01-02")))
+		return
+	}
+	add("tls", Info, msg, "")
 }
 
 func auditConfig(ctx context.Context, node *redis.Client, info *NodeInfo, ttl time.Duration, add func(check string, sev Severity, msg, fix string)) {

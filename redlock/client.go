@@ -283,8 +283,12 @@ func NewNodes(addrs []string, opts ...NodeOption) []*redis.Client {
 				Mode: maintnotifications.ModeDisabled,
 			},
 		}
+		WithTLS(nil)(o)
 		for _, opt := range opts {
 			opt(o)
+		}
+		if o.TLSConfig != nil {
+			o.DialTimeout = max(o.DialTimeout, MinTLSDialTimeout)
 		}
 		out[i] = redis.NewClient(o)
 	}

@@ -137,7 +137,7 @@ func classify(err error) Outcome {
 
 // unknown reports whether a request that failed with err may still have
 // run, or may run later, on the node. A Redis error reply is a definite
-// answer (the command did not run); a failed dial, a wait for a pooled
+// answer (the command did not run); a failed dial or TLS handshake (ConnError), a wait for a pooled
 // connection that ran out and a closed client sent nothing. Anything else
 // (a timeout, a connection that broke after the write) leaves the outcome
 // unknown: a stalled server may still have the request queued.
@@ -152,6 +152,10 @@ func unknown(err error) bool {
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return false
+	}
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		return false // the connection failed before any command ran
 	}
 	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrClosed)
 }

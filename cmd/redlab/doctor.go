@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 // doctorOptions are the flags of `redlab doctor`.
 type doctorOptions struct {
 	nodes   nodesFlag
+	tls     tlsFlags
 	ttl     time.Duration
 	timeout time.Duration
 	login   login
@@ -29,7 +31,9 @@ func newDoctorCmd(e *env) *cobra.Command {
 		Short: "audit Redis nodes against the Redlock practices",
 		Long: `Audits every node against the practices Redlock's safety rests on:
 persistence (appendonly, appendfsync), eviction, role and replicas, distinct
-run_ids, clock offset, and client timeouts against the lock TTL.
+run_ids, clock offset, and client timeouts against the lock TTL; with
+rediss:// nodes, each node's TLS version and certificate expiry (a warning
+under 30 days), and for a node whose handshake fails, why.
 
 Prints one finding per line and a summary: how many nodes were audited and
 how many did not answer, then the findings by severity (ok: the check
@@ -40,12 +44,17 @@ With --json the same report goes to stdout as JSON: "nodes", "findings"
 Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 		Example: `  redlab doctor                                  # the nodes of $REDLAB_NODES
   redlab doctor --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --ttl 30s
+  redlab doctor --nodes rediss://10.0.0.1:6379,rediss://10.0.0.2:6379,rediss://10.0.0.3:6379 --tls-ca ca.crt
   REDLAB_PASSWORD=... redlab doctor --username monitor --json
   eval "$(redlab lab up | tail -1)"; redlab doctor   # the lab's nodes, as its monitor user`,
 		RunE: func(c *cobra.Command, _ []string) error {
-			addrs, err := o.nodes.orEnv()
+			nodes, err := o.nodes.orEnv()
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
+			}
+			tlsCfg, err := o.tls.config(nodes)
+			if err != nil {
+				return err
 			}
 			user, password, err := o.login.resolve()
 			if err != nil {
@@ -57,11 +66,12 @@ Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 			case o.timeout <= 0:
 				return usageErrorf("--timeout must be positive, got %v", o.timeout)
 			}
-			return o.run(c, e, addrs, user, password)
+			return o.run(c, e, nodes.Addrs, tlsCfg, user, password)
 		},
 	}
 	fs := c.Flags()
-	fs.Var(&o.nodes, "nodes", "Redis nodes to audit (default $"+envNodes+")")
+	fs.Var(&o.nodes, "nodes", "Redis nodes to audit (default $"+envNodes+")"+nodesUsage)
+	o.tls.register(fs)
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lock TTL in use, to judge the client timeouts against")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "per-node dial/read/write timeout of the lock client")
 	o.login.register(fs, node.UserMonitor)
@@ -69,8 +79,8 @@ Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
 	return c
 }
 
-func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, user, password string) error {
-	nopts := []redlock.NodeOption{redlock.WithNodeTimeout(o.timeout)}
+func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, tlsCfg *tls.Config, user, password string) error {
+	nopts := []redlock.NodeOption{redlock.WithNodeTimeout(o.timeout), redlock.WithTLS(tlsCfg)}
 	if user != "" || password != "" {
 		nopts = append(nopts, redlock.WithAuth(user, password))
 	}

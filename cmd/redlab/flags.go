@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/loadgen"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 )
 
 // The environment `redlab lab up` exports (see labExports) and the commands
@@ -26,35 +26,40 @@ const (
 	envPassword = "REDLAB_PASSWORD"
 )
 
-// nodesFlag is the --nodes value every subcommand shares: ADDR[,ADDR…], each
-// host:port. When the flag is absent, REDLAB_NODES (as exported by
-// `redlab lab up`) is used.
-type nodesFlag []string
+// nodesFlag is the --nodes value every subcommand shares: a node list as
+// redlock/nodeaddr parses it, host:port[,…] or rediss://host:port[,…] for
+// TLS. When the flag is absent, REDLAB_NODES (as exported by `redlab lab
+// up`) is used.
+type nodesFlag nodeaddr.List
 
-func (f *nodesFlag) String() string     { return strings.Join(*f, ",") }
-func (f *nodesFlag) Type() string       { return "ADDR[,ADDR...]" }
-func (f *nodesFlag) Set(s string) error { return setList((*[]string)(f), s, parseNodes) }
+func (f *nodesFlag) String() string { return nodeaddr.List(*f).String() }
+func (f *nodesFlag) Type() string   { return "ADDR[,ADDR...]" }
+func (f *nodesFlag) Set(s string) error {
+	l, err := nodeaddr.Parse(s)
+	if err != nil {
+		return err
+	}
+	*f = nodesFlag(l)
+	return nil
+}
+
+// nodesUsage is the help of every --nodes, after what the nodes are for.
+const nodesUsage = ": host:port,... or, for TLS, rediss://host:port,... (all TLS or none: a mixed list is refused, since one plain node would carry the lock traffic and the password in clear)"
 
 // orEnv returns the flag's nodes, or those of REDLAB_NODES when the flag was
 // not given. It fails when neither names a node.
-func (f nodesFlag) orEnv() ([]string, error) {
-	return listOrEnv(f, envNodes, parseNodes, fmt.Errorf("--nodes is required (or set %s: eval \"$(redlab lab up | tail -1)\")", envNodes))
-}
-
-func parseNodes(s string) ([]string, error) {
-	return parseList(s, "node", func(a string) error {
-		host, port, err := net.SplitHostPort(a)
+func (f nodesFlag) orEnv() (nodeaddr.List, error) {
+	if len(f.Addrs) > 0 {
+		return nodeaddr.List(f), nil
+	}
+	if v := os.Getenv(envNodes); v != "" {
+		l, err := nodeaddr.Parse(v)
 		if err != nil {
-			return fmt.Errorf("want host:port: %w", err)
+			return nodeaddr.List{}, fmt.Errorf("%s: %w", envNodes, err)
 		}
-		if host == "" {
-			return errors.New("empty host")
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return errors.New("port must be 1-65535")
-		}
-		return nil
-	})
+		return l, nil
+	}
+	return nodeaddr.List{}, fmt.Errorf("--nodes is required (or set %s: eval \"$(redlab lab up | tail -1)\")", envNodes)
 }
 
 // etcdFlag is the --etcd value of the commands that run the etcd guards:

@@ -104,6 +104,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("machines") {
 					cfg.Machines = was.Machines
 				}
+				if !fs.Changed("tls") {
+					cfg.TLS = was.TLS
+				}
 				if !fs.Changed("etcd") {
 					cfg.Etcd, cfg.EtcdServer = was.Etcd, was.EtcdServer
 				}
@@ -119,6 +122,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			}
 			if cfg.Etcd > 0 && cfg.Machines {
 				return usageErrorf("--etcd with --machines: etcd members run next to process nodes only")
+			}
+			if cfg.TLS && (cfg.Replicas > 0 || cfg.Machines) {
+				return usageErrorf("--tls goes with independent process nodes only, not with --replicas 1 (the replication links would need TLS too) or --machines")
 			}
 			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
 				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
@@ -176,6 +182,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.Machines() {
 				replicas = ", every node a systemd-nspawn machine"
 			}
+			if l.TLS() {
+				replicas += ", TLS only (CA " + l.TLSFiles().CA + ")"
+			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
 				time.Since(start).Round(time.Millisecond), len(l.Nodes()), node.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
@@ -202,6 +211,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
+	fs.BoolVar(&cfg.TLS, "tls", false, "every node TLS-only: a CA and node certificate written to the state directory's tls/, the export line with rediss:// nodes and "+envTLSCA+" (kept by a later lab up unless --tls=false)")
 	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5), on ports from base+600+M; the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
@@ -237,9 +247,12 @@ type envVar struct{ name, value string }
 // commands read it in place of --nodes, --state-dir and a login.
 func labExports(l *lab.Lab) []envVar {
 	vars := []envVar{
-		{envNodes, strings.Join(l.Addrs(), ",")},
+		{envNodes, l.NodeList().String()},
 		{envStateDir, l.StateDir()},
 		{lab.CredentialsEnv, l.CredentialsPath()},
+	}
+	if ca := l.TLSFiles().CA; ca != "" {
+		vars = append(vars, envVar{envTLSCA, ca})
 	}
 	if eps := l.EtcdEndpoints(); len(eps) > 0 {
 		vars = append(vars, envVar{envEtcd, strings.Join(eps, ",")})
@@ -287,7 +300,7 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			if asJSON {
 				js := labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
-					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
+					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), TLS: l.TLS(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
 				}
 				if len(l.EtcdMembers()) > 0 {
 					if js.Etcd, err = l.EtcdStatus(c.Context()); err != nil {
@@ -329,6 +342,7 @@ type labStatusJSON struct {
 	RestartDelay    lab.Duration      `json:"restart_delay"`
 	Replicas        int               `json:"replicas"`
 	Machines        bool              `json:"machines"`
+	TLS             bool              `json:"tls,omitempty"`
 	Addrs           []string          `json:"addrs"`
 	Nodes           []lab.NodeStatus  `json:"nodes"`
 	// Monitoring is the lab's Prometheus and exporters, when on.

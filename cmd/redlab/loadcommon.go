@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 // loadFlags are the flags `load` and `sweep` share: what to load and how.
 type loadFlags struct {
 	nodes          nodesFlag
+	tls            tlsFlags
 	etcd           etcdFlag
 	guard          string
 	keys           keysFlag
@@ -53,6 +55,7 @@ type loadFlags struct {
 
 	// resolved by validate
 	addrs          []string
+	tlsCfg         *tls.Config // nil for plain nodes
 	etcdURLs       []string
 	g              inventory.Guard
 	user, password string
@@ -62,7 +65,8 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	f.keys = keysFlag{Kind: "uniform", N: 1000}
 	f.quantity = quantityFlag{Min: 1, Max: 1}
 	f.worker = workerFlag{Index: 0, Count: 1}
-	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or the guards without a Redis lock (none, db-*, etcd*)")
+	fs.Var(&f.nodes, "nodes", "lock nodes (default $"+envNodes+"); not needed with --target or the guards without a Redis lock (none, db-*, etcd*)"+nodesUsage)
+	f.tls.register(fs)
 	fs.Var(&f.etcd, "etcd", "etcd client URLs of the guards etcd and etcd-fenced (default $"+envEtcd+")")
 	fs.StringVar(&f.guard, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards())+"; or "+inventory.JoinGuards(inventory.Comparisons())+" (release by plain DEL: the mistake, for comparisons only)")
 	fs.Var(&f.keys, "keys", "SKU distribution: uniform:N, zipf:N:θ (θ<1 YCSB-style), hot:N:fraction[:hotkeys]")
@@ -117,11 +121,17 @@ func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFla
 		return errors.New("--hold applies to in-process replicas, not to --target")
 	}
 	needsNodes := !remote && g.NeedsNodes()
-	if needsNodes || len(f.nodes) > 0 {
-		if f.addrs, err = f.nodes.orEnv(); err != nil && needsNodes {
+	if needsNodes || len(f.nodes.Addrs) > 0 {
+		nodes, err := f.nodes.orEnv()
+		if err != nil && needsNodes {
 			return fmt.Errorf("%w (guard %s takes a lock)", err, g)
 		}
-		err = nil
+		if err == nil {
+			if f.tlsCfg, err = f.tls.config(nodes); err != nil {
+				return err
+			}
+			f.addrs = nodes.Addrs
+		}
 	}
 	if needsNodes {
 		if f.user, f.password, err = f.login.resolve(); err != nil {
@@ -240,7 +250,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 			Nodes: f.addrs, Etcd: f.etcdURLs, Guard: f.g, StoreDSN: dsn,
 			LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
 			MaxConcurrentAttempts: f.lockConc, NoOverloadControl: !f.overloadCtl, Registerer: reg,
-			Username: f.user, Password: f.password,
+			Username: f.user, Password: f.password, TLS: f.tlsCfg,
 		},
 		Replicas: f.replicas, Recorder: rec, Hold: loadgen.HoldSpec(f.hold),
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),

@@ -39,7 +39,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := quickStart(t, string(readme))
+	script := quickStart(t, string(readme), "quickstart")
 
 	// A fresh working directory laid out like a clone: bin/redlab, bin/etcd
 	// (the drill's etcd members), the runbooks and the infra directory the
@@ -103,12 +103,12 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 }
 
-// quickStart returns the shell block between the README's quick-start
-// markers.
-func quickStart(t *testing.T, readme string) string {
+// quickStart returns the shell block between the README's markers
+// <!-- name:begin --> and <!-- name:end -->.
+func quickStart(t *testing.T, readme, name string) string {
 	t.Helper()
-	_, rest, ok := strings.Cut(readme, "<!-- quickstart:begin -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- quickstart:end -->")
+	_, rest, ok := strings.Cut(readme, "<!-- "+name+":begin -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- "+name+":end -->")
 	if !ok || !ok2 {
 		t.Fatal("README.md has no quick-start markers")
 	}
@@ -118,4 +118,66 @@ func quickStart(t *testing.T, readme string) string {
 		t.Fatal("README.md's quick start has no sh block")
 	}
 	return code
+}
+
+// TestReadmeQuickStartTLS runs the README's TLS variant of the quick start,
+// as TestReadmeQuickStart runs the quick start: a TLS lab, the doctor's TLS
+// lines and a load over TLS.
+func TestReadmeQuickStartTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the TLS quick start runs a lab and a load")
+	}
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
+	testenv.Require(t, "bash")
+	wd, _ := os.Getwd()
+	repo := filepath.Dir(filepath.Dir(wd))
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := quickStart(t, string(readme), "quickstart-tls")
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"bin/redlab": bin, "infra": filepath.Join(repo, "infra")} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := redistest.FreeStableBasePort(t, lab.DefaultCount, 0, 100, 200)
+	script = strings.Replace(script, "bin/redlab lab up", fmt.Sprintf("bin/redlab lab up --base-port %d", base), 1)
+	t.Cleanup(func() {
+		cmd := exec.Command(bin, "lab", "down", "--state-dir", filepath.Join(dir, lab.DefaultStateDir))
+		cmd.Dir = dir
+		_ = cmd.Run()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-x", "-c", script)
+	cmd.Dir = dir
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDLAB_") || strings.HasPrefix(kv, "REDLAB_TF=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the TLS quick start failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"REDLAB_NODES=rediss://127.0.0.1:",   // lab up --tls
+		"REDLAB_TLS_CA=",                     // and its CA
+		"TLS 1.3, certificate valid until",   // doctor
+		"5 nodes; ",                          // the doctor's summary
+		"runs/quickstart-tls/report.html",    // the load
+		"safety: double grants 0 (lock viol", // safe
+		"is clear",                           // lab down
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the TLS quick start's output lacks %q:\n%s", want, out)
+		}
+	}
 }

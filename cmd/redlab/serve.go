@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 // serveOptions are the flags of `redlab serve`.
 type serveOptions struct {
 	nodesFlag       nodesFlag
+	tlsFlags        tlsFlags
+	tls             *tls.Config // resolved by validate; nil for plain nodes
 	etcdFlag        etcdFlag
 	guardName       string
 	nodes           []string // resolved by validate; empty for guards without a lock
@@ -72,7 +75,8 @@ Exit 0 after a clean drain, 1 on failure, 2 on a usage error.`,
 		},
 	}
 	fs := c.Flags()
-	fs.Var(&o.nodesFlag, "nodes", "Redis nodes of the lock (default $"+envNodes+")")
+	fs.Var(&o.nodesFlag, "nodes", "Redis nodes of the lock (default $"+envNodes+")"+nodesUsage)
+	o.tlsFlags.register(fs)
 	fs.Var(&o.etcdFlag, "etcd", "etcd client URLs of the etcd guards' lock (default $"+envEtcd+")")
 	fs.StringVar(&o.store, "store", "sqlite:.redlab/inventory.db", "inventory database: sqlite:PATH or postgres://...")
 	fs.StringVar(&o.guardName, "guard", string(inventory.GuardRedlock), "how reservations are protected: "+inventory.JoinGuards(inventory.Guards()))
@@ -100,9 +104,14 @@ func (o *serveOptions) validate(fs *pflag.FlagSet) error {
 	}
 	o.guard = g
 	if g.NeedsNodes() {
-		if o.nodes, err = o.nodesFlag.orEnv(); err != nil {
+		nodes, err := o.nodesFlag.orEnv()
+		if err != nil {
 			return fmt.Errorf("guard %s: %w", g, err)
 		}
+		if o.tls, err = o.tlsFlags.config(nodes); err != nil {
+			return err
+		}
+		o.nodes = nodes.Addrs
 		if o.user, o.password, err = o.login.resolve(); err != nil {
 			return err
 		}
@@ -165,7 +174,7 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	rcfg := inventory.ReplicaConfig{
 		StoreDSN: o.store, Guard: o.guard, Nodes: o.nodes, Etcd: o.etcd, NodeTimeout: o.nodeTimeout,
 		LockTTL: o.lockTTL, AcquireTimeout: o.acquireTimeout, Holder: o.holder,
-		Username: o.user, Password: o.password,
+		Username: o.user, Password: o.password, TLS: o.tls,
 	}
 	var events *drill.EventWriter
 	if o.drillEvents != "" {
@@ -208,6 +217,13 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	}
 	defer replica.Close()
 	svc := replica.Service()
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	for i, err := range replica.PingNodes(pctx) {
+		if err != nil {
+			fmt.Fprintf(e.stderr, "redlab serve: node%d %s: no answer at start: %v\n", i+1, o.nodes[i], err)
+		}
+	}
+	pcancel()
 
 	h, err := inventory.NewHandler(svc, reg, handlerOpts...)
 	if err != nil {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"github.com/redlocklab/redlocklab/infra/machine"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/tlscert"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 )
 
 // Defaults for Config.
@@ -63,6 +66,12 @@ type Config struct {
 	// debootstrap and Debian's archive; Up refuses without them. Not with
 	// Replicas.
 	Machines bool
+	// TLS makes every node TLS-only (infra/modules/redis-node's tls
+	// profile): Up writes a CA and a node certificate into the state
+	// directory (TLSDir; see TLSFiles) and clients address the nodes as
+	// rediss:// (NodeList). The fault fronts relay the TLS bytes untouched.
+	// Not with Replicas or Machines.
+	TLS bool
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.
 	Redlab string
@@ -165,6 +174,12 @@ func (c Config) validate() error {
 	if c.Etcd > 0 && c.Machines {
 		return fmt.Errorf("lab: etcd members with machines: etcd members run next to process nodes only")
 	}
+	if c.TLS && c.Replicas > 0 {
+		return fmt.Errorf("lab: tls with replicas: the replicas' replication links would need TLS too; use independent nodes")
+	}
+	if c.TLS && c.Machines {
+		return fmt.Errorf("lab: tls with machines: the certificates are written for process nodes only")
+	}
 	if top := c.topOffset(); c.BasePort < 1024 || c.BasePort+top+c.Count > 65535 {
 		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Count)
 	}
@@ -231,6 +246,9 @@ func (c Config) vars() map[string]string {
 	if c.EtcdServer != "" {
 		v["etcd_server_path"] = c.EtcdServer
 	}
+	if c.TLS {
+		v["tls_dir"] = filepath.Join(c.StateDir, TLSDir)
+	}
 	return v
 }
 
@@ -258,6 +276,7 @@ type labFile struct {
 	NoRestartDelay  bool          `json:"no_restart_delay,omitempty"`
 	Replicas        int           `json:"replicas,omitempty"`
 	Machines        bool          `json:"machines,omitempty"`
+	TLS             bool          `json:"tls,omitempty"`
 	Redlab          string        `json:"redlab"`
 	RedisServer     string        `json:"redis_server"`
 	Terraform       string        `json:"terraform"`
@@ -360,6 +379,26 @@ func (l *Lab) Replicas() int { return l.f.Replicas }
 // Machines reports whether the nodes are machines (Config.Machines).
 func (l *Lab) Machines() bool { return l.f.Machines }
 
+// TLS reports whether the nodes are TLS-only (Config.TLS).
+func (l *Lab) TLS() bool { return l.f.TLS }
+
+// NodeList is the nodes' proxied addresses as clients take them:
+// rediss:// with TLS (the form REDLAB_NODES carries).
+func (l *Lab) NodeList() nodeaddr.List { return nodeaddr.List{Addrs: l.Addrs(), TLS: l.f.TLS} }
+
+// TLSFiles are what a client of a TLS lab verifies the nodes with: the
+// lab's CA. Zero without TLS.
+func (l *Lab) TLSFiles() nodeaddr.TLSFiles {
+	if !l.f.TLS {
+		return nodeaddr.TLSFiles{}
+	}
+	return nodeaddr.TLSFiles{CA: filepath.Join(l.stateDir, TLSDir, tlscert.CAFile)}
+}
+
+// TLSConfig is the nodes' TLS client configuration (redlock.WithTLS), nil
+// without TLS.
+func (l *Lab) TLSConfig() (*tls.Config, error) { return l.NodeList().TLSConfig(l.TLSFiles()) }
+
 // Config returns the configuration the lab was brought up with: a `lab up`
 // that changes one setting starts from it, so the others stay as they are.
 // Profiles every node shares come back as one item, so a new Count keeps
@@ -372,7 +411,7 @@ func (l *Lab) Config() Config {
 	return Config{
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
 		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
-		Machines: l.f.Machines, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
+		Machines: l.f.Machines, TLS: l.f.TLS, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
 		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer,
 	}
 }
@@ -447,6 +486,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS {
+		if err := ensureTLS(cfg.StateDir); err != nil {
+			return nil, err
+		}
+	}
 	root, changed, err := stageWorkspace(cfg.InfraDir, filepath.Join(cfg.StateDir, workspaceDir))
 	if err != nil {
 		return nil, err
@@ -469,7 +513,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	f := labFile{
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
-		Machines: cfg.Machines, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+		Machines: cfg.Machines, TLS: cfg.TLS, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
 		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, Owner: cfg.Owner, Temporary: cfg.Temporary,
 	}
 	if old != nil {

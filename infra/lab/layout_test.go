@@ -50,6 +50,9 @@ func TestConfigValidate(t *testing.T) {
 		{"seven etcd members", Config{StateDir: "/tmp/x", Etcd: 7}, false},
 		{"etcd needs room for its ranges", Config{StateDir: "/tmp/x", Etcd: 3, BasePort: 64600}, false},
 		{"etcd with machines", Config{StateDir: "/tmp/x", Etcd: 3, Machines: true}, false},
+		{"tls", Config{StateDir: "/tmp/x", TLS: true, Etcd: 3}, true},
+		{"tls with replicas", Config{StateDir: "/tmp/x", TLS: true, Replicas: 1}, false},
+		{"tls with machines", Config{StateDir: "/tmp/x", TLS: true, Machines: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,6 +106,15 @@ func TestConfigVars(t *testing.T) {
 	got = cfg.vars()
 	if got["etcd_count"] != "3" || got["etcd_server_path"] != "/opt/bin/etcd" {
 		t.Errorf("etcd: etcd_count %q etcd_server_path %q, want 3 and /opt/bin/etcd", got["etcd_count"], got["etcd_server_path"])
+	}
+	if _, ok := got["tls_dir"]; ok {
+		t.Errorf("a plain lab passes tls_dir %q", got["tls_dir"])
+	}
+	if cfg, err = (Config{StateDir: "/tmp/x", TLS: true}).withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.vars()["tls_dir"]; got != "/tmp/x/tls" {
+		t.Errorf("tls: tls_dir %q, want /tmp/x/tls", got)
 	}
 }
 

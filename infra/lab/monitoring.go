@@ -236,7 +236,7 @@ func (l *Lab) StartMonitoring(ctx context.Context, cfg MonitoringConfig) (*Monit
 		e, ok := running[n.ID]
 		delete(running, n.ID)
 		if !ok {
-			if e, err = startExporter(dir, cfg, n, base, user); err != nil {
+			if e, err = startExporter(dir, cfg, n, base, user, l.TLSFiles().CA); err != nil {
 				for _, r := range running {
 					m.Exporters = append(m.Exporters, r)
 				}
@@ -311,7 +311,7 @@ func (l *Lab) writeExporterPasswords(path string) (string, error) {
 	}
 	pw := map[string]string{}
 	for _, n := range l.f.Nodes {
-		pw[exporterRedisURI(n)] = creds.Monitor.Password
+		pw[exporterRedisURI(n.RedisAddr, l.f.TLS)] = creds.Monitor.Password
 	}
 	b, err := json.Marshal(pw)
 	if err != nil {
@@ -323,15 +323,24 @@ func (l *Lab) writeExporterPasswords(path string) (string, error) {
 	return creds.Monitor.Name, nil
 }
 
-func exporterRedisURI(n Node) string { return "redis://" + n.RedisAddr }
+// exporterRedisURI is the exporter's address of a node's redis-server, as
+// its password file keys it: rediss:// for a TLS node.
+func exporterRedisURI(redisAddr string, tls bool) string {
+	if tls {
+		return "rediss://" + redisAddr
+	}
+	return "redis://" + redisAddr
+}
 
 // ExporterArgs is the command line of node n's redis_exporter: config
 // metrics on (appendfsync, maxmemory-policy, … as redis_config_key_value),
 // its own Go metrics off, logged in as user with the password from
-// passwordFile, answering on listen. Tests run the real exporter with it.
-func ExporterArgs(redisAddr, user, passwordFile, listen string, scrape time.Duration) []string {
+// passwordFile, answering on listen; with tlsCA, over TLS, verifying the
+// node's certificate against that CA file. Tests run the real exporter
+// with it.
+func ExporterArgs(redisAddr, user, passwordFile, listen string, scrape time.Duration, tlsCA string) []string {
 	args := []string{
-		"-redis.addr", "redis://" + redisAddr,
+		"-redis.addr", exporterRedisURI(redisAddr, tlsCA != ""),
 		"-redis.password-file", passwordFile,
 		"-include-config-metrics",
 		"-redis-only-metrics",
@@ -344,16 +353,19 @@ func ExporterArgs(redisAddr, user, passwordFile, listen string, scrape time.Dura
 	if user != "" {
 		args = append(args, "-redis.user", user)
 	}
+	if tlsCA != "" {
+		args = append(args, "-tls-ca-cert-file", tlsCA)
+	}
 	return args
 }
 
-func startExporter(dir string, cfg MonitoringConfig, n Node, base int, user string) (Exporter, error) {
+func startExporter(dir string, cfg MonitoringConfig, n Node, base int, user, tlsCA string) (Exporter, error) {
 	addr := "127.0.0.1:" + strconv.Itoa(base+monitoringPortOffset+n.ID)
 	if err := portFree(addr); err != nil {
 		return Exporter{}, fmt.Errorf("lab: node %d's exporter port: %w (choose another --base-port)", n.ID, err)
 	}
 	pid, err := startDetached(dir, fmt.Sprintf("exporter%d.log", n.ID), cfg.Exporter, nil,
-		ExporterArgs(n.RedisAddr, user, filepath.Join(dir, exporterPassFile), addr, cfg.ScrapeInterval)...)
+		ExporterArgs(n.RedisAddr, user, filepath.Join(dir, exporterPassFile), addr, cfg.ScrapeInterval, tlsCA)...)
 	if err != nil {
 		return Exporter{}, fmt.Errorf("lab: start node %d's exporter: %w", n.ID, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/internal/proc"
+	"github.com/redlocklab/redlocklab/redlock"
 )
 
 // Prepare writes the node's spec, rendered redis.conf and restart guard
@@ -157,11 +158,19 @@ func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 	if err != nil {
 		return err
 	}
-	c := redis.NewClient(&redis.Options{
+	tlsCfg, err := parseRedisConf(spec.Conf).tlsConfig()
+	if err != nil {
+		return err
+	}
+	// Through the front, as the lab's clients reach the node; over TLS on a
+	// TLS node (the front relays the handshake).
+	opts := &redis.Options{
 		Addr: "127.0.0.1:" + strconv.Itoa(spec.Port), MaxRetries: -1, PoolSize: 1,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
 		Username: auth.Name, Password: auth.Password,
-	})
+	}
+	redlock.WithTLS(tlsCfg)(opts)
+	c := redis.NewClient(opts)
 	defer c.Close()
 	for {
 		var st Status

@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 )
 
 // MaxNodes is the largest node ID: the lab spaces its port ranges 100
@@ -168,8 +171,11 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("node %d: a machine needs its user data", s.ID)
 		}
 	}
-	if rc.port != s.RedisPort {
-		return fmt.Errorf("node %d: rendered redis.conf has port %d, want redis port %d", s.ID, rc.port, s.RedisPort)
+	if rc.listenPort() != s.RedisPort {
+		return fmt.Errorf("node %d: rendered redis.conf has port %d, want redis port %d", s.ID, rc.listenPort(), s.RedisPort)
+	}
+	if rc.tlsPort > 0 && (s.hasReplica() || s.Machine != nil) {
+		return fmt.Errorf("node %d: a TLS node runs without a replica, as a process", s.ID)
 	}
 	if rc.dir == "" || !filepath.IsAbs(rc.dir) {
 		return fmt.Errorf("node %d: rendered redis.conf needs an absolute dir, got %q", s.ID, rc.dir)
@@ -231,6 +237,34 @@ type redisConf struct {
 	appendFilename string
 	// acl: the file defines ACL users, so every client must log in.
 	acl bool
+	// tlsPort and tlsCA: a TLS node (infra/modules/redis-node's tls
+	// profile, port 0) listens on tlsPort, with certificates from tlsCA.
+	tlsPort int
+	tlsCA   string
+}
+
+// listenPort is the port the node listens on: tls-port when plain TCP is
+// off.
+func (c redisConf) listenPort() int {
+	if c.port == 0 && c.tlsPort > 0 {
+		return c.tlsPort
+	}
+	return c.port
+}
+
+// tlsConfig is how the supervisor's own clients (readiness, admin, the
+// start's wait through the front) speak to a TLS node: verifying it
+// against the CA its redis.conf names, the CA the lab's clients trust.
+// Nil for a plain node.
+func (c redisConf) tlsConfig() (*tls.Config, error) {
+	if c.tlsPort == 0 {
+		return nil, nil
+	}
+	cfg, err := nodeaddr.TLSFiles{CA: c.tlsCA}.Config()
+	if err != nil {
+		return nil, fmt.Errorf("node: the TLS node's CA (tls-ca-cert-file): %w", err)
+	}
+	return cfg, nil
 }
 
 // aofDir is the directory of the multi-part AOF.
@@ -268,6 +302,10 @@ func parseRedisConf(b []byte) redisConf {
 		switch strings.ToLower(f[0]) {
 		case "port":
 			c.port, _ = strconv.Atoi(arg)
+		case "tls-port":
+			c.tlsPort, _ = strconv.Atoi(arg)
+		case "tls-ca-cert-file":
+			c.tlsCA = arg
 		case "dir":
 			c.dir = arg
 		case "appendonly":

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/tlscert"
 )
 
 func TestParseRedisConfPersistence(t *testing.T) {
@@ -22,6 +24,33 @@ func TestParseRedisConfPersistence(t *testing.T) {
 		if got := parseRedisConf([]byte(tt.conf)).persistence(); got != tt.want {
 			t.Errorf("%q: got %s, want %s", tt.conf, got, tt.want)
 		}
+	}
+}
+
+// TestParseRedisConfTLS: a TLS node (the redis-node tls profile) listens
+// on tls-port, and the supervisor verifies it with the CA its redis.conf
+// names; a plain node gets no TLS configuration.
+func TestParseRedisConfTLS(t *testing.T) {
+	dir := t.TempDir()
+	f, err := tlscert.Write(dir, tlscert.LabHosts, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := parseRedisConf([]byte("port 0\ntls-port 7202\ntls-cert-file " + f.Cert + "\ntls-key-file " + f.Key + "\ntls-ca-cert-file " + f.CA + "\n"))
+	if c.listenPort() != 7202 || c.tlsCA != f.CA {
+		t.Errorf("TLS conf: listen port %d, CA %q; want 7202 and %s", c.listenPort(), c.tlsCA, f.CA)
+	}
+	cfg, err := c.tlsConfig()
+	if err != nil || cfg == nil || cfg.RootCAs == nil {
+		t.Errorf("TLS conf: config %v, %v; want one trusting the CA", cfg, err)
+	}
+	plain := parseRedisConf([]byte("port 7202\n"))
+	if cfg, err := plain.tlsConfig(); plain.listenPort() != 7202 || cfg != nil || err != nil {
+		t.Errorf("plain conf: port %d, config %v, %v; want 7202 and no TLS", plain.listenPort(), cfg, err)
+	}
+	missing := parseRedisConf([]byte("port 0\ntls-port 7202\ntls-ca-cert-file " + dir + "/nope.crt\n"))
+	if _, err := missing.tlsConfig(); err == nil || !strings.Contains(err.Error(), "tls-ca-cert-file") {
+		t.Errorf("missing CA: got %v, want an error naming tls-ca-cert-file", err)
 	}
 }
 
@@ -48,6 +77,13 @@ func TestNodeSpecValidate(t *testing.T) {
 		{"replica port without the rest", func(s *Spec) { s.ReplicaPort = 7402 }, "port, its link port and its redis.conf together"},
 		{"replica port clash", func(s *Spec) { withReplica(s); s.ReplicaLinkPort = s.RedisPort }, "both"},
 		{"replica conf port differs", func(s *Spec) { withReplica(s); s.ReplicaPort = 7403 }, "replica.conf has port 7402"},
+		{"TLS conf port differs", func(s *Spec) {
+			s.Conf = []byte("port 0\ntls-port 7203\ndir /tmp/lab/node2/data\ntls-ca-cert-file /tmp/lab/tls/ca.crt\n")
+		}, "rendered redis.conf has port 7203"},
+		{"TLS node with a replica", func(s *Spec) {
+			withReplica(s)
+			s.Conf = []byte("port 0\ntls-port 7202\ndir /tmp/lab/node2/data\ntls-ca-cert-file /tmp/lab/tls/ca.crt\n")
+		}, "a TLS node runs without a replica"},
 		{"replica in the master's dir", func(s *Spec) {
 			withReplica(s)
 			s.ReplicaConf = []byte("port 7402\ndir /tmp/lab/node2/data\n")

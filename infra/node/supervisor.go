@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/redlock"
 )
 
 // ErrNotRunning is returned by a fault that needs a running redis-server
@@ -126,11 +127,17 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	if spec.Machine != nil {
 		redisAddr = net.JoinHostPort(spec.Machine.Address, strconv.Itoa(spec.RedisPort))
 	}
-	s.direct = redis.NewClient(&redis.Options{
+	tlsCfg, err := s.conf.tlsConfig()
+	if err != nil {
+		return err
+	}
+	directOpts := &redis.Options{
 		Addr: redisAddr, MaxRetries: -1,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		PoolSize: 2, Username: auth.Name, Password: auth.Password,
-	})
+	}
+	redlock.WithTLS(tlsCfg)(directOpts)
+	s.direct = redis.NewClient(directOpts)
 	defer s.direct.Close()
 	if s.conf.persistence() == PersistEverysec && spec.Machine != nil {
 		s.aof = newAOFSampler(s.conf)

@@ -163,6 +163,9 @@ var functions = map[string]function.Function{
 	"alltrue":         allTrueFunc,
 	"can":             tryfunc.CanFunc,
 	"cidrhost":        cidrHostFunc,
+	"coalesce":        stdlib.CoalesceFunc,
+	"one":             oneFunc,
+	"try":             tryfunc.TryFunc,
 	"contains":        stdlib.ContainsFunc,
 	"distinct":        stdlib.DistinctFunc,
 	"floor":           stdlib.FloorFunc,
@@ -179,6 +182,34 @@ var functions = map[string]function.Function{
 	"toset":           toSetFunc,
 	"values":          stdlib.ValuesFunc,
 }
+
+// oneFunc is Terraform's one: null for an empty list or tuple, its element
+// for one element.
+var oneFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.DynamicPseudoType}},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		ty := args[0].Type()
+		switch {
+		case ty.IsListType():
+			return ty.ElementType(), nil
+		case ty.IsTupleType() && len(ty.TupleElementTypes()) == 1:
+			return ty.TupleElementTypes()[0], nil
+		case ty.IsTupleType() && len(ty.TupleElementTypes()) == 0:
+			return cty.DynamicPseudoType, nil
+		}
+		return cty.NilType, fmt.Errorf("one: want a list or a tuple of at most one element, got %s", ty.FriendlyName())
+	},
+	Impl: func(args []cty.Value, ret cty.Type) (cty.Value, error) {
+		switch n := args[0].LengthInt(); n {
+		case 0:
+			return cty.NullVal(ret), nil
+		case 1:
+			return args[0].Index(cty.NumberIntVal(0)), nil
+		default:
+			return cty.NilVal, fmt.Errorf("one: %d elements", n)
+		}
+	},
+})
 
 var allTrueFunc = function.New(&function.Spec{
 	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Bool)}},
@@ -581,6 +612,26 @@ type awsPlan struct {
 	supported    []string // the instance type's architectures; default x86_64
 	hypervisor   string   // default nitro
 	cloudInit    string   // every node's rendered user data; default a small one
+	tls          bool     // var.tls set (parameter_path /redlock/test/tls)
+	profile      string   // var.iam_instance_profile; "" for null
+}
+
+// tlsType is the type of modules/aws's var.tls.
+var tlsType = cty.Object(map[string]cty.Type{"parameter_path": cty.String, "kms_key_arn": cty.String})
+
+// tlsVar is var.tls: null, or the parameter path with kms_key_arn null.
+func tlsVar(on bool) cty.Value {
+	if !on {
+		return cty.NullVal(tlsType)
+	}
+	return cty.ObjectVal(map[string]cty.Value{"parameter_path": cty.StringVal("/redlock/test/tls"), "kms_key_arn": cty.NullVal(cty.String)})
+}
+
+func nullableString(s string) cty.Value {
+	if s == "" {
+		return cty.NullVal(cty.String)
+	}
+	return cty.StringVal(s)
 }
 
 // passes evaluates every precondition of aws_instance.this (for node 0) and
@@ -621,11 +672,13 @@ func (p awsPlan) passes(t *testing.T, m *tfModule) (bool, *evaluator) {
 	}
 	itype := cty.ObjectVal(map[string]cty.Value{"supported_architectures": strList(supported...), "hypervisor": cty.StringVal(hypervisor)})
 	vars := map[string]cty.Value{
-		"node_count":         cty.NumberIntVal(int64(n)),
-		"subnet_ids":         strList(ids...),
-		"private_ip_hostnum": cty.NumberIntVal(10),
-		"vpc_id":             cty.StringVal("vpc-0a"),
-		"architecture":       arch,
+		"node_count":           cty.NumberIntVal(int64(n)),
+		"subnet_ids":           strList(ids...),
+		"private_ip_hostnum":   cty.NumberIntVal(10),
+		"vpc_id":               cty.StringVal("vpc-0a"),
+		"architecture":         arch,
+		"tls":                  tlsVar(p.tls),
+		"iam_instance_profile": nullableString(p.profile),
 	}
 	extra := map[string]cty.Value{
 		"data": cty.ObjectVal(map[string]cty.Value{
@@ -688,6 +741,9 @@ func TestAWSModulePlanChecks(t *testing.T) {
 		{"arm64 image on an x86 type", awsPlan{zones: five, architecture: "arm64"}, false},
 		{"a Xen instance type", awsPlan{zones: five, hypervisor: "xen"}, false},
 		{"user data over 16 KB after gzip", awsPlan{zones: five, cloudInit: "#cloud-config\n# " + base64.StdEncoding.EncodeToString(random)}, false},
+		{"an instance profile of one's own", awsPlan{zones: five, profile: "ops-agents"}, true},
+		{"tls with the module's profile", awsPlan{zones: five, tls: true}, true},
+		{"tls with a profile of one's own", awsPlan{zones: five, tls: true, profile: "ops-agents"}, false},
 	} {
 		ok, ev := c.plan.passes(t, m)
 		if ok != c.want {
@@ -773,14 +829,19 @@ func TestAWSModuleInterface(t *testing.T) {
 		cty.ObjectVal(map[string]cty.Value{"private_ip": cty.StringVal("10.0.2.10")}),
 		cty.ObjectVal(map[string]cty.Value{"private_ip": cty.StringVal("10.0.3.10")}),
 	})
-	ev := newEvaluator(t, m, map[string]cty.Value{"redis_port": cty.NumberIntVal(6379)},
-		map[string]cty.Value{"aws_instance": cty.ObjectVal(map[string]cty.Value{"this": instances})})
-	got, diags := ev.eval(m.one(t, "output", "redlab_nodes").Body.Attributes["value"].Expr)
-	if diags.HasErrors() {
-		t.Fatalf("evaluate output redlab_nodes: %v", diags)
-	}
-	if want := "10.0.1.10:6379,10.0.2.10:6379,10.0.3.10:6379"; got.AsString() != want {
-		t.Errorf("redlab_nodes = %q, want %q", got.AsString(), want)
+	for tls, want := range map[bool]string{
+		false: "10.0.1.10:6379,10.0.2.10:6379,10.0.3.10:6379",
+		true:  "rediss://10.0.1.10:6379,rediss://10.0.2.10:6379,rediss://10.0.3.10:6379",
+	} {
+		ev := newEvaluator(t, m, map[string]cty.Value{"redis_port": cty.NumberIntVal(6379), "tls": tlsVar(tls)},
+			map[string]cty.Value{"aws_instance": cty.ObjectVal(map[string]cty.Value{"this": instances})})
+		got, diags := ev.eval(m.one(t, "output", "redlab_nodes").Body.Attributes["value"].Expr)
+		if diags.HasErrors() {
+			t.Fatalf("evaluate output redlab_nodes: %v", diags)
+		}
+		if got.AsString() != want {
+			t.Errorf("tls %v: redlab_nodes = %q, want %q", tls, got.AsString(), want)
+		}
 	}
 
 	for _, dir := range awsRoots(t) {

@@ -157,6 +157,7 @@ type node struct {
 	RestartDelaySeconds float64 `json:"restart_delay_seconds"`
 	TmpfilesConf        string  `json:"tmpfiles_conf"`
 	CloudInit           string  `json:"cloud_init"`
+	TLSFetchUnit        string  `json:"tls_fetch_unit"`
 }
 
 // render applies a root module calling redis-node once per entry of vars

@@ -10,6 +10,7 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -27,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/testenv"
+	"github.com/redlocklab/redlocklab/internal/tlscert"
 )
 
 // Options tune the nodes a Cluster starts.
@@ -35,6 +37,15 @@ type Options struct {
 	AppendFsync string
 	// Extra lines appended verbatim to every node's redis.conf.
 	Extra []string
+	// TLS, when set, makes the node TLS-only (tls-port, plain TCP off), as
+	// the redis-node module's tls profile does.
+	TLS *TLSFiles
+}
+
+// TLSFiles are a TLS node's PEM files: its certificate, its key and the CA
+// it names to clients.
+type TLSFiles struct {
+	Cert, Key, CA string
 }
 
 // Cluster is a set of independent redis-server processes (not a Redis Cluster:
@@ -64,6 +75,7 @@ type Node struct {
 	// probe is how waitReady reaches the server (TLS for a conf with it);
 	// nil: plain TCP to Addr.
 	probe *redis.Options
+	tls   *tls.Config // nil for a plain node
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -134,9 +146,13 @@ func Launch(bin, dir string, opts Options) (*Node, error) {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "redis.conf")
+	listen := []string{fmt.Sprintf("port %d", port)}
+	if t := opts.TLS; t != nil {
+		listen = []string{"port 0", fmt.Sprintf("tls-port %d", port), "tls-cert-file " + t.Cert, "tls-key-file " + t.Key,
+			"tls-ca-cert-file " + t.CA, "tls-auth-clients no"}
+	}
 	lines := []string{
 		"bind 127.0.0.1",
-		fmt.Sprintf("port %d", port),
 		"protected-mode yes",
 		"daemonize no",
 		fmt.Sprintf("dir %s", dir),
@@ -146,11 +162,17 @@ func Launch(bin, dir string, opts Options) (*Node, error) {
 		"save \"\"",
 		"logfile " + filepath.Join(dir, "redis.log"),
 	}
+	lines = append(lines, listen...)
 	lines = append(lines, opts.Extra...)
 	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("redistest: write config: %w", err)
 	}
 	node := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: dir, Conf: conf, bin: bin}
+	if opts.TLS != nil {
+		// Readiness and Client only need the node to answer; what a client
+		// makes of its certificate is what the tests check.
+		node.tls = &tls.Config{InsecureSkipVerify: true}
+	}
 	if err := node.start(); err != nil {
 		node.Kill() // one that started but never answered
 		return nil, err
@@ -182,7 +204,7 @@ func (n *Node) start() error {
 
 func (n *Node) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	opts := redis.Options{Addr: n.Addr}
+	opts := redis.Options{Addr: n.Addr, TLSConfig: n.tls}
 	if n.probe != nil {
 		opts = *n.probe
 	}
@@ -216,9 +238,10 @@ func tail(s string, n int) string {
 	return s
 }
 
-// Client returns a plain go-redis client for the node, closed at cleanup.
+// Client returns a go-redis client for the node, closed at cleanup: plain,
+// or for a TLS node TLS without verifying its certificate.
 func (n *Node) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: n.Addr})
+	c := redis.NewClient(&redis.Options{Addr: n.Addr, TLSConfig: n.tls})
 	n.tb.Cleanup(func() { c.Close() })
 	return c
 }
@@ -409,4 +432,22 @@ func ephemeralLow() int {
 		return 32768
 	}
 	return lo
+}
+
+// StartTLS starts one TLS-only node (see Options.TLS) whose certificate,
+// for hosts (IP addresses or names) and valid from notBefore to notAfter,
+// is signed by ca; it writes the files into a temporary directory.
+func StartTLS(tb testing.TB, ca *tlscert.CA, hosts []string, notBefore, notAfter time.Time) *Node {
+	tb.Helper()
+	bin := testenv.Require(tb, "redis-server")
+	pair, err := ca.Issue(hosts, notBefore, notAfter)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	f := tlscert.Files{CA: filepath.Join(dir, tlscert.CAFile), Cert: filepath.Join(dir, tlscert.CertFile), Key: filepath.Join(dir, tlscert.KeyFile)}
+	if err := tlscert.WritePair(f, ca, pair); err != nil {
+		tb.Fatal(err)
+	}
+	return StartNode(tb, bin, Options{TLS: &TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA}})
 }

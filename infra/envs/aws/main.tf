@@ -30,4 +30,5 @@ module "redlock" {
   redlock_password     = var.redlock_password
   monitor_password     = var.monitor_password
   key_name             = var.key_name
+  tls                  = var.tls
 }

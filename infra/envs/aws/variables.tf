@@ -82,3 +82,12 @@ variable "monitor_password" {
   type        = string
   sensitive   = true
 }
+
+variable "tls" {
+  description = "TLS on the Redis port (null: plain TCP). parameter_path: the SSM path of the SecureStrings ca.crt, node-<i>.crt and node-<i>.key; kms_key_arn: their key (null: aws/ssm). See ../../modules/aws and ../../README.md."
+  type = object({
+    parameter_path = string
+    kms_key_arn    = optional(string)
+  })
+  default = null
+}

@@ -100,6 +100,12 @@ module "node" {
   # chronyc waitsync for its first update. Process nodes run no chrony.
   ntp_servers       = var.machines ? [each.value.ntp_address] : ["127.0.0.1"]
   ntp_poll_exponent = var.machines ? 0 : null
+  # One certificate for every process node: all listen on loopback.
+  tls = var.tls_dir == null ? null : {
+    cert_file = "${var.tls_dir}/node.crt"
+    key_file  = "${var.tls_dir}/node.key"
+    ca_file   = "${var.tls_dir}/ca.crt"
+  }
 }
 
 resource "terraform_data" "node" {
@@ -157,6 +163,10 @@ resource "terraform_data" "node" {
     precondition {
       condition     = length(var.persistence) == 1 || length(var.persistence) == var.node_count
       error_message = "persistence must list one profile for every node, or exactly node_count profiles (one per node)."
+    }
+    precondition {
+      condition     = var.tls_dir == null || (var.replicas == 0 && !var.machines)
+      error_message = "tls_dir goes with independent process nodes only: replicas would need TLS replication, and machines the files inside them."
     }
     precondition {
       condition     = !(var.machines && var.replicas > 0)

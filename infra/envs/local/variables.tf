@@ -150,3 +150,13 @@ variable "etcd_server_path" {
     error_message = "etcd_server_path must be an absolute path without spaces."
   }
 }
+
+variable "tls_dir" {
+  description = "Directory holding the lab's ca.crt, node.crt and node.key (infra/lab writes them for `redlab lab up --tls`): every node serves TLS only, with modules/redis-node's tls profile. Null: plain TCP. Not with replicas or machines."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.tls_dir == null ? true : can(regex("^/[A-Za-z0-9._/-]+$", var.tls_dir))
+    error_message = "tls_dir must be an absolute path without spaces."
+  }
+}

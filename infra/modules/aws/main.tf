@@ -40,6 +40,46 @@ locals {
   )
 
   tags = merge(var.tags, { "redlock:cluster" = var.name })
+
+  # TLS (var.tls): where each node keeps its PEM files, and the script that
+  # fetches them from SSM Parameter Store before every start of Redis.
+  tls_dir = "/etc/redis/tls"
+  tls_files = var.tls == null ? null : {
+    cert_file = "${local.tls_dir}/node.crt"
+    key_file  = "${local.tls_dir}/node.key"
+    ca_file   = "${local.tls_dir}/ca.crt"
+  }
+  region = one(data.aws_region.current[*].name)
+  tls_fetch_scripts = [for i in range(length(local.subnet_ids)) : var.tls == null ? null : templatefile("${path.module}/templates/tls-fetch.sh.tftpl", {
+    tls_dir        = local.tls_dir
+    region         = local.region
+    parameter_path = var.tls.parameter_path
+    index          = i
+    cert_file      = local.tls_files.cert_file
+    key_file       = local.tls_files.key_file
+    ca_file        = local.tls_files.ca_file
+  })]
+  tls_parameter_arn = var.tls == null ? null : "arn:${one(data.aws_partition.current[*].partition)}:ssm:${local.region}:${one(data.aws_caller_identity.current[*].account_id)}:parameter${var.tls.parameter_path}/*"
+  tls_kms_key_arn   = var.tls == null ? null : coalesce(var.tls.kms_key_arn, try(data.aws_kms_alias.ssm[0].target_key_arn, null))
+}
+
+# Looked up only with tls: a deployment without it plans as before.
+data "aws_region" "current" {
+  count = var.tls == null ? 0 : 1
+}
+
+data "aws_partition" "current" {
+  count = var.tls == null ? 0 : 1
+}
+
+data "aws_caller_identity" "current" {
+  count = var.tls == null ? 0 : 1
+}
+
+# The key of SecureStrings encrypted without a key of their own.
+data "aws_kms_alias" "ssm" {
+  count = var.tls != null && try(var.tls.kms_key_arn, null) == null ? 1 : 0
+  name  = "alias/aws/ssm"
 }
 
 data "aws_subnet" "this" {
@@ -104,6 +144,9 @@ module "redis_node" {
   acl_enabled       = true
   redlock_password  = var.redlock_password
   monitor_password  = var.monitor_password
+  tls               = local.tls_files
+  tls_fetch_script  = local.tls_fetch_scripts[count.index]
+  extra_packages    = var.tls == null ? [] : ["awscli"]
 }
 
 # Rolling changes: everything that replaces an instance (its user data, its
@@ -220,7 +263,7 @@ resource "aws_instance" "this" {
   vpc_security_group_ids      = concat([aws_security_group.this.id], var.additional_security_group_ids)
   placement_group             = aws_placement_group.this.name
   key_name                    = var.key_name
-  iam_instance_profile        = var.iam_instance_profile
+  iam_instance_profile        = var.tls == null ? var.iam_instance_profile : aws_iam_instance_profile.tls[0].name
   ebs_optimized               = true
 
   user_data_base64            = module.generations.definitions[tostring(count.index)].user_data
@@ -260,8 +303,71 @@ resource "aws_instance" "this" {
       error_message = "architecture does not match instance_type: the image would not boot. Leave architecture null to follow the instance type."
     }
     precondition {
+      condition     = var.tls == null || var.iam_instance_profile == null
+      error_message = "With tls, leave iam_instance_profile null: the module makes the nodes' instance profile, which may read the TLS parameters."
+    }
+    precondition {
       condition     = local.user_data_bytes[count.index] <= 16384
       error_message = "The node's user data exceeds the 16384 bytes EC2 accepts (after gzip)."
     }
   }
+}
+
+# With tls: the nodes' own role, allowed to read the TLS parameters under
+# tls.parameter_path and to decrypt them through SSM, nothing else.
+data "aws_iam_policy_document" "tls_assume" {
+  count = var.tls == null ? 0 : 1
+
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "tls_read" {
+  count = var.tls == null ? 0 : 1
+
+  statement {
+    sid       = "ReadTLSParameters"
+    actions   = ["ssm:GetParameter"]
+    resources = [local.tls_parameter_arn]
+  }
+  statement {
+    sid       = "DecryptTLSParameters"
+    actions   = ["kms:Decrypt"]
+    resources = [local.tls_kms_key_arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["ssm.${local.region}.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "tls" {
+  count = var.tls == null ? 0 : 1
+
+  name_prefix        = "${var.name}-node-"
+  description        = "Redlock nodes: read their TLS certificates from SSM Parameter Store"
+  assume_role_policy = data.aws_iam_policy_document.tls_assume[0].json
+  tags               = local.tags
+}
+
+resource "aws_iam_role_policy" "tls" {
+  count = var.tls == null ? 0 : 1
+
+  name   = "read-tls-parameters"
+  role   = aws_iam_role.tls[0].id
+  policy = data.aws_iam_policy_document.tls_read[0].json
+}
+
+resource "aws_iam_instance_profile" "tls" {
+  count = var.tls == null ? 0 : 1
+
+  name_prefix = "${var.name}-node-"
+  role        = aws_iam_role.tls[0].name
+  tags        = local.tags
 }

@@ -14,8 +14,8 @@ output "ssh_user" {
 }
 
 output "redlab_nodes" {
-  description = "The node list for redlab and the lock clients: \"ip:port,ip:port,...\"."
-  value       = join(",", [for ip in aws_instance.this[*].private_ip : "${ip}:${var.redis_port}"])
+  description = "The node list for redlab and the lock clients: \"ip:port,ip:port,...\", or with tls \"rediss://ip:port,...\" (give the CA as --tls-ca or REDLAB_TLS_CA)."
+  value       = join(",", [for ip in aws_instance.this[*].private_ip : "${var.tls == null ? "" : "rediss://"}${ip}:${var.redis_port}"])
 }
 
 output "instance_ids" {

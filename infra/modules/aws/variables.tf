@@ -269,9 +269,33 @@ variable "ssh_user" {
 }
 
 variable "iam_instance_profile" {
-  description = "Instance profile name (e.g. for SSM or CloudWatch agents), or null."
+  description = "Instance profile name (e.g. for SSM or CloudWatch agents), or null. With tls, leave it null: the module makes the nodes' profile, which may read the TLS parameters."
   type        = string
   default     = null
+}
+
+variable "tls" {
+  description = <<-EOT
+    TLS on the Redis port instead of plain TCP (null: plain, as deployments made before this input have it).
+    parameter_path names an SSM Parameter Store path holding SecureStrings: <path>/ca.crt, and for node i
+    (0-based) <path>/node-<i>.crt and <path>/node-<i>.key, PEM. Each node reads its own at every start of Redis
+    with the instance profile the module makes (GetParameter on <path>/* and kms:Decrypt through SSM only);
+    the user data names the path and holds nothing secret. kms_key_arn is the key the SecureStrings are
+    encrypted with (null: the account's aws/ssm key).
+  EOT
+  type = object({
+    parameter_path = string
+    kms_key_arn    = optional(string)
+  })
+  default = null
+  validation {
+    condition     = var.tls == null ? true : can(regex("^(/[A-Za-z0-9_.-]+)+$", var.tls.parameter_path))
+    error_message = "tls.parameter_path must be an SSM path such as /redlock/prod/tls: absolute, no trailing slash, letters, digits, _ . -."
+  }
+  validation {
+    condition     = var.tls == null ? true : (var.tls.kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$", var.tls.kms_key_arn)))
+    error_message = "tls.kms_key_arn must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID), or null for aws/ssm."
+  }
 }
 
 variable "additional_security_group_ids" {

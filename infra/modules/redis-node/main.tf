@@ -92,7 +92,13 @@ locals {
     var.log_file == "" ? "" : dirname(var.log_file),
   ]))
 
+  tls_fetch_path = var.tls_fetch_script == null ? null : var.tls_fetch_path
+  tls_fetch_unit = var.tls_fetch_script == null ? null : templatefile("${path.module}/templates/redlock-tls-fetch.service.tftpl", {
+    tls_fetch_path = var.tls_fetch_path
+  })
+
   redis_unit = templatefile("${path.module}/templates/redlock-redis.service.tftpl", {
+    tls_fetch_path    = local.tls_fetch_path
     guard_path        = var.guard_path
     redis_server_path = var.redis_server_path
     conf_path         = var.conf_path
@@ -108,17 +114,21 @@ locals {
   })
 
   cloud_init = templatefile("${path.module}/templates/cloud-init.yaml.tftpl", {
-    unit_name     = local.unit_name
-    guard_path    = var.guard_path
-    conf_path     = var.conf_path
-    tmpfiles_path = local.tmpfiles_path
-    redis_conf    = local.redis_conf
-    chrony_conf   = local.chrony_conf
-    chrony_dropin = local.chrony_dropin
-    sysctl_conf   = local.sysctl_conf
-    fstab_line    = local.fstab_line
-    redis_unit    = local.redis_unit
-    restart_guard = local.restart_guard
-    tmpfiles_conf = local.tmpfiles_conf
+    packages         = distinct(concat(["redis-server", "chrony"], var.extra_packages))
+    tls_fetch_path   = local.tls_fetch_path
+    tls_fetch_script = var.tls_fetch_script
+    tls_fetch_unit   = local.tls_fetch_unit
+    unit_name        = local.unit_name
+    guard_path       = var.guard_path
+    conf_path        = var.conf_path
+    tmpfiles_path    = local.tmpfiles_path
+    redis_conf       = local.redis_conf
+    chrony_conf      = local.chrony_conf
+    chrony_dropin    = local.chrony_dropin
+    sysctl_conf      = local.sysctl_conf
+    fstab_line       = local.fstab_line
+    redis_unit       = local.redis_unit
+    restart_guard    = local.restart_guard
+    tmpfiles_conf    = local.tmpfiles_conf
   })
 }

@@ -34,6 +34,11 @@ output "redis_unit" {
   value       = local.redis_unit
 }
 
+output "tls_fetch_unit" {
+  description = "With tls_fetch_script: the systemd unit (redlock-tls-fetch.service) that runs it, which redlock-redis.service starts before every start of Redis; null without."
+  value       = local.tls_fetch_unit
+}
+
 output "unit_name" {
   description = "Name the systemd unit is installed under."
   value       = local.unit_name
@@ -58,6 +63,11 @@ output "cloud_init" {
   description = "#cloud-config user data installing and wiring all of the above. Sensitive: it embeds redis_conf."
   value       = local.cloud_init
   sensitive   = true
+
+  precondition {
+    condition     = var.tls_fetch_script == null || var.tls != null
+    error_message = "tls_fetch_script fetches the files of tls: set tls too."
+  }
 
   precondition {
     condition     = !var.acl_enabled || (var.redlock_password != null && var.monitor_password != null)

@@ -195,6 +195,36 @@ variable "tls" {
   }
 }
 
+variable "tls_fetch_script" {
+  description = "With tls: a shell script run as root (by redlock-tls-fetch.service, which the Redis unit starts) before every start of Redis that puts tls.cert_file, tls.key_file and tls.ca_file in place, readable by the redis group, from where the platform keeps them (modules/aws: SSM Parameter Store). Installed as tls_fetch_path. Null: the files are put there by other means (the local lab writes them itself)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.tls_fetch_script == null ? true : startswith(var.tls_fetch_script, "#!")
+    error_message = "tls_fetch_script must be a script starting with #!."
+  }
+}
+
+variable "tls_fetch_path" {
+  description = "Where tls_fetch_script is installed."
+  type        = string
+  default     = "/usr/local/sbin/redlock-tls-fetch"
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9._/-]+$", var.tls_fetch_path))
+    error_message = "tls_fetch_path must be an absolute path without spaces."
+  }
+}
+
+variable "extra_packages" {
+  description = "Debian packages the user data installs besides redis-server and chrony (modules/aws with tls: awscli, for the fetch script)."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for p in var.extra_packages : can(regex("^[a-z0-9][a-z0-9.+-]+$", p))])
+    error_message = "extra_packages must be Debian package names."
+  }
+}
+
 variable "data_dir" {
   description = "Redis working directory (append-only file)."
   type        = string

@@ -355,3 +355,37 @@ run "even_etcd_count" {
   }
   expect_failures = [var.etcd_count]
 }
+
+# redlab lab up --tls: every node TLS-only on its private port, with the
+# lab's files; the front (the proxy port) relays the TLS bytes.
+run "tls" {
+  command = plan
+
+  variables {
+    node_count = 3
+    base_port  = 7100
+    tls_dir    = "/tmp/redlab-tftest/tls"
+  }
+
+  assert {
+    condition = alltrue([for k in ["1", "2", "3"] : alltrue([
+      strcontains(local.redis_conf[k], "port 0\n"),
+      strcontains(local.redis_conf[k], "tls-port ${7200 + tonumber(k)}\n"),
+      strcontains(local.redis_conf[k], "tls-cert-file /tmp/redlab-tftest/tls/node.crt\n"),
+      strcontains(local.redis_conf[k], "tls-key-file /tmp/redlab-tftest/tls/node.key\n"),
+      strcontains(local.redis_conf[k], "tls-ca-cert-file /tmp/redlab-tftest/tls/ca.crt\n"),
+    ])])
+    error_message = "with tls_dir, every node must serve TLS only, on its private port, with the lab's files"
+  }
+}
+
+run "tls_with_replicas" {
+  command = plan
+
+  variables {
+    node_count = 3
+    replicas   = 1
+    tls_dir    = "/tmp/redlab-tftest/tls"
+  }
+  expect_failures = [terraform_data.node]
+}

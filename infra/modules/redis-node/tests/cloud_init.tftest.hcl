@@ -126,3 +126,61 @@ run "fits_ec2_user_data" {
     error_message = "The user data must stay within EC2's 16 KB, even uncompressed."
   }
 }
+
+# A TLS node whose files come from the platform (modules/aws: SSM): the
+# fetch script is installed root-only and runs before every start of Redis.
+run "tls_fetch" {
+  command = plan
+  variables {
+    tls = {
+      cert_file = "/etc/redis/tls/node.crt"
+      key_file  = "/etc/redis/tls/node.key"
+      ca_file   = "/etc/redis/tls/ca.crt"
+    }
+    tls_fetch_script = "#!/bin/sh\necho fetch\n"
+    extra_packages   = ["awscli"]
+  }
+
+  assert {
+    condition     = one([for f in yamldecode(output.cloud_init).write_files : f.permissions if f.path == "/usr/local/sbin/redlock-tls-fetch"]) == "0700"
+    error_message = "The fetch script must be installed root-only."
+  }
+  assert {
+    condition     = one([for f in yamldecode(output.cloud_init).write_files : f.content if f.path == "/usr/local/sbin/redlock-tls-fetch"]) == "#!/bin/sh\necho fetch\n"
+    error_message = "The fetch script must reach the node byte for byte."
+  }
+  assert {
+    condition     = can(regex("(?m)^ExecStartPre=\\+/usr/bin/systemctl start redlock-tls-fetch\\.service$", output.redis_unit))
+    error_message = "The unit must have the TLS files fetched before Redis starts."
+  }
+  assert {
+    condition = alltrue([
+      can(regex("(?m)^ExecStart=/usr/local/sbin/redlock-tls-fetch$", output.tls_fetch_unit)),
+      can(regex("(?m)^Type=oneshot$", output.tls_fetch_unit)),
+      !can(regex("(?m)^IPAddress", output.tls_fetch_unit)),
+      one([for f in yamldecode(output.cloud_init).write_files : f.content if f.path == "/etc/systemd/system/redlock-tls-fetch.service"]) == output.tls_fetch_unit,
+    ])
+    error_message = "The fetch runs in a oneshot unit of its own, outside Redis's IP firewall, installed by the user data."
+  }
+  assert {
+    condition     = contains(yamldecode(output.cloud_init).packages, "awscli") && contains(yamldecode(output.cloud_init).packages, "redis-server")
+    error_message = "extra_packages must be installed beside redis-server."
+  }
+}
+
+run "no_tls_fetch_by_default" {
+  command = plan
+
+  assert {
+    condition     = !strcontains(output.redis_unit, "redlock-tls-fetch") && !strcontains(output.cloud_init, "redlock-tls-fetch")
+    error_message = "Without tls_fetch_script nothing is fetched."
+  }
+}
+
+run "tls_fetch_needs_tls" {
+  command = plan
+  variables {
+    tls_fetch_script = "#!/bin/sh\n"
+  }
+  expect_failures = [output.cloud_init]
+}
