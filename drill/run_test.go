@@ -21,8 +21,9 @@ import (
 )
 
 // ciDrills are the shipped drills CI runs on every change, each with its
-// spec's own seed: the docs' warning (everysec without a restart delay breaks
-// the lock), the rule that prevents it (fsync always), the pause no TTL
+// spec's own seed: a power cut of nodes that never fsync (the negative
+// control of the power-loss filesystem: the lock breaks), the rule that
+// prevents it (fsync always), the pause no TTL
 // lock survives without fencing, and two of the common mistakes: a release
 // by plain DEL next to the Lua release, and replicas failing over as nodes
 // (the replicated lab and the failover fault), and the seed's alternative
@@ -32,8 +33,14 @@ import (
 // where the debate says they happen, and none elsewhere; the etcd drill
 // expects the outage and no violation. And the crash of one node of a
 // TLS-only lab: every client's TLS, through the fault fronts.
+//
+// The docs' own warning, everysec without a restart delay, runs in `make
+// drills` but not here: on the filesystem model a cut erases only what came
+// after Redis's last background fsync, anywhere from most of a second to
+// nothing, so its count of violations is small (3 per guard over three cuts
+// in one run) and could be 0 on a busy machine.
 var ciDrills = []string{
-	"power-loss-everysec-no-delay",
+	"power-loss-no-fsync",
 	"power-loss-always-no-delay",
 	"client-pause",
 	"delete-release",
