@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/internal/proc"
 	"os"
 	"path/filepath"
 	"strings"
@@ -431,7 +432,7 @@ func serverAlive(mp string) bool {
 	if _, err := fmt.Sscanf(string(b), "%d", &pid); err != nil || pid <= 0 {
 		return false
 	}
-	return unix.Kill(pid, 0) == nil
+	return proc.Alive(pid) // a zombie serves nothing
 }
 
 // connections is where the kernel's fusectl filesystem lets a FUSE
