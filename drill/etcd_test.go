@@ -61,7 +61,7 @@ func TestEtcdSpecErrors(t *testing.T) {
 		{"even member count", "etcd: 3}", "etcd: 2}", 3, "lab.etcd: want 0 (none), 1, 3 or 5 etcd members"},
 		{"too many members", "etcd: 3}", "etcd: 7}", 3, "lab.etcd: want a whole number from 0 to 5"},
 		{"nodes and etcd", "fault: kill, etcd: leader}", "fault: kill, etcd: leader, nodes: [1]}", 7, "faults[0].nodes: a fault acts on Redis nodes or on etcd members"},
-		{"kind a member cannot have", "fault: kill, etcd: leader}", "fault: clock-jump, by: 1s, etcd: leader}", 7, "faults[0].etcd: clock-jump does not apply to etcd members (they take kill, power-loss, restart, stop, start, pause, partition, latency, heal)"},
+		{"kind a member cannot have", "fault: kill, etcd: leader}", "fault: clock-jump, by: 1s, etcd: leader}", 7, "faults[0].etcd: clock-jump does not apply to etcd members (they take kill, power-loss, restart, stop, start, pause, partition, heal, latency)"},
 		{"client-pause on etcd", "fault: kill, etcd: leader}", "fault: client-pause, etcd: leader, for: 2s}", 7, "client-pause does not apply to etcd members"},
 		{"member out of range", "etcd: [2, 3]", "etcd: [2, 4]", 8, "faults[1].etcd: etcd member 4 is out of range: the lab has members 1-3"},
 		{"member zero", "etcd: [2, 3]", "etcd: [0, 3]", 8, "faults[1].etcd[0]: want leader or a member number from 1 to 5, got \"0\""},
