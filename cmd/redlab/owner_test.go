@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/internal/faultcheck"
 	"net"
 	"os"
 	"os/exec"
@@ -143,23 +144,6 @@ func listening(addrs []string) []string {
 	return out
 }
 
-// eventually polls f until it returns nil, failing the test once limit (a
-// generous bound, not a timing) has passed.
-func eventually(t *testing.T, limit time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after %v: %v", what, limit, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // TestDrillKilledLeavesNoLab: a drill SIGKILLed while its fault is active
 // leaves nothing behind: its lab's supervisors notice their owner is gone
 // and take the lab down (processes, ports, registry entry, the temporary
@@ -207,7 +191,7 @@ func TestDrillKilledLeavesNoLab(t *testing.T) {
 			})
 
 			// The lab registers itself before it provisions anything.
-			eventually(t, 3*time.Minute, "the drill's lab is registered", func() error {
+			faultcheck.Eventually(t, 3*time.Minute, "the drill's lab is registered", func() error {
 				select {
 				case err := <-exited:
 					t.Fatalf("drill ended before its fault: %v\n%s", err, logs.String())
@@ -219,7 +203,7 @@ func TestDrillKilledLeavesNoLab(t *testing.T) {
 				}
 				return errors.New("no entry")
 			})
-			eventually(t, 3*time.Minute, "the fault is active on node 1", func() error {
+			faultcheck.Eventually(t, 3*time.Minute, "the fault is active on node 1", func() error {
 				st, err := readNodeStatus(state, 1)
 				if err != nil {
 					return err
@@ -233,7 +217,7 @@ func TestDrillKilledLeavesNoLab(t *testing.T) {
 			if len(tc.args) > 0 {
 				// Once the drill's monitoring runs.
 				var mon []byte
-				eventually(t, time.Minute, "the lab's monitoring runs", func() error {
+				faultcheck.Eventually(t, time.Minute, "the lab's monitoring runs", func() error {
 					var err error
 					mon, err = os.ReadFile(filepath.Join(state, "monitoring", "monitoring.json"))
 					return err
@@ -251,7 +235,7 @@ func TestDrillKilledLeavesNoLab(t *testing.T) {
 			killed := time.Now()
 
 			// The fault's for (10s) and the down's own time are well inside.
-			eventually(t, 3*time.Minute, "nothing of the lab is left", func() error {
+			faultcheck.Eventually(t, 3*time.Minute, "nothing of the lab is left", func() error {
 				if p := leftProcesses(state); len(p) > 0 {
 					return fmt.Errorf("processes left: %s", strings.Join(p, "; "))
 				}
@@ -332,7 +316,7 @@ func TestLabListAndDownAll(t *testing.T) {
 	if st, err := readNodeStatus(kept, 1); err != nil || !st.Partitioned {
 		t.Fatalf("node 1 after fault partition --for 1s: %+v (%v), want partitioned", st, err)
 	}
-	eventually(t, time.Minute, "the partition's for ends it", func() error {
+	faultcheck.Eventually(t, time.Minute, "the partition's for ends it", func() error {
 		st, err := readNodeStatus(kept, 1)
 		if err != nil {
 			return err
