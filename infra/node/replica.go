@@ -173,7 +173,7 @@ func (s *supervisor) superviseReplica(ctx context.Context) {
 }
 
 func (s *supervisor) startReplicaProc() (*child, error) {
-	p, err := s.startRedis(replicaConfFile, s.rep.conf.dir)
+	p, err := s.startRedis(replicaConfFile)
 	if err != nil {
 		return nil, err
 	}

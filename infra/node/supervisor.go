@@ -199,7 +199,7 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	if s.mach == nil {
 		// Each node sweeps its own dead mount as it starts (lab up), after
 		// killing what ran on it; StopNode sweeps at lab down.
-		s.disk = mountDisk(s.conf.dir, s.log, s.diskOrphans)
+		s.disk = mountDisk(s.conf.dir, spec.PlainDisk, s.log, s.diskOrphans)
 		defer s.disk.close(s.log)
 		s.adoptOrphans()
 	}
@@ -401,7 +401,7 @@ func (s *supervisor) start(ctx context.Context) error {
 
 	// Only the very first start of a new node skips the delay.
 	os.Remove(s.spec.path(freshMarker))
-	p, err := s.startRedis(confFile, s.conf.dir)
+	p, err := s.startRedis(confFile)
 	if err != nil {
 		_ = s.guard(ctx, nil, "post-stop", "unclean")
 		return err
@@ -417,14 +417,22 @@ func (s *supervisor) start(ctx context.Context) error {
 }
 
 // startRedis starts a redis-server of the node (the original process or the
-// replica) from conf, a file in the node's directory, in its data directory.
-func (s *supervisor) startRedis(conf, dataDir string) (*child, error) {
+// replica) from conf, a file in the node's directory; it chdirs to its
+// conf's `dir` itself.
+//
+// The child starts in the node's directory, never in the data directory:
+// that is the power-loss filesystem this process serves, and Go's child
+// does its chdir between clone and execve, while the forking thread waits
+// in clone. The kernel sends the chdir's lookup to this process, whose
+// runtime may need a new thread (another clone) to answer it: under load
+// the start hung there and the supervisor with it, deaf to SIGTERM.
+func (s *supervisor) startRedis(conf string) (*child, error) {
 	bin := s.spec.RedisServer
 	if bin == "" {
 		bin = "redis-server"
 	}
 	cmd := exec.Command(bin, s.spec.path(conf))
-	cmd.Dir = dataDir
+	cmd.Dir = s.spec.dir()
 	// `supervised auto` would talk to a systemd that does not supervise it.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
 	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()

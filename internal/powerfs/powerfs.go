@@ -215,9 +215,9 @@ func (f *FS) mount() error {
 		FsName:            "powerfs",
 		Name:              "powerfs",
 		AllowOther:        f.opts.AllowOther,
-	}
-	if f.opts.AllowOther {
-		mo.Options = append(mo.Options, "default_permissions")
+		// The kernel checks permissions itself instead of asking this
+		// process (FUSE_ACCESS on every chdir and exec lookup).
+		Options: []string{"default_permissions"},
 	}
 	st.journal = f.opts.Journal
 	f.mu.Lock()
@@ -229,7 +229,11 @@ func (f *FS) mount() error {
 	// of failing. The fork lock keeps an exec from catching the descriptor
 	// before it is marked.
 	syscall.ForkLock.RLock()
-	srv, err := fs.Mount(f.dir, root.RootNode, &fs.Options{MountOptions: mo})
+	// Every change goes through the mount, and a cut remounts it, so the
+	// kernel may keep names and attributes for a second (go-fuse's default
+	// without options) instead of asking for them on every access.
+	ttl := time.Second
+	srv, err := fs.Mount(f.dir, root.RootNode, &fs.Options{MountOptions: mo, EntryTimeout: &ttl, AttrTimeout: &ttl})
 	if err == nil {
 		err = closeFUSEOnExec()
 	}
