@@ -242,7 +242,7 @@ func Kill(t *testing.T, l Lab, id int, delay time.Duration, persists bool) {
 	if err := Ping(t, l, id, 200*time.Millisecond); err == nil && time.Since(killed) < delay {
 		t.Errorf("node %d answered %v after kill, want down for the restart delay %v", id, time.Since(killed), delay)
 	}
-	Eventually(t, delay+20*time.Second, "killed node comes back", func() error { return Ping(t, l, id, 300*time.Millisecond) })
+	awaitBack(t, l, id, delay+20*time.Second, "killed node comes back")
 	if back := time.Since(killed); back < delay {
 		t.Errorf("node %d back %v after kill, want not before the restart delay %v", id, back, delay)
 	}
@@ -260,6 +260,22 @@ func Kill(t *testing.T, l Lab, id int, delay time.Duration, persists bool) {
 	}
 }
 
+// awaitBack waits until node id answers and its supervisor knows it:
+// on a machine, systemd starts redis-server again before the supervisor
+// finds its pid.
+func awaitBack(t *testing.T, l Lab, id int, limit time.Duration, what string) {
+	t.Helper()
+	Eventually(t, limit, what, func() error {
+		if err := Ping(t, l, id, 300*time.Millisecond); err != nil {
+			return err
+		}
+		if st := Status(t, l, id); st.State != node.Up || st.RedisPID == 0 {
+			return fmt.Errorf("answers, but its supervisor reports %s, redis pid %d", st.State, st.RedisPID)
+		}
+		return nil
+	})
+}
+
 // RestartOverride restarts the node with a delay of 0: the fault records
 // it, and a new redis-server answers.
 func RestartOverride(t *testing.T, l Lab, id int) {
@@ -273,7 +289,7 @@ func RestartOverride(t *testing.T, l Lab, id int) {
 	if res.Fault == nil || res.Fault.Params["delay"] != "0s" {
 		t.Errorf("restart fault: got %+v, want delay 0s recorded", res.Fault)
 	}
-	Eventually(t, 20*time.Second, "restarted node comes back", func() error { return Ping(t, l, id, 300*time.Millisecond) })
+	awaitBack(t, l, id, 20*time.Second, "restarted node comes back")
 	if after := Status(t, l, id); after.RedisPID == before.RedisPID {
 		t.Errorf("restart: redis pid still %d, want a new process", after.RedisPID)
 	}
