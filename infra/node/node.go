@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -199,7 +200,14 @@ func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v)", spec.ID, spec.Port, ctx.Err(), err)
+			// What the supervisor was doing, to tell a slow start from a hang.
+			log, _ := os.ReadFile(spec.path(supervisorLogFile))
+			var procs []string
+			for _, pid := range proc.Scan(func(pid int) bool { return isSupervisor(pid, spec.StateDir, spec.ID) }) {
+				procs = append(procs, fmt.Sprintf("pid %d [%s]", pid, proc.Threads(pid)))
+			}
+			return fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v); supervisor processes (tid state wchan): %s; end of %s:\n%s",
+				spec.ID, spec.Port, ctx.Err(), err, strings.Join(procs, ", "), spec.path(supervisorLogFile), tail(string(log), 1500))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

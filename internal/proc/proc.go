@@ -117,3 +117,25 @@ func Scan(match func(pid int) bool) []int {
 	}
 	return out
 }
+
+// Threads describes what each of pid's threads is doing, for an error
+// about a process that stopped answering: "tid state wchan" per thread
+// (wchan, the kernel function it sleeps in, needs root to read).
+func Threads(pid int) string {
+	dirs, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, d := range dirs {
+		tid := d.Name()
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, tid))
+		state := "?"
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, tid))
+		fmt.Fprintf(&b, "%s %s %s; ", tid, state, wchan)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
