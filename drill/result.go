@@ -63,6 +63,10 @@ type LabInfo struct {
 	Machines bool `json:"machines,omitempty"`
 	// TLS: every node was TLS-only.
 	TLS bool `json:"tls,omitempty"`
+	// PlainDisks: the data directories were plain ones, not the power-loss
+	// filesystem; a drill without a power loss runs on them, so that the
+	// layer does not weigh on its latency (lab.Config.PlainDisks).
+	PlainDisks bool `json:"plain_disks,omitempty"`
 }
 
 // Span is a phase's bounds: [StartNs, EndNs).

@@ -108,7 +108,11 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	if !cfg.Machines && slices.ContainsFunc(spec.Faults, func(f Fault) bool { return f.Kind == fault.PowerLoss }) {
+	cutsPower := slices.ContainsFunc(spec.Faults, func(f Fault) bool { return f.Kind == fault.PowerLoss })
+	// The power-loss filesystem only where a power loss needs it: every
+	// other drill measures the servers on plain data directories.
+	cfg.PlainDisks = !cutsPower
+	if !cfg.Machines && cutsPower {
 		// No silent fallback to a weaker model: refuse before the lab comes up.
 		if err := node.CheckPowerLoss(); err != nil {
 			return nil, fmt.Errorf("drill %s: power-loss needs the power-loss filesystem on every node's data directory, which this host cannot mount: %w", spec.Name, err)
@@ -126,6 +130,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	if cfg.TLS {
 		replicas += ", TLS only"
+	}
+	if cfg.PlainDisks && !cfg.Machines {
+		replicas += ", plain data directories"
 	}
 	logf("lab up: %d nodes, persistence %s, restart delay %v%s, state %s (owner pid %d: the lab goes down when it ends)",
 		cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas, state, cfg.Owner.PID)
@@ -153,7 +160,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
 	if res != nil {
-		res.Lab.Machines, res.Lab.TLS = l.Machines(), l.TLS()
+		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), l.PlainDisks()
 	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
 		err = ferr

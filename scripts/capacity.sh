@@ -83,9 +83,9 @@ for fsync in always everysec; do
 	lab_started=1
 # Capacity is measured on plain data directories: the power-loss filesystem
 # (a FUSE layer on every write and fsync, docs/benchmarks.md) is for drills.
-# REDLAB_POWERFS=on in the environment keeps it.
-export REDLAB_POWERFS="${REDLAB_POWERFS:-off}"
-	"$BIN" lab up --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
+# PLAIN_DISKS=false in the environment keeps it.
+PLAIN_DISKS="${PLAIN_DISKS:-true}"
+	"$BIN" lab up --plain-disks="$PLAIN_DISKS" --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
 		{ echo "capacity: lab up failed:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
 	for path in fronts direct; do
 		dir=$OUT/$path-$fsync

@@ -107,6 +107,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("tls") {
 					cfg.TLS = was.TLS
 				}
+				if !fs.Changed("plain-disks") {
+					cfg.PlainDisks = was.PlainDisks
+				}
 				if !fs.Changed("etcd") {
 					cfg.Etcd, cfg.EtcdServer = was.Etcd, was.EtcdServer
 				}
@@ -185,6 +188,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.TLS() {
 				replicas += ", TLS only (CA " + l.TLSFiles().CA + ")"
 			}
+			if l.PlainDisks() && !l.Machines() {
+				replicas += ", plain data directories (power-loss refused)"
+			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
 				time.Since(start).Round(time.Millisecond), len(l.Nodes()), node.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
@@ -212,6 +218,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
 	fs.BoolVar(&cfg.TLS, "tls", false, "every node TLS-only: a CA and node certificate written to the state directory's tls/, the export line with rediss:// nodes and "+envTLSCA+" (kept by a later lab up unless --tls=false)")
+	fs.BoolVar(&cfg.PlainDisks, "plain-disks", false, "plain data directories instead of the power-loss filesystem: nothing between the servers and the disk (what capacity runs measure), power-loss faults refused (kept by a later lab up unless --plain-disks=false)")
 	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5), on ports from base+600+M; the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")

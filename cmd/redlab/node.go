@@ -42,6 +42,7 @@ type nodeOptions struct {
 	replicaConfB64               string
 	machineAddress, ntpAddress   string
 	cloudInitB64                 string
+	plainDisk                    bool
 }
 
 func (o *nodeOptions) flags(fs *pflag.FlagSet) {
@@ -60,6 +61,7 @@ func (o *nodeOptions) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.machineAddress, "machine-address", "", "machines only: the machine's loopback address (redis-server binds it)")
 	fs.StringVar(&o.ntpAddress, "ntp-address", "", "machines only: the loopback address the supervisor serves NTP on")
 	fs.StringVar(&o.cloudInitB64, "cloud-init-b64", "", "machines only: the node's cloud-init user data, base64 (boots the node as a machine)")
+	fs.BoolVar(&o.plainDisk, "plain-disk", false, "a plain data directory, not the power-loss filesystem (power-loss is then refused)")
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
@@ -109,7 +111,7 @@ func (o *nodeOptions) spec() (spec node.Spec, full bool, err error) {
 		ID: o.id, StateDir: dir, Port: o.port, RedisPort: o.redisPort, ControlPort: o.controlPort,
 		RestartDelay: node.Duration(o.restartDelay), RedisServer: o.redisServer, Conf: conf, Guard: guard,
 		ReplicaPort: o.replicaPort, ReplicaLinkPort: o.replicaLinkPort, ReplicaConf: replicaConf,
-		Machine: machine,
+		Machine: machine, PlainDisk: o.plainDisk,
 	}
 	return spec, true, spec.Validate()
 }
@@ -124,7 +126,7 @@ func (o *nodeOptions) prepare() (stateDir string, id int, write func() error, er
 }
 
 func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
-	use := sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64]]"
+	use := sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64] [--plain-disk]]"
 	if sub == "start" {
 		c := newSupervisorCmd(&nodeOptions{}, use, startDetached(e, node.Start, "node %d up\n"))
 		c.Short = "write the node's files and start its supervisor detached"

@@ -26,6 +26,7 @@ type etcdMemberOptions struct {
 	restartDelay                 time.Duration
 	etcdServer                   string
 	confB64                      string
+	plainDisk                    bool
 }
 
 func (o *etcdMemberOptions) flags(fs *pflag.FlagSet) {
@@ -39,6 +40,7 @@ func (o *etcdMemberOptions) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.restartDelay, "restart-delay", 0, "how long a crashed member stays down")
 	fs.StringVar(&o.etcdServer, "etcd-server", "", "the etcd binary (absolute)")
 	fs.StringVar(&o.confB64, "conf-b64", "", "the rendered etcd.yml, base64")
+	fs.BoolVar(&o.plainDisk, "plain-disk", false, "a plain data directory, not the power-loss filesystem (power-loss is then refused)")
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
@@ -63,7 +65,7 @@ func (o *etcdMemberOptions) spec() (spec node.EtcdMemberSpec, full bool, err err
 	spec = node.EtcdMemberSpec{
 		ID: o.id, StateDir: dir, ClientPort: o.clientPort, PeerPort: o.peerPort,
 		EtcdClientPort: o.etcdClientPort, EtcdPeerPort: o.etcdPeerPort, ControlPort: o.controlPort,
-		RestartDelay: node.Duration(o.restartDelay), EtcdServer: o.etcdServer, Conf: conf,
+		RestartDelay: node.Duration(o.restartDelay), EtcdServer: o.etcdServer, Conf: conf, PlainDisk: o.plainDisk,
 	}
 	return spec, true, spec.Validate()
 }
@@ -78,7 +80,7 @@ func (o *etcdMemberOptions) prepare() (stateDir string, id int, write func() err
 }
 
 func newNodeEtcdStartOrRunCmd(e *env, sub string) *cobra.Command {
-	use := sub + " --id N --state-dir DIR [--client-port P --peer-port P --etcd-client-port P --etcd-peer-port P --control-port P --etcd-server PATH --conf-b64 B64]"
+	use := sub + " --id N --state-dir DIR [--client-port P --peer-port P --etcd-client-port P --etcd-peer-port P --control-port P --etcd-server PATH --conf-b64 B64 [--plain-disk]]"
 	if sub == "etcd-start" {
 		c := newSupervisorCmd(&etcdMemberOptions{}, use, startDetached(e, node.StartEtcdMember, "etcd member %d started\n"))
 		c.Short = "write an etcd member's files and start its supervisor detached"

@@ -58,7 +58,19 @@ func (l *Lab) Kill(ctx context.Context, id int) (FaultResult, error) {
 // after Kill, through the restart guard and its delay. PowerLoss returns
 // once the AOF is cut; the fault ends when the node answers again.
 func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
+	if err := l.checkPowerLoss(); err != nil {
+		return FaultResult{}, err
+	}
 	return l.fault(ctx, id, fault.PowerLoss, nil)
+}
+
+// checkPowerLoss refuses a power loss on a lab whose process nodes and
+// members run on plain data directories, before anything is sent.
+func (l *Lab) checkPowerLoss() error {
+	if l.f.PlainDisks && !l.f.Machines {
+		return fmt.Errorf("lab: power-loss: %w; bring the lab up without --plain-disks", node.ErrPlainDisk)
+	}
+	return nil
 }
 
 // Restart crashes node id like Kill, but the restart waits delay instead of

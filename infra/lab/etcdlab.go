@@ -109,6 +109,9 @@ func (l *Lab) EtcdKill(ctx context.Context, member int) (EtcdFaultResult, error)
 // back to what etcd had fsynced (the filesystem model) before it restarts.
 // It returns once the cut is done.
 func (l *Lab) EtcdPowerLoss(ctx context.Context, member int) (EtcdFaultResult, error) {
+	if err := l.checkPowerLoss(); err != nil {
+		return EtcdFaultResult{}, err
+	}
 	return l.etcdFault(ctx, member, fault.PowerLoss, nil)
 }
 

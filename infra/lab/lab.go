@@ -72,6 +72,12 @@ type Config struct {
 	// rediss:// (NodeList). The fault fronts relay the TLS bytes untouched.
 	// Not with Replicas or Machines.
 	TLS bool
+	// PlainDisks keeps every process node's and etcd member's data
+	// directory a plain directory instead of the power-loss filesystem
+	// (package node, powerfs.go): nothing between the server and the
+	// disk, for measurements and drills that cut no power; power-loss
+	// faults are then refused. Machines keep their own disk either way.
+	PlainDisks bool
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.
 	Redlab string
@@ -242,6 +248,7 @@ func (c Config) vars() map[string]string {
 		"replicas":              strconv.Itoa(c.Replicas),
 		"machines":              strconv.FormatBool(c.Machines),
 		"etcd_count":            strconv.Itoa(c.Etcd),
+		"plain_disks":           strconv.FormatBool(c.PlainDisks),
 	}
 	if c.EtcdServer != "" {
 		v["etcd_server_path"] = c.EtcdServer
@@ -277,6 +284,7 @@ type labFile struct {
 	Replicas        int           `json:"replicas,omitempty"`
 	Machines        bool          `json:"machines,omitempty"`
 	TLS             bool          `json:"tls,omitempty"`
+	PlainDisks      bool          `json:"plain_disks,omitempty"`
 	Redlab          string        `json:"redlab"`
 	RedisServer     string        `json:"redis_server"`
 	Terraform       string        `json:"terraform"`
@@ -382,6 +390,10 @@ func (l *Lab) Machines() bool { return l.f.Machines }
 // TLS reports whether the nodes are TLS-only (Config.TLS).
 func (l *Lab) TLS() bool { return l.f.TLS }
 
+// PlainDisks reports whether the data directories are plain ones
+// (Config.PlainDisks): power-loss faults are then refused.
+func (l *Lab) PlainDisks() bool { return l.f.PlainDisks }
+
 // NodeList is the nodes' proxied addresses as clients take them:
 // rediss:// with TLS (the form REDLAB_NODES carries).
 func (l *Lab) NodeList() nodeaddr.List { return nodeaddr.List{Addrs: l.Addrs(), TLS: l.f.TLS} }
@@ -411,7 +423,7 @@ func (l *Lab) Config() Config {
 	return Config{
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
 		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
-		Machines: l.f.Machines, TLS: l.f.TLS, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
+		Machines: l.f.Machines, TLS: l.f.TLS, PlainDisks: l.f.PlainDisks, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
 		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer,
 	}
 }
@@ -513,7 +525,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	f := labFile{
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
-		Machines: cfg.Machines, TLS: cfg.TLS, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+		Machines: cfg.Machines, TLS: cfg.TLS, PlainDisks: cfg.PlainDisks, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
 		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, Owner: cfg.Owner, Temporary: cfg.Temporary,
 	}
 	if old != nil {

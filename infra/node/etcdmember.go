@@ -58,6 +58,8 @@ type EtcdMemberSpec struct {
 	EtcdServer     string   `json:"etcd_server"`
 	// Conf is the rendered etcd.yml; it lives in its own file.
 	Conf []byte `json:"-"`
+	// PlainDisk: as Spec's, for the member's data directory.
+	PlainDisk bool `json:"plain_disk,omitempty"`
 }
 
 func (s EtcdMemberSpec) dir() string { return etcdDir(s.StateDir, s.ID) }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -28,10 +29,9 @@ const (
 	PowerLossAOFSampling = "aof-sampling"
 )
 
-// PowerFSEnv=off, in the environment of `lab up`, runs every node and
-// member on its plain data directory: power-loss is then refused. It exists
-// to measure what the power-loss filesystem costs.
-const PowerFSEnv = "REDLAB_POWERFS"
+// ErrPlainDisk is why a power loss is refused on a node or member whose
+// spec says PlainDisk.
+var ErrPlainDisk = errors.New("node: the data directory is a plain directory, not the power-loss filesystem (the lab came up with --plain-disks)")
 
 // disk is a node's data directory as a power-loss filesystem. A process
 // whose supervisor died cannot keep it: the mount died with the supervisor
@@ -44,11 +44,19 @@ type disk struct {
 // mountDisk mounts dir as the node's power-loss filesystem. orphans lists
 // servers a dead supervisor left running on the dead mount: they are
 // killed first (their disk is gone), then the dead mount is swept.
-func mountDisk(dir string, lg *log.Logger, orphans func() []int) disk {
-	if os.Getenv(PowerFSEnv) == "off" {
-		// Only to measure what the layer costs (docs/benchmarks.md).
-		lg.Printf("power loss: %s=off: the data directory is plain, power-loss faults are refused", PowerFSEnv)
-		return disk{err: fmt.Errorf("node: the power-loss filesystem is off (%s=off)", PowerFSEnv)}
+// With plain, dir stays a plain directory: only a dead mount is ended.
+func mountDisk(dir string, plain bool, lg *log.Logger, orphans func() []int) disk {
+	if plain || powerfs.Available() != nil {
+		// Only a dead mount to end, if a crashed supervisor left one.
+		if swept, err := powerfs.Sweep(dir); err != nil {
+			lg.Printf("power loss: %v", err)
+		} else if len(swept) > 0 {
+			lg.Printf("power loss: ended the dead mount at %v", swept)
+		}
+	}
+	if plain {
+		lg.Printf("power loss: the data directory is plain; power-loss faults are refused")
+		return disk{err: ErrPlainDisk}
 	}
 	if err := powerfs.Available(); err != nil {
 		lg.Printf("power loss: %v; power-loss faults are refused on this node", err)

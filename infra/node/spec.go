@@ -107,6 +107,10 @@ type Spec struct {
 	// Conf and Guard then describe what runs inside it, and the supervisor
 	// runs neither itself.
 	Machine *MachineSpec `json:"machine,omitempty"`
+	// PlainDisk keeps the data directory a plain directory instead of the
+	// power-loss filesystem (powerfs.go): nothing between redis-server and
+	// the disk, and power-loss is refused with ErrPlainDisk.
+	PlainDisk bool `json:"plain_disk,omitempty"`
 }
 
 // MachineSpec is what a node booted as a machine needs besides the ports.

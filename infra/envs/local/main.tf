@@ -120,6 +120,7 @@ resource "terraform_data" "node" {
     redis_server = var.redis_server_path
     machine      = var.machines ? sha256(nonsensitive(module.node[each.key].cloud_init)) : "none"
     replica      = var.replicas > 0 ? "${each.value.replica_port}/${each.value.replica_link_port}/${sha256(nonsensitive(local.replica_conf[each.key]))}" : "none"
+    plain_disk   = var.plain_disks
   }
 
   # What the destroy provisioner may use (it can read only self).
@@ -155,7 +156,7 @@ resource "terraform_data" "node" {
       "--machine-address", each.value.machine_address,
       "--ntp-address", each.value.ntp_address,
       "--cloud-init-b64", base64encode(nonsensitive(module.node[each.key].cloud_init)),
-    ] : [])
+    ] : [], var.plain_disks ? ["--plain-disk"] : [])
     command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
   }
 
@@ -234,6 +235,7 @@ resource "terraform_data" "etcd_member" {
     conf        = sha256(module.etcd_member[each.key].etcd_conf)
     ports       = "${each.value.client_port}/${each.value.peer_port}/${each.value.etcd_client_port}/${each.value.etcd_peer_port}/${each.value.control_port}"
     etcd_server = var.etcd_server_path
+    plain_disk  = var.plain_disks
   }
 
   input = {
@@ -246,7 +248,7 @@ resource "terraform_data" "etcd_member" {
   # returns once etcd listens, not once it is healthy: a member cannot be
   # healthy before a majority of its cluster runs (infra/lab waits for that).
   provisioner "local-exec" {
-    interpreter = [
+    interpreter = concat([
       var.redlab_bin, "node", "etcd-start",
       "--id", tostring(each.value.id),
       "--state-dir", var.state_dir,
@@ -257,7 +259,7 @@ resource "terraform_data" "etcd_member" {
       "--control-port", tostring(each.value.control_port),
       "--etcd-server", var.etcd_server_path,
       "--conf-b64", base64encode(module.etcd_member[each.key].etcd_conf),
-    ]
+    ], var.plain_disks ? ["--plain-disk"] : [])
     command = "--restart-delay=${var.restart_delay_seconds}s"
   }
 

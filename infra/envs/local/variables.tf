@@ -131,6 +131,12 @@ variable "machines" {
   default     = false
 }
 
+variable "plain_disks" {
+  description = "false: every node's and etcd member's data directory is the power-loss filesystem its supervisor serves (only what was fsynced survives a power-loss fault). true: plain directories, nothing between the server and the disk; power-loss faults are then refused. Machines keep their own disk either way."
+  type        = bool
+  default     = false
+}
+
 variable "etcd_count" {
   description = "etcd members next to the Redis nodes (0: none): the consensus-based alternative to Redlock. Member M's ports start at base_port+600+M (the port layout: infra/lab/layout.go)."
   type        = number
