@@ -38,7 +38,7 @@ type Result struct {
 	// Faults are the spec's faults as scheduled, in time order.
 	Faults []FaultInfo `json:"faults"`
 	// PowerLossModel is the model the drill's power losses ran on
-	// (lab.PowerLossFilesystem, lab.PowerLossAOFSampling), when it had any.
+	// (lab.PowerLossFilesystem), when it had any.
 	PowerLossModel string `json:"power_loss_model,omitempty"`
 }
 

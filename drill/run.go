@@ -112,7 +112,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	// The power-loss filesystem only where a power loss needs it: every
 	// other drill measures the servers on plain data directories.
 	cfg.PlainDisks = !cutsPower
-	if !cfg.Machines && cutsPower {
+	if cutsPower {
 		// No silent fallback to a weaker model: refuse before the lab comes up.
 		if err := node.CheckPowerLoss(); err != nil {
 			return nil, fmt.Errorf("drill %s: power-loss needs the power-loss filesystem on every node's data directory, which this host cannot mount: %w", spec.Name, err)
@@ -131,7 +131,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if cfg.TLS {
 		replicas += ", TLS only"
 	}
-	if cfg.PlainDisks && !cfg.Machines {
+	if cfg.PlainDisks {
 		replicas += ", plain data directories"
 	}
 	logf("lab up: %d nodes, persistence %s, restart delay %v%s, state %s (owner pid %d: the lab goes down when it ends)",

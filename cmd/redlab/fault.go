@@ -332,19 +332,11 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		}
 		fmt.Fprintf(w, "; replication lost %d bytes\n", fo.LostBytes)
 		return
-	case res.PowerLoss != nil && res.PowerLoss.Model == lab.PowerLossFilesystem:
-		pl := res.PowerLoss
-		fmt.Fprintf(w, "power-loss node %d (%s, filesystem model): cut %d unsynced bytes, %d acknowledged writes from %v", nodes[0], pl.Persistence, pl.CutBytes, pl.CutCommands, pl.CutFiles)
-		if len(pl.Vanished)+len(pl.Returned) > 0 {
-			fmt.Fprintf(w, ", vanished %v, returned %v", pl.Vanished, pl.Returned)
-		}
-		fmt.Fprintf(w, "; now %s\n", res.Status.State)
-		return
 	case res.PowerLoss != nil:
 		pl := res.PowerLoss
-		fmt.Fprintf(w, "power-loss node %d (%s): cut %d bytes, %d writes from the append-only file", nodes[0], pl.Persistence, pl.CutBytes, pl.CutCommands)
-		if !pl.KeptUntil.IsZero() {
-			fmt.Fprintf(w, " (kept what was written until %s)", pl.KeptUntil.Local().Format("15:04:05.000"))
+		fmt.Fprintf(w, "power-loss node %d (%s, %s model): cut %d unsynced bytes, %d acknowledged writes from %v", nodes[0], pl.Persistence, pl.Model, pl.CutBytes, pl.CutCommands, pl.CutFiles)
+		if len(pl.Vanished)+len(pl.Returned) > 0 {
+			fmt.Fprintf(w, ", vanished %v, returned %v", pl.Vanished, pl.Returned)
 		}
 		fmt.Fprintf(w, "; now %s\n", res.Status.State)
 		return

@@ -188,7 +188,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.TLS() {
 				replicas += ", TLS only (CA " + l.TLSFiles().CA + ")"
 			}
-			if l.PlainDisks() && !l.Machines() {
+			if l.PlainDisks() {
 				replicas += ", plain data directories (power-loss refused)"
 			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",

@@ -64,10 +64,10 @@ func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
 	return l.fault(ctx, id, fault.PowerLoss, nil)
 }
 
-// checkPowerLoss refuses a power loss on a lab whose process nodes and
-// members run on plain data directories, before anything is sent.
+// checkPowerLoss refuses a power loss on a lab whose nodes and members
+// run on plain data directories, before anything is sent.
 func (l *Lab) checkPowerLoss() error {
-	if l.f.PlainDisks && !l.f.Machines {
+	if l.f.PlainDisks {
 		return fmt.Errorf("lab: power-loss: %w; bring the lab up without --plain-disks", node.ErrPlainDisk)
 	}
 	return nil

@@ -72,11 +72,11 @@ type Config struct {
 	// rediss:// (NodeList). The fault fronts relay the TLS bytes untouched.
 	// Not with Replicas or Machines.
 	TLS bool
-	// PlainDisks keeps every process node's and etcd member's data
-	// directory a plain directory instead of the power-loss filesystem
-	// (package node, powerfs.go): nothing between the server and the
-	// disk, for measurements and drills that cut no power; power-loss
-	// faults are then refused. Machines keep their own disk either way.
+	// PlainDisks keeps every node's (a machine's too) and etcd member's
+	// data directory a plain directory instead of the power-loss
+	// filesystem (package node, powerfs.go): nothing between the server
+	// and the disk, for measurements and drills that cut no power;
+	// power-loss faults are then refused.
 	PlainDisks bool
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.

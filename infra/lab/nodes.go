@@ -45,10 +45,9 @@ const (
 	FaultsFile = node.FaultsFile
 	// PersistNoFsync: AOF with appendfsync no (the power-loss negative control).
 	PersistNoFsync = node.PersistNoFsync
-	// PowerLossFilesystem and PowerLossAOFSampling name the power-loss
-	// models a PowerLossResult records.
-	PowerLossFilesystem  = node.PowerLossFilesystem
-	PowerLossAOFSampling = node.PowerLossAOFSampling
+	// PowerLossFilesystem names the power-loss model a PowerLossResult
+	// records.
+	PowerLossFilesystem = node.PowerLossFilesystem
 )
 
 // The errors of the lab's fault methods, as their supervisors report them.

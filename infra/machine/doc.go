@@ -26,8 +26,8 @@
 //   - APT has no sources: the packages the user data asks for are already
 //     installed, and nothing is downloaded at boot.
 //   - Devices: a container has no udev, so a data volume (a block device in
-//     /etc/fstab) cannot be mounted; nodes booted here keep their data on the
-//     root file system.
+//     /etc/fstab) cannot be mounted. A host directory can stand in for one
+//     (Config.Binds); without it, data stays on the root file system.
 //
 // Each systemd-nspawn runs as PID 1 of a PID namespace of its own and dies
 // with the process that started it (Pdeathsig), which takes its container

@@ -36,6 +36,16 @@ type Config struct {
 	// InstanceID is the cloud-init instance id; default Name. cloud-init runs
 	// the user data once per instance id: a second Start is a reboot.
 	InstanceID string
+	// Binds are host directories the machine sees at paths of its own, as
+	// data volumes (systemd-nspawn --bind). Each boot binds what is mounted
+	// at the host directory then.
+	Binds []Bind
+}
+
+// Bind is a host directory (Host) seen inside the machine at Path. Both
+// are absolute, without ',' or ':'.
+type Bind struct {
+	Host, Path string
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -81,6 +91,13 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = cfg.Name
 	}
+	for _, b := range cfg.Binds {
+		for _, p := range []string{b.Host, b.Path} {
+			if !filepath.IsAbs(p) || strings.ContainsAny(p, ",:") {
+				return nil, fmt.Errorf("machine: %s: bind %q: want absolute paths without ',' or ':'", cfg.Name, b.Host+":"+b.Path)
+			}
+		}
+	}
 	if strings.ContainsAny(cfg.InstanceID, "\n\"'") {
 		return nil, fmt.Errorf("machine: %s: instance id %q has a newline or a quote", cfg.Name, cfg.InstanceID)
 	}
@@ -102,7 +119,17 @@ func nspawnArgs(root string, extra ...string) []string {
 
 // bootArgs is the argv that boots the machine.
 func (m *Machine) bootArgs() []string {
-	return nspawnArgs(m.merged, "--boot", "--machine="+m.cfg.Name, "--console=read-only", "--link-journal=no")
+	args := nspawnArgs(m.merged, "--boot", "--machine="+m.cfg.Name, "--console=read-only", "--link-journal=no")
+	return append(args, bindArgs(m.cfg.Binds)...)
+}
+
+// bindArgs are the systemd-nspawn options of binds.
+func bindArgs(binds []Bind) []string {
+	var out []string
+	for _, b := range binds {
+		out = append(out, "--bind="+b.Host+":"+b.Path)
+	}
+	return out
 }
 
 // command runs argv as PID 1 of a new PID namespace that dies with the

@@ -53,6 +53,8 @@ func TestArgv(t *testing.T) {
 			"systemd-nspawn --quiet --register=no --keep-unit --directory=/m/root --pipe -- true"},
 		{"boot", (&Machine{cfg: Config{Name: "node-1"}, merged: "/m/root"}).bootArgs(),
 			"systemd-nspawn --quiet --register=no --keep-unit --directory=/m/root --boot --machine=node-1 --console=read-only --link-journal=no"},
+		{"boot with a bind", (&Machine{cfg: Config{Name: "node-1", Binds: []Bind{{Host: "/n/redis-data", Path: "/var/lib/redis"}}}, merged: "/m/root"}).bootArgs(),
+			"systemd-nspawn --quiet --register=no --keep-unit --directory=/m/root --boot --machine=node-1 --console=read-only --link-journal=no --bind=/n/redis-data:/var/lib/redis"},
 		{"exec", execArgs(4242, "systemctl", "is-active", "x.service"),
 			"nsenter --target 4242 --all --root --wd -- /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SYSTEMD_COLORS=0 SYSTEMD_PAGER= systemctl is-active x.service"},
 	}
@@ -94,6 +96,8 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 		"newline in the id":  func(c *Config) { c.InstanceID = "i-1\nlocal-hostname: x" },
 		"quote in the id":    func(c *Config) { c.InstanceID = `i-"1` },
 		"colon in the image": func(c *Config) { c.Dir = "/tmp/a:b" },
+		"relative bind":      func(c *Config) { c.Binds = []Bind{{Host: "data", Path: "/var/lib/redis"}} },
+		"colon in a bind":    func(c *Config) { c.Binds = []Bind{{Host: "/a:b", Path: "/var/lib/redis"}} },
 	} {
 		c := good
 		mutate(&c)

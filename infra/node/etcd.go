@@ -177,7 +177,7 @@ func RunEtcdMember(ctx context.Context, stateDir string, id int, logw io.Writer)
 	}
 	// etcd dies with its supervisor, so there is nothing on a dead mount
 	// to kill: mountDisk only sweeps it.
-	s.disk = mountDisk(s.dataDir(), spec.PlainDisk, s.log, func() []int { return nil })
+	s.disk = mountDisk(s.dataDir(), spec.PlainDisk, false, s.log, func() []int { return nil })
 	defer s.disk.close(s.log)
 	s.log.Printf("supervising: client front 127.0.0.1:%d -> %s, peer front 127.0.0.1:%d -> 127.0.0.1:%d, control 127.0.0.1:%d",
 		spec.ClientPort, s.url, spec.PeerPort, spec.EtcdPeerPort, spec.ControlPort)

@@ -36,9 +36,10 @@ import (
 //     through the guard, which waits the restart delay (unclean stop).
 //   - restart: `systemctl restart` (a clean stop, so it starts at once);
 //     only a delay of 0 is supported.
-//   - power-loss: Machine.PowerCut, then (everysec) the AOF cut of the
-//     process lab applied to the files on the machine's disk, then a boot:
-//     the guard waits, since the boot marker on tmpfs is gone.
+//   - power-loss: Machine.PowerCut, then the power cut of the node's data
+//     volume, its power-loss filesystem (machinedisk.go): only what
+//     redis-server fsynced survives; then a boot: the guard waits, since
+//     the boot marker on tmpfs is gone.
 //   - stop / start: `systemctl stop` / `systemctl start`.
 //   - pause: SIGSTOP / SIGCONT of the host PID.
 //   - partition, heal, latency: at the front, as in the process lab.
@@ -101,6 +102,7 @@ func newMachineNode(ctx context.Context, spec Spec, logger *log.Logger) (*machin
 		Image:    img,
 		Dir:      dir,
 		UserData: spec.Machine.UserData,
+		Binds:    machineBinds(spec),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
@@ -407,9 +409,9 @@ func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
 	return FaultResult{}, err
 }
 
-// machinePowerLoss cuts the machine's power, applies the power-loss model
-// of the node's profile to its disk (everysec: the AOF's last second), and
-// leaves the boot to the loop. It returns once the cut is done.
+// machinePowerLoss cuts the machine's power, then its data volume's (what
+// was not fsynced is lost), and leaves the boot to the loop. It returns
+// once the cut is done.
 func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) {
 	mn := s.mach
 	s.mu.Lock()

@@ -14,20 +14,12 @@ import (
 	"github.com/redlocklab/redlocklab/internal/powerfs"
 )
 
-// The power-loss models, as a power-loss fault's result and result.json
-// name them.
-const (
-	// PowerLossFilesystem: the node's data directory is a powerfs mount
-	// (internal/powerfs, after Jepsen's lazyfs), and a power loss keeps
-	// exactly what the server fsynced, file data and directory entries.
-	// Every process-lab Redis node and etcd member.
-	PowerLossFilesystem = "filesystem"
-	// PowerLossAOFSampling: the AOF's sizes sampled every 50 ms, and a power
-	// loss cuts them back to their sizes a second before (everysec; aof.go).
-	// Machine nodes only: their disk is the machine's, which the supervisor
-	// does not serve.
-	PowerLossAOFSampling = "aof-sampling"
-)
+// PowerLossFilesystem is the power-loss model, as a power-loss fault's
+// result and result.json name it: the node's data directory is a powerfs
+// mount (internal/powerfs, after Jepsen's lazyfs), and a power loss keeps
+// exactly what the server fsynced, file data and directory entries. Every
+// Redis node (a machine's too: machinedisk.go) and etcd member.
+const PowerLossFilesystem = "filesystem"
 
 // ErrPlainDisk is why a power loss is refused on a node or member whose
 // spec says PlainDisk.
@@ -45,7 +37,9 @@ type disk struct {
 // servers a dead supervisor left running on the dead mount: they are
 // killed first (their disk is gone), then the dead mount is swept.
 // With plain, dir stays a plain directory: only a dead mount is ended.
-func mountDisk(dir string, plain bool, lg *log.Logger, orphans func() []int) disk {
+// allowOther lets users other than root in (a machine's redis-server runs
+// as redis).
+func mountDisk(dir string, plain, allowOther bool, lg *log.Logger, orphans func() []int) disk {
 	if plain || powerfs.Available() != nil {
 		// Only a dead mount to end, if a crashed supervisor left one.
 		if swept, err := powerfs.Sweep(dir); err != nil {
@@ -76,7 +70,7 @@ func mountDisk(dir string, plain bool, lg *log.Logger, orphans func() []int) dis
 	}
 	// Journal: the nodes' disks in production are ext4 or xfs, whose
 	// journal commits names with any fsync; Redis and etcd rely on it.
-	f, err := powerfs.Mount(dir, powerfs.Options{Journal: true})
+	f, err := powerfs.Mount(dir, powerfs.Options{Journal: true, AllowOther: allowOther})
 	if err != nil {
 		lg.Printf("power loss: %v; power-loss faults are refused on this node", err)
 		return disk{err: err}
@@ -131,6 +125,6 @@ func SweepDisks(stateDir string) error {
 	return err
 }
 
-// CheckPowerLoss says why this host cannot run a power-loss fault on a
-// process node, or nil when it can.
+// CheckPowerLoss says why this host cannot run a power-loss fault, or nil
+// when it can.
 func CheckPowerLoss() error { return powerfs.Available() }

@@ -3,42 +3,35 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/redlocklab/redlocklab/infra/fault"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/fault"
 )
 
 // PowerLossResult says what a power loss took from a node.
 type PowerLossResult struct {
-	// Model is how the loss was decided: PowerLossFilesystem (what the
-	// server had not fsynced, from its real fsync calls) or
-	// PowerLossAOFSampling (machines: the AOF cut back by the profile).
+	// Model is how the loss was decided: PowerLossFilesystem, what the
+	// server had not fsynced, from its real fsync calls.
 	Model string `json:"model"`
-	// Persistence is the node's profile, which decides what is lost:
-	// always loses nothing acknowledged, everysec the last second of
-	// writes, none everything.
+	// Persistence is the node's profile, which decides what it fsyncs:
+	// always before acknowledging, everysec about once a second, no-fsync
+	// and none never.
 	Persistence Persistence `json:"persistence"`
-	// KeptUntil is, for everysec, when the AOF sizes it was cut back to
-	// were sampled: at or before the crash minus one second.
-	KeptUntil time.Time `json:"kept_until,omitzero"`
-	// CutBytes and CutCommands are what was cut from the AOF's incr files
-	// (commands are writes; MULTI, EXEC and SELECT are not counted): on
-	// the filesystem model, the write commands the AOF held before the cut
-	// and not after, that is acknowledged writes lost.
+	// CutBytes are the bytes cut off the ends of files and those written
+	// back where unsynced writes had overwritten durable ones; CutCommands
+	// the write commands the AOF's incr files held before the cut and not
+	// after (MULTI, EXEC and SELECT are not counted), that is acknowledged
+	// writes lost (etcd members: not counted).
 	CutBytes    int64 `json:"cut_bytes"`
 	CutCommands int64 `json:"cut_commands"`
-	// CutFiles names the files that were cut back (filesystem model:
-	// CutBytes counts the bytes cut off their ends and those written back
-	// where unsynced writes had overwritten durable ones; CutCommands is
-	// not counted).
+	// CutFiles names the files that were cut back.
 	CutFiles []string `json:"cut_files,omitempty"`
-	// Vanished and Returned (filesystem model) name what a cut took away
-	// (created or renamed to, never made durable by a directory fsync) and
-	// gave back (unlinked or renamed away, never made durable).
+	// Vanished and Returned name what a cut took away (created or renamed
+	// to, never made durable by a directory fsync) and gave back (unlinked
+	// or renamed away, never made durable).
 	Vanished []string `json:"vanished,omitempty"`
 	Returned []string `json:"returned,omitempty"`
 }
@@ -54,8 +47,7 @@ type powerCut struct {
 }
 
 // powerLoss is a crash that also loses what the node had not fsynced:
-// SIGKILL, then the power cut on its disk (the power-loss filesystem; on a
-// machine, everysec: the AOF cut back to its size one second before), then
+// SIGKILL, then the power cut on its disk (the power-loss filesystem), then
 // the usual restart through the guard (post-stop unclean, so the restart
 // delay holds). It returns once the cut is done.
 func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
@@ -93,48 +85,28 @@ func (s *supervisor) powerLossTargetLocked() (*child, Persistence, error) {
 	if p == nil {
 		return nil, "", s.notRunningLocked()
 	}
-	prof := s.conf.persistence()
-	switch {
-	case s.mach == nil && s.disk.fs == nil:
-		return nil, "", fmt.Errorf("lab: node %d: power loss needs the power-loss filesystem: %w", s.spec.ID, s.disk.err)
-	case s.mach == nil:
-		return p, prof, nil // the filesystem keeps what was fsynced, whatever the profile
-	case prof == PersistEverysec && s.aof == nil:
-		return nil, "", fmt.Errorf("node %d: power loss: the AOF sampler is not running", s.spec.ID)
-	case prof != PersistAlways && prof != PersistEverysec && prof != PersistNone:
-		return nil, "", fmt.Errorf("%w: power loss models the profiles always, everysec and none; node %d's redis.conf is %s", ErrInvalid, s.spec.ID, prof)
+	if s.disk.fs == nil {
+		return nil, "", fmt.Errorf("node %d: power loss needs the power-loss filesystem: %w", s.spec.ID, s.disk.err)
 	}
-	return p, prof, nil
+	// The filesystem keeps what was fsynced, whatever the profile.
+	return p, s.conf.persistence(), nil
 }
 
-// applyPowerLoss cuts the AOF after a power loss killed its process and
-// keeps what was cut for the fault's end event.
+// applyPowerLoss cuts the disk after a power loss killed its process (a
+// machine's: the whole machine) and keeps what was cut for the fault's end
+// event.
 func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	defer close(cut.done)
-	cut.res = PowerLossResult{Model: PowerLossAOFSampling, Persistence: s.conf.persistence()}
-	if s.mach == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		before := aofWrites(s.conf)
-		cut.res, cut.err = s.disk.cut(ctx)
-		cancel()
-		cut.res.Persistence = s.conf.persistence()
-		if n := before - aofWrites(s.conf); n > 0 {
-			cut.res.CutCommands = n // the acknowledged writes the cut took
-		}
-		if cut.err != nil {
-			s.log.Printf("power loss: %v", cut.err)
-		}
-	} else if cut.res.Persistence == PersistEverysec {
-		c, err := s.aof.cutAt(cut.crash, EverysecWindow)
-		if err != nil {
-			cut.err = err
-			s.log.Printf("power loss: %v", err)
-		}
-		cut.res.KeptUntil = c.KeptAt.UTC()
-		cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles = c.Bytes, c.Commands, c.Files
-		if !c.Exact {
-			s.log.Printf("power loss: an incr file did not parse; cut at the sampled size (Redis drops a partial last command)")
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	before := aofWrites(s.conf)
+	cut.res, cut.err = s.disk.cut(ctx)
+	cancel()
+	cut.res.Persistence = s.conf.persistence()
+	if n := before - aofWrites(s.conf); n > 0 {
+		cut.res.CutCommands = n // the acknowledged writes the cut took
+	}
+	if cut.err != nil {
+		s.log.Printf("power loss: %v", cut.err)
 	}
 	s.log.Printf("power loss (%s, %s model): cut %d bytes, %d commands from %v; vanished %v, returned %v", cut.res.Persistence, cut.res.Model, cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles, cut.res.Vanished, cut.res.Returned)
 	s.mu.Lock()
@@ -143,30 +115,6 @@ func (s *supervisor) applyPowerLoss(cut *powerCut) {
 	}
 	s.faults.notes[fault.PowerLoss] = powerLossParams(cut.res)
 	s.mu.Unlock()
-}
-
-// aofWrites counts the write commands in the AOF's incr files as they are
-// now (0 without an AOF): before and after a cut, what the cut took.
-func aofWrites(c redisConf) int64 {
-	files, err := readAOFManifest(filepath.Join(c.aofDir(), c.aofManifest()))
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, name := range files.incr {
-		f, err := os.Open(filepath.Join(c.aofDir(), name))
-		if err != nil {
-			continue
-		}
-		cmds, _ := aofCommands(f)
-		f.Close()
-		for _, cmd := range cmds {
-			if cmd.write {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // powerLossParams are a power loss's parameters in faults.jsonl.
@@ -181,9 +129,6 @@ func powerLossParams(r PowerLossResult) map[string]string {
 	}
 	if len(r.Returned) > 0 {
 		p["returned"] = strings.Join(r.Returned, ",")
-	}
-	if !r.KeptUntil.IsZero() {
-		p["kept_until"] = r.KeptUntil.Format(time.RFC3339Nano)
 	}
 	if len(r.CutFiles) > 0 {
 		p["cut_files"] = strings.Join(r.CutFiles, ",")

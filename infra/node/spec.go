@@ -219,11 +219,12 @@ func checkSpecPorts(what string, ports []namedPort) error {
 }
 
 // hostConf is the node's rendered redis.conf with its paths as this host
-// sees them: a machine's are below its mounted root.
+// sees them: a machine's data directory is its data volume
+// (machineDataDir).
 func (s Spec) hostConf() redisConf {
 	c := parseRedisConf(s.Conf)
 	if s.Machine != nil {
-		c.dir = filepath.Join(machineRoot(s), c.dir)
+		c.dir = machineDataDir(s, c.dir)
 	}
 	return c
 }

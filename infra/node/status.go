@@ -42,9 +42,6 @@ type Status struct {
 	Active map[FaultKind]string `json:"active_faults,omitempty"`
 	// Until is when each active fault given a `for` ends (deadline.go).
 	Until map[FaultKind]time.Time `json:"fault_until,omitempty"`
-	// AOF is the newest sample of the AOF's incr files, kept for the
-	// power-loss model (appendfsync everysec only).
-	AOF *AOFSample `json:"aof,omitempty"`
 	// Replica describes the node's replica; nil without one.
 	Replica *ReplicaStatus `json:"replica,omitempty"`
 }
@@ -67,13 +64,6 @@ type ReplicaStatus struct {
 	Synced bool `json:"synced"`
 	// LinkCut: a failover's lag is holding replication back.
 	LinkCut bool `json:"link_cut,omitempty"`
-}
-
-// AOFSample is the size of a node's AOF incr files at one instant: a power
-// loss one second or more after At keeps at least Bytes of them.
-type AOFSample struct {
-	At    time.Time `json:"at"`
-	Bytes int64     `json:"bytes"`
 }
 
 // Addr is the proxied address clients use.

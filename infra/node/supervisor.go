@@ -75,10 +75,9 @@ type supervisor struct {
 	paused      pauseTimer
 	timers      deadlines // partitions and latency given a `for`
 	rateStop    context.CancelFunc
-	aof         *aofSampler // a machine's power-loss model (appendfsync everysec)
-	disk        disk        // a process node's power-loss model: its data directory
-	pendingCut  *powerCut   // a power loss waiting for its process to die
-	failingOver bool        // a failover is swapping the pair's roles
+	disk        disk      // the power-loss model: the data directory
+	pendingCut  *powerCut // a power loss waiting for its process to die
+	failingOver bool      // a failover is swapping the pair's roles
 	// crashedAt is when redis-server last died unasked (zero once it
 	// answers again); lastDowntime is how long the last such crash kept
 	// the node from answering (see metrics.go).
@@ -139,9 +138,6 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	redlock.WithTLS(tlsCfg)(directOpts)
 	s.direct = redis.NewClient(directOpts)
 	defer s.direct.Close()
-	if s.conf.persistence() == PersistEverysec && spec.Machine != nil {
-		s.aof = newAOFSampler(s.conf)
-	}
 	if err := writePID(spec.path(supervisorPIDFile), os.Getpid()); err != nil {
 		return fmt.Errorf("node %d: %w", id, err)
 	}
@@ -189,17 +185,15 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 		watchOwner(ctx, spec.StateDir, s.log, endForOwner)
 	}()
 
-	if s.aof != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.aof.run(ctx.Done(), aofSampleEvery)
-		}()
-	}
-	if s.mach == nil {
+	if s.mach != nil {
+		// After newMachineNode swept what a dead supervisor left; before
+		// the first boot binds it.
+		s.disk = mountMachineDisk(spec, s.conf.dir, s.log)
+		defer s.disk.close(s.log)
+	} else {
 		// Each node sweeps its own dead mount as it starts (lab up), after
 		// killing what ran on it; StopNode sweeps at lab down.
-		s.disk = mountDisk(s.conf.dir, spec.PlainDisk, s.log, s.diskOrphans)
+		s.disk = mountDisk(s.conf.dir, spec.PlainDisk, false, s.log, s.diskOrphans)
 		defer s.disk.close(s.log)
 		s.adoptOrphans()
 	}
@@ -647,9 +641,6 @@ func (s *supervisor) status() Status {
 		st.Replica = &r
 	}
 	s.mu.Unlock()
-	if s.aof != nil {
-		st.AOF = s.aof.latest()
-	}
 	return st
 }
 

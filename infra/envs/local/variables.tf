@@ -132,7 +132,7 @@ variable "machines" {
 }
 
 variable "plain_disks" {
-  description = "false: every node's and etcd member's data directory is the power-loss filesystem its supervisor serves (only what was fsynced survives a power-loss fault). true: plain directories, nothing between the server and the disk; power-loss faults are then refused. Machines keep their own disk either way."
+  description = "false: every node's and etcd member's data directory is the power-loss filesystem its supervisor serves (only what was fsynced survives a power-loss fault). true: plain directories, nothing between the server and the disk; power-loss faults are then refused. Machines too: their data directory is then on the machine's root file system instead of the power-loss filesystem bound into it."
   type        = bool
   default     = false
 }
