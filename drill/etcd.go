@@ -102,6 +102,10 @@ func (p *specParser) checkEtcd(s *Spec) {
 		p.err = &SpecError{File: p.file, Line: p.etcdLine, Field: "lab.etcd", Msg: "etcd members run on the process lab only, not on machines"}
 		return
 	}
+	if s.Lab.EtcdUnsafeNoFsync && s.Lab.Etcd == 0 {
+		p.err = &SpecError{File: p.file, Line: p.noFsyncLine, Field: "lab.etcd_unsafe_no_fsync", Msg: "the lab has no etcd members (lab: {etcd: 3})"}
+		return
+	}
 	for i, g := range s.Workload.Guards {
 		if !g.NeedsEtcd() {
 			continue

@@ -67,6 +67,9 @@ type LabInfo struct {
 	// filesystem; a drill without a power loss runs on them, so that the
 	// layer does not weigh on its latency (lab.Config.PlainDisks).
 	PlainDisks bool `json:"plain_disks,omitempty"`
+	// EtcdUnsafeNoFsync: the etcd members never fsynced, a declared
+	// negative control (lab.Config.EtcdUnsafeNoFsync).
+	EtcdUnsafeNoFsync bool `json:"etcd_unsafe_no_fsync,omitempty"`
 }
 
 // Span is a phase's bounds: [StartNs, EndNs).

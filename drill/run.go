@@ -102,6 +102,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	cfg.Replicas = spec.Lab.Replicas
 	cfg.Machines = cfg.Machines || spec.Lab.Machines
 	cfg.Etcd = spec.Lab.Etcd
+	cfg.EtcdUnsafeNoFsync = spec.Lab.EtcdUnsafeNoFsync
 	cfg.TLS = spec.Lab.TLS
 	if cfg.Machines {
 		if err := CheckMachines(spec); err != nil {
@@ -130,6 +131,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	if cfg.TLS {
 		replicas += ", TLS only"
+	}
+	if cfg.EtcdUnsafeNoFsync {
+		replicas += ", etcd without fsync (a negative control)"
 	}
 	if cfg.PlainDisks {
 		replicas += ", plain data directories"
@@ -161,6 +165,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
 	if res != nil {
 		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), l.PlainDisks()
+		res.Lab.EtcdUnsafeNoFsync = l.EtcdUnsafeNoFsync()
 	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
 		err = ferr

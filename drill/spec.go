@@ -91,6 +91,9 @@ type LabSpec struct {
 	Machines bool
 	// Etcd is the number of etcd members next to the nodes (lab.Config.Etcd).
 	Etcd int
+	// EtcdUnsafeNoFsync runs the members without fsync, a declared negative
+	// control (lab.Config.EtcdUnsafeNoFsync).
+	EtcdUnsafeNoFsync bool
 	// TLS makes every node TLS-only (lab.Config.TLS): every guard's
 	// clients speak TLS, through the same fault fronts.
 	TLS bool
@@ -306,7 +309,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 		case "title":
 			s.Title, _ = p.scalar(e)
 		case "lab":
-			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines", "etcd", "tls") {
+			for _, le := range p.mapping(e.node, "lab", "nodes", "persistence", "restart_delay", "replicas", "machines", "etcd", "etcd_unsafe_no_fsync", "tls") {
 				switch le.key {
 				case "nodes":
 					s.Lab.Nodes = int(p.integer(le, 1, lab.MaxNodes))
@@ -324,6 +327,9 @@ func (p *specParser) spec(n ast.Node) *Spec {
 				case "etcd":
 					p.etcdLine = p.line(le.node)
 					s.Lab.Etcd = p.etcdCount(le)
+				case "etcd_unsafe_no_fsync":
+					p.noFsyncLine = p.line(le.node)
+					s.Lab.EtcdUnsafeNoFsync = p.boolean(le)
 				}
 			}
 		case "workload":

@@ -26,6 +26,8 @@ type specParser struct {
 	guardOptions []guardOption
 	// guardsLine and etcdLine are workload.guards' and lab.etcd's lines.
 	guardsLine, etcdLine, tlsLine int
+	// noFsyncLine is lab.etcd_unsafe_no_fsync's line.
+	noFsyncLine int
 }
 
 type guardOption struct {

@@ -113,6 +113,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("etcd") {
 					cfg.Etcd, cfg.EtcdServer = was.Etcd, was.EtcdServer
 				}
+				if !fs.Changed("etcd-unsafe-no-fsync") {
+					cfg.EtcdUnsafeNoFsync = was.EtcdUnsafeNoFsync
+				}
 			}
 			if cfg.Machines && cfg.Replicas > 0 {
 				return usageErrorf("--machines with --replicas 1: a machine runs one redis-server under systemd; replicas need the process lab")
@@ -122,6 +125,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			}
 			if cfg.Etcd != 0 && cfg.Etcd != 1 && cfg.Etcd != 3 && cfg.Etcd != 5 {
 				return usageErrorf("--etcd %d: want 0 (none), 1, 3 or 5 members (odd, so that a majority exists)", cfg.Etcd)
+			}
+			if cfg.EtcdUnsafeNoFsync && cfg.Etcd == 0 {
+				return usageErrorf("--etcd-unsafe-no-fsync needs etcd members (--etcd 1, 3 or 5)")
 			}
 			if cfg.Etcd > 0 && cfg.Machines {
 				return usageErrorf("--etcd with --machines: etcd members run next to process nodes only")
@@ -191,6 +197,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.PlainDisks() {
 				replicas += ", plain data directories (power-loss refused)"
 			}
+			if l.EtcdUnsafeNoFsync() {
+				replicas += ", etcd members without fsync (a negative control)"
+			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
 				time.Since(start).Round(time.Millisecond), len(l.Nodes()), node.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
@@ -220,6 +229,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.BoolVar(&cfg.TLS, "tls", false, "every node TLS-only: a CA and node certificate written to the state directory's tls/, the export line with rediss:// nodes and "+envTLSCA+" (kept by a later lab up unless --tls=false)")
 	fs.BoolVar(&cfg.PlainDisks, "plain-disks", false, "plain data directories instead of the power-loss filesystem: nothing between the servers and the disk (what capacity runs measure), power-loss faults refused (kept by a later lab up unless --plain-disks=false)")
 	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5), on ports from base+600+M; the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
+	fs.BoolVar(&cfg.EtcdUnsafeNoFsync, "etcd-unsafe-no-fsync", false, "a negative control: every etcd member runs with unsafe-no-fsync (never fsyncs), so a power cut of a majority loses acknowledged writes (kept by a later lab up unless --etcd-unsafe-no-fsync=false)")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "show tofu/terraform output")
 	fs.IntVar(&ownerPID, "owner", 0, "the pid of the process the lab lives for (a script): once it ends, the lab takes itself down; default none, the lab stays up (a later lab up without --owner removes it)")

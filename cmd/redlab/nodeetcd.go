@@ -27,6 +27,7 @@ type etcdMemberOptions struct {
 	etcdServer                   string
 	confB64                      string
 	plainDisk                    bool
+	unsafeNoFsync                bool
 }
 
 func (o *etcdMemberOptions) flags(fs *pflag.FlagSet) {
@@ -41,6 +42,7 @@ func (o *etcdMemberOptions) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.etcdServer, "etcd-server", "", "the etcd binary (absolute)")
 	fs.StringVar(&o.confB64, "conf-b64", "", "the rendered etcd.yml, base64")
 	fs.BoolVar(&o.plainDisk, "plain-disk", false, "a plain data directory, not the power-loss filesystem (power-loss is then refused)")
+	fs.BoolVar(&o.unsafeNoFsync, "unsafe-no-fsync", false, "declares that the rendered etcd.yml turns fsync off (a negative control); without it such a file is refused")
 }
 
 // spec validates the flags. full=false means: resume from the files on disk.
@@ -66,6 +68,7 @@ func (o *etcdMemberOptions) spec() (spec node.EtcdMemberSpec, full bool, err err
 		ID: o.id, StateDir: dir, ClientPort: o.clientPort, PeerPort: o.peerPort,
 		EtcdClientPort: o.etcdClientPort, EtcdPeerPort: o.etcdPeerPort, ControlPort: o.controlPort,
 		RestartDelay: node.Duration(o.restartDelay), EtcdServer: o.etcdServer, Conf: conf, PlainDisk: o.plainDisk,
+		UnsafeNoFsync: o.unsafeNoFsync,
 	}
 	return spec, true, spec.Validate()
 }

@@ -93,6 +93,11 @@ type Config struct {
 	Etcd int
 	// EtcdServer is the etcd binary; default FindEtcd.
 	EtcdServer string
+	// EtcdUnsafeNoFsync runs every etcd member with unsafe-no-fsync: a
+	// declared negative control, in which a power cut of a majority loses
+	// writes etcd acknowledged. The members refuse such a configuration
+	// unless it is declared here. Needs Etcd > 0.
+	EtcdUnsafeNoFsync bool
 	// Log receives tofu/terraform's output; nil discards it (it is also
 	// kept in the state directory's terraform.log).
 	Log io.Writer
@@ -180,6 +185,9 @@ func (c Config) validate() error {
 	if c.Etcd > 0 && c.Machines {
 		return fmt.Errorf("lab: etcd members with machines: etcd members run next to process nodes only")
 	}
+	if c.EtcdUnsafeNoFsync && c.Etcd == 0 {
+		return fmt.Errorf("lab: etcd unsafe-no-fsync without etcd members: give etcd 1, 3 or 5")
+	}
 	if c.TLS && c.Replicas > 0 {
 		return fmt.Errorf("lab: tls with replicas: the replicas' replication links would need TLS too; use independent nodes")
 	}
@@ -249,6 +257,7 @@ func (c Config) vars() map[string]string {
 		"machines":              strconv.FormatBool(c.Machines),
 		"etcd_count":            strconv.Itoa(c.Etcd),
 		"plain_disks":           strconv.FormatBool(c.PlainDisks),
+		"etcd_unsafe_no_fsync":  strconv.FormatBool(c.EtcdUnsafeNoFsync),
 	}
 	if c.EtcdServer != "" {
 		v["etcd_server_path"] = c.EtcdServer
@@ -292,7 +301,10 @@ type labFile struct {
 	Nodes           []Node        `json:"nodes"`
 	Etcd            int           `json:"etcd,omitempty"`
 	EtcdServer      string        `json:"etcd_server,omitempty"`
-	EtcdMembers     []EtcdMember  `json:"etcd_members,omitempty"`
+	// EtcdUnsafeNoFsync is Config.EtcdUnsafeNoFsync: the members are a
+	// negative control.
+	EtcdUnsafeNoFsync bool         `json:"etcd_unsafe_no_fsync,omitempty"`
+	EtcdMembers       []EtcdMember `json:"etcd_members,omitempty"`
 	// Owner is Config.Owner; the supervisors read it from node.OwnerFile.
 	Owner     *Owner `json:"owner,omitempty"`
 	Temporary bool   `json:"temporary,omitempty"`
@@ -394,6 +406,10 @@ func (l *Lab) TLS() bool { return l.f.TLS }
 // (Config.PlainDisks): power-loss faults are then refused.
 func (l *Lab) PlainDisks() bool { return l.f.PlainDisks }
 
+// EtcdUnsafeNoFsync reports whether the etcd members run without fsync
+// (Config.EtcdUnsafeNoFsync), a declared negative control.
+func (l *Lab) EtcdUnsafeNoFsync() bool { return l.f.EtcdUnsafeNoFsync }
+
 // NodeList is the nodes' proxied addresses as clients take them:
 // rediss:// with TLS (the form REDLAB_NODES carries).
 func (l *Lab) NodeList() nodeaddr.List { return nodeaddr.List{Addrs: l.Addrs(), TLS: l.f.TLS} }
@@ -424,7 +440,7 @@ func (l *Lab) Config() Config {
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
 		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
 		Machines: l.f.Machines, TLS: l.f.TLS, PlainDisks: l.f.PlainDisks, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
-		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer,
+		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer, EtcdUnsafeNoFsync: l.f.EtcdUnsafeNoFsync,
 	}
 }
 
@@ -526,7 +542,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
 		Machines: cfg.Machines, TLS: cfg.TLS, PlainDisks: cfg.PlainDisks, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
-		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, Owner: cfg.Owner, Temporary: cfg.Temporary,
+		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, EtcdUnsafeNoFsync: cfg.EtcdUnsafeNoFsync, Owner: cfg.Owner, Temporary: cfg.Temporary,
 	}
 	if old != nil {
 		f.Nodes, f.EtcdMembers = old.f.Nodes, old.f.EtcdMembers
@@ -757,6 +773,7 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
 		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay, Replicas: f.Replicas,
 		Machines: f.Machines, Redlab: f.Redlab, RedisServer: f.RedisServer, Etcd: f.Etcd, EtcdServer: f.EtcdServer,
+		EtcdUnsafeNoFsync: f.EtcdUnsafeNoFsync,
 	}
 	return tf.Destroy(ctx, c.vars())
 }

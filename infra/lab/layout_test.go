@@ -50,6 +50,8 @@ func TestConfigValidate(t *testing.T) {
 		{"seven etcd members", Config{StateDir: "/tmp/x", Etcd: 7}, false},
 		{"etcd needs room for its ranges", Config{StateDir: "/tmp/x", Etcd: 3, BasePort: 64600}, false},
 		{"etcd with machines", Config{StateDir: "/tmp/x", Etcd: 3, Machines: true}, false},
+		{"etcd without fsync", Config{StateDir: "/tmp/x", Etcd: 3, EtcdUnsafeNoFsync: true}, true},
+		{"no fsync without etcd", Config{StateDir: "/tmp/x", EtcdUnsafeNoFsync: true}, false},
 		{"tls", Config{StateDir: "/tmp/x", TLS: true, Etcd: 3}, true},
 		{"tls with replicas", Config{StateDir: "/tmp/x", TLS: true, Replicas: 1}, false},
 		{"tls with machines", Config{StateDir: "/tmp/x", TLS: true, Machines: true}, false},
@@ -73,7 +75,7 @@ func TestConfigVars(t *testing.T) {
 	want := map[string]string{
 		"node_count": "5", "base_port": "7100", "persistence": `["none","none","none","none","none"]`, "restart_delay_seconds": "1.5",
 		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server", "replicas": "0",
-		"machines": "false", "etcd_count": "0",
+		"machines": "false", "etcd_count": "0", "plain_disks": "false", "etcd_unsafe_no_fsync": "false",
 	}
 	got := cfg.vars()
 	for k, v := range want {
@@ -104,11 +106,18 @@ func TestConfigVars(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = cfg.vars()
-	if got["etcd_count"] != "3" || got["etcd_server_path"] != "/opt/bin/etcd" {
+	if got["etcd_count"] != "3" || got["etcd_server_path"] != "/opt/bin/etcd" || got["etcd_unsafe_no_fsync"] != "false" {
 		t.Errorf("etcd: etcd_count %q etcd_server_path %q, want 3 and /opt/bin/etcd", got["etcd_count"], got["etcd_server_path"])
 	}
 	if _, ok := got["tls_dir"]; ok {
 		t.Errorf("a plain lab passes tls_dir %q", got["tls_dir"])
+	}
+	cfg, err = Config{StateDir: "/tmp/x", Etcd: 3, EtcdServer: "/opt/bin/etcd", EtcdUnsafeNoFsync: true}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.vars()["etcd_unsafe_no_fsync"]; got != "true" {
+		t.Errorf("etcd without fsync: etcd_unsafe_no_fsync %q, want true", got)
 	}
 	if cfg, err = (Config{StateDir: "/tmp/x", TLS: true}).withDefaults(); err != nil {
 		t.Fatal(err)

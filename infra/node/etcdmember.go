@@ -60,6 +60,11 @@ type EtcdMemberSpec struct {
 	Conf []byte `json:"-"`
 	// PlainDisk: as Spec's, for the member's data directory.
 	PlainDisk bool `json:"plain_disk,omitempty"`
+	// UnsafeNoFsync declares the member a negative control whose etcd.yml
+	// turns fsync off (unsafe-no-fsync: true): a power cut then loses what
+	// etcd acknowledged. Validate refuses such a file without it, and it
+	// without such a file.
+	UnsafeNoFsync bool `json:"unsafe_no_fsync,omitempty"`
 }
 
 func (s EtcdMemberSpec) dir() string { return etcdDir(s.StateDir, s.ID) }
@@ -95,7 +100,8 @@ func urlPort(s string) (int, error) {
 }
 
 // Validate checks the spec's fields, and that the rendered etcd.yml listens
-// and advertises where the spec says, keeps fsync on and has its data dir.
+// and advertises where the spec says, keeps fsync on (unless the spec
+// declares UnsafeNoFsync) and has its data dir.
 func (s EtcdMemberSpec) Validate() error {
 	if s.ID < 1 || s.ID > MaxEtcdMembers {
 		return fmt.Errorf("node: etcd member id %d: want 1-%d", s.ID, MaxEtcdMembers)
@@ -139,8 +145,11 @@ func (s EtcdMemberSpec) Validate() error {
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("node: etcd member %d: rendered etcd.yml needs an absolute data-dir, got %q", s.ID, c.DataDir)
 	}
-	if c.UnsafeNoFsync {
-		return fmt.Errorf("node: etcd member %d: rendered etcd.yml turns fsync off (unsafe-no-fsync)", s.ID)
+	switch {
+	case c.UnsafeNoFsync && !s.UnsafeNoFsync:
+		return fmt.Errorf("node: etcd member %d: rendered etcd.yml turns fsync off (unsafe-no-fsync) and the spec does not declare the negative control (unsafe_no_fsync)", s.ID)
+	case s.UnsafeNoFsync && !c.UnsafeNoFsync:
+		return fmt.Errorf("node: etcd member %d: the spec declares unsafe_no_fsync and the rendered etcd.yml keeps fsync on", s.ID)
 	}
 	return nil
 }

@@ -203,6 +203,10 @@ func TestEtcdMemberSpecValidate(t *testing.T) {
 		{"listens on the front", func(s *EtcdMemberSpec) { s.Conf = conf(7702, 7702, 8002, 7802, "") }, "listen-client-urls has port 7702, want 7902"},
 		{"advertises etcd itself", func(s *EtcdMemberSpec) { s.Conf = conf(7902, 7702, 8002, 8002, "") }, "initial-advertise-peer-urls has port 8002, want 7802"},
 		{"fsync off", func(s *EtcdMemberSpec) { s.Conf = conf(7902, 7702, 8002, 7802, `"unsafe-no-fsync": true`) }, "turns fsync off"},
+		{"fsync off, declared", func(s *EtcdMemberSpec) {
+			s.Conf, s.UnsafeNoFsync = conf(7902, 7702, 8002, 7802, `"unsafe-no-fsync": true`), true
+		}, ""},
+		{"declared, fsync on", func(s *EtcdMemberSpec) { s.UnsafeNoFsync = true }, "keeps fsync on"},
 		{"not loopback", func(s *EtcdMemberSpec) {
 			s.Conf = []byte(strings.Replace(string(s.Conf), "http://127.0.0.1:7902", "http://10.0.0.1:7902", 1))
 		}, "want one http://127.0.0.1:PORT"},

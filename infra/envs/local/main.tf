@@ -222,6 +222,7 @@ module "etcd_member" {
     advertise_peer   = "http://127.0.0.1:${each.value.peer_port}"
   }
   initial_cluster = local.etcd_initial_cluster
+  unsafe_no_fsync = var.etcd_unsafe_no_fsync
   # One per lab: the state directory is the lab's identity on this host.
   cluster_token = "redlab-${substr(sha256(var.state_dir), 0, 16)}"
 }
@@ -259,7 +260,7 @@ resource "terraform_data" "etcd_member" {
       "--control-port", tostring(each.value.control_port),
       "--etcd-server", var.etcd_server_path,
       "--conf-b64", base64encode(module.etcd_member[each.key].etcd_conf),
-    ], var.plain_disks ? ["--plain-disk"] : [])
+    ], var.plain_disks ? ["--plain-disk"] : [], var.etcd_unsafe_no_fsync ? ["--unsafe-no-fsync"] : [])
     command = "--restart-delay=${var.restart_delay_seconds}s"
   }
 

@@ -147,6 +147,12 @@ variable "etcd_count" {
   }
 }
 
+variable "etcd_unsafe_no_fsync" {
+  description = "true: every etcd member runs with unsafe-no-fsync, a declared negative control (a power cut of a majority then loses acknowledged writes); the supervisors refuse it otherwise. Without etcd members it changes nothing."
+  type        = bool
+  default     = false
+}
+
 variable "etcd_server_path" {
   description = "The etcd binary the member supervisors run (`make etcd` builds bin/etcd)."
   type        = string

@@ -1,9 +1,9 @@
 # One etcd member's configuration file (etcd --config-file), provider-agnostic:
 # the local lab's supervisor runs etcd with it, a VM would run it from a unit.
-# fsync stays on (etcd has no setting that turns it off short of
-# unsafe-no-fsync, which this module never writes): the fencing token a lock
-# hands out (the key's revision) is only as durable as the raft log. No
-# resource: the file is an output, checked by its preconditions.
+# fsync stays on unless unsafe_no_fsync declares a negative control: the
+# fencing token a lock hands out (the key's revision) is only as durable as
+# the raft log. No resource: the file is an output, checked by its
+# preconditions.
 
 locals {
   etcd_conf = yamlencode(merge({
@@ -20,7 +20,7 @@ locals {
     "election-timeout"            = var.election_ms
     "logger"                      = "zap"
     "log-level"                   = "info"
-    "unsafe-no-fsync"             = false
+    "unsafe-no-fsync"             = var.unsafe_no_fsync
     }, var.log_file == "" ? {} : {
     "log-outputs" = [var.log_file]
   }))

@@ -77,3 +77,9 @@ variable "election_ms" {
     error_message = "election_ms must be 50-50000."
   }
 }
+
+variable "unsafe_no_fsync" {
+  description = "true renders etcd's unsafe-no-fsync: etcd never fsyncs its WAL or database, so a power cut of a majority loses writes it acknowledged. Only for a declared negative control (the lab's --etcd-unsafe-no-fsync); never in a deployment."
+  type        = bool
+  default     = false
+}

@@ -50,3 +50,14 @@ run "not_in_cluster" {
   }
   expect_failures = [output.etcd_conf]
 }
+
+run "unsafe_no_fsync" {
+  command = plan
+  variables {
+    unsafe_no_fsync = true
+  }
+  assert {
+    condition     = yamldecode(output.etcd_conf)["unsafe-no-fsync"] == true
+    error_message = "unsafe_no_fsync must render unsafe-no-fsync: true."
+  }
+}
