@@ -31,8 +31,12 @@ func TestEtcdSpecParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Lab.Etcd != 3 {
-		t.Errorf("lab.etcd: got %d, want 3", s.Lab.Etcd)
+	if s.Lab.Etcd != 3 || s.Lab.EtcdUnsafeNoFsync {
+		t.Errorf("lab.etcd: got %d, unsafe-no-fsync %v; want 3 with fsync", s.Lab.Etcd, s.Lab.EtcdUnsafeNoFsync)
+	}
+	noFsync, err := Parse("etcd-spec.md", []byte(strings.Replace(etcdSpec, "etcd: 3}", "etcd: 3, etcd_unsafe_no_fsync: true}", 1)))
+	if err != nil || !noFsync.Lab.EtcdUnsafeNoFsync {
+		t.Errorf("lab.etcd_unsafe_no_fsync: true: got %v (%v), want the negative control declared", noFsync != nil && noFsync.Lab.EtcdUnsafeNoFsync, err)
 	}
 	want := [][]int{{lab.TargetLeader}, {2, 3}, nil}
 	for i, f := range s.Faults {
@@ -70,6 +74,7 @@ func TestEtcdSpecErrors(t *testing.T) {
 		{"ttl below etcd's minimum", "lock_ttl: 5s", "lock_ttl: 1s", 4, "workload.lock_ttl: guard etcd: lock TTL 1s is below etcd's minimum lease TTL of 2s"},
 		{"ttl not whole seconds", "lock_ttl: 5s", "lock_ttl: 2500ms", 4, "workload.lock_ttl: guard etcd: etcd leases are whole seconds: give 2s or 3s"},
 		{"etcd on machines", "etcd: 3}", "etcd: 3, machines: true}", 3, "lab.etcd: etcd members run on the process lab only"},
+		{"no fsync without members", "etcd: 3}", "etcd: 0, etcd_unsafe_no_fsync: true}", 3, "lab.etcd_unsafe_no_fsync: the lab has no etcd members"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
