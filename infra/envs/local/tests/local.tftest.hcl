@@ -340,6 +340,19 @@ run "etcd_members" {
   }
 }
 
+run "etcd_unsafe_no_fsync" {
+  command = plan
+  variables {
+    etcd_count           = 3
+    etcd_server_path     = "/opt/redlab/bin/etcd"
+    etcd_unsafe_no_fsync = true
+  }
+  assert {
+    condition     = alltrue([for m in module.etcd_member : yamldecode(m.etcd_conf)["unsafe-no-fsync"] == true])
+    error_message = "etcd_unsafe_no_fsync must render unsafe-no-fsync: true for every member."
+  }
+}
+
 run "no_etcd_by_default" {
   command = plan
   assert {
