@@ -275,16 +275,42 @@ func closeFUSEOnExec() error {
 	return nil
 }
 
+// copyGrace is how long unmount waits, once the mount point is unmounted,
+// for the FUSE connection to end by itself before it ends it (see unmount).
+const copyGrace = time.Second
+
 // unmount ends the FUSE server. The writers must be gone: a file still
 // open keeps the mount busy, which is retried for a while and then
 // reported.
+//
+// A mount namespace made while the filesystem was mounted (a lab machine's
+// systemd-nspawn, a service's private namespace, any `unshare -m`) holds a
+// copy of the mount, and on a host whose mounts do not propagate (private,
+// the default without systemd) the unmount here does not reach it: the
+// connection would stay up, and the server wait for it, for as long as
+// that namespace lives. Nothing uses such a copy (it is another node's
+// disk), so once the mount point here is unmounted the connection is
+// aborted; the copies then fail with "transport endpoint is not
+// connected".
 func (f *FS) unmount(ctx context.Context) error {
 	if f.server == nil {
 		return nil
 	}
+	dev := f.device()
 	var err error
 	for {
-		if err = f.server.Unmount(); err == nil {
+		done := make(chan error, 1)
+		srv := f.server
+		go func() { done <- srv.Unmount() }() // ends once the connection does, which the abort below makes sure of
+		select {
+		case err = <-done:
+		case <-time.After(copyGrace):
+			// Unmount's retries of a busy mount take a fraction of this:
+			// it unmounted and waits for the connection.
+			abortConn(dev)
+			err = <-done
+		}
+		if err == nil {
 			break
 		}
 		select {
@@ -308,6 +334,20 @@ func (f *FS) unmount(ctx context.Context) error {
 	f.server.Wait()
 	f.server = nil
 	return nil
+}
+
+// device is the mount's MAJ:MIN in mountinfo, "" when it is not there.
+func (f *FS) device() string {
+	mps, err := mounts()
+	if err != nil {
+		return ""
+	}
+	for _, m := range mps {
+		if m.dir == f.dir {
+			return m.dev
+		}
+	}
+	return ""
 }
 
 // CutResult says what a power cut took.

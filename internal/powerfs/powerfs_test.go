@@ -361,3 +361,77 @@ func TestSweepEndsADeadProcessMount(t *testing.T) {
 		t.Errorf("second Sweep: got %v, %v, want nothing", got, err)
 	}
 }
+
+// TestCutAndCloseWithACopyInAnotherNamespace: a mount namespace made while
+// the filesystem is mounted (here `unshare -m`, in the lab another node's
+// machine) keeps a copy of the mount that the unmount here does not reach
+// on a host without mount propagation. Cut and Close must still end the
+// connection and return, and the cut must still keep the durable state.
+func TestCutAndCloseWithACopyInAnotherNamespace(t *testing.T) {
+	requireFUSE(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testenv.Missing(t, "unshare (util-linux): "+err.Error())
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	f, err := Mount(dir, Options{Journal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(context.Background()) })
+	if err := os.WriteFile(filepath.Join(dir, "unsynced"), []byte("u"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Private: the copy never hears of the unmount here.
+	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sleep", "600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mi, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", holder.Process.Pid))
+		if strings.Contains(string(mi), dir) && strings.Contains(string(mi), FSType) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the namespace of pid %d has no copy of %s:\n%s", holder.Process.Pid, dir, mi)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		testenv.Missing(t, "nsenter (util-linux): "+err.Error())
+	}
+	// What a process in that namespace sees of the file, through the copy.
+	readCopy := func() (string, error) {
+		out, err := exec.Command(nsenter, "--target", fmt.Sprint(holder.Process.Pid), "--mount", "cat", filepath.Join(dir, "unsynced")).CombinedOutput()
+		return string(out), err
+	}
+	if got, err := readCopy(); err != nil || got != "u" {
+		t.Fatalf("the file through the other namespace's copy: %q, %v; want u", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.Cut(ctx)
+	if err != nil {
+		t.Fatalf("cut with a copy of the mount in another namespace: %v", err)
+	}
+	if !slices.Equal(res.Vanished, []string{"unsynced"}) {
+		t.Errorf("cut: vanished %v, want [unsynced]", res.Vanished)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "after"), []byte("a"), 0o644); err != nil {
+		t.Fatalf("the mount after the cut: %v", err)
+	}
+	// The copy was cut off with the old connection; it never serves a tree
+	// from before the cut.
+	if got, err := readCopy(); err == nil || !strings.Contains(got, "not connected") {
+		t.Errorf("the other namespace's copy after the cut: %q, %v; want transport endpoint is not connected", got, err)
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatalf("close with a copy of the mount in another namespace: %v", err)
+	}
+	if isMounted(t, dir) {
+		t.Errorf("%s still mounted after Close", dir)
+	}
+}
