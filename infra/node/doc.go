@@ -20,9 +20,10 @@
 //     on the process or the front;
 //   - replica.go: a replicated node's pair of redis-servers, its roles, and
 //     failover;
-//   - machine.go: a node booted as a systemd-nspawn machine, and what each
-//     fault does there;
-//   - powerloss.go, aof.go: power loss and the everysec AOF model;
+//   - machine.go, machinedisk.go: a node booted as a systemd-nspawn machine,
+//     what each fault does there, and its data volume;
+//   - powerloss.go, powerfs.go, aofcount.go: power loss on the power-loss
+//     filesystem, and the acknowledged writes a cut took;
 //   - clock.go: the clock-jump and clock-rate models;
 //   - metrics.go: the supervisor's /metrics;
 //   - etcd.go, etcdmember.go: the etcd member supervisor and its files.

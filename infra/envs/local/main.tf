@@ -89,8 +89,9 @@ module "node" {
   redlock_password   = var.redlock_password
   monitor_password   = var.monitor_password
   lab_admin_password = var.admin_password
-  # A machine keeps the VM's paths (the module's defaults) on its own disk;
-  # a process node keeps its files under its node directory.
+  # A machine keeps the VM's paths (the module's defaults); its data
+  # directory is a data volume its supervisor binds in (package node,
+  # machinedisk.go). A process node keeps its files under its node directory.
   data_dir          = var.machines ? "/var/lib/redis" : "${each.value.dir}/data"
   log_file          = var.machines ? "" : "${each.value.dir}/redis.log"
   guard_state_dir   = var.machines ? "/var/lib/redis-guard" : "${each.value.dir}/guard"
