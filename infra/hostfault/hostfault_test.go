@@ -87,7 +87,7 @@ func TestTableScripts(t *testing.T) {
 			})
 		}
 	}
-	for _, s := range []string{HealScript("0badcafe"), HealAllScript(hosts.VM), HealAllScript(hosts.Machine)} {
+	for _, s := range []string{HealScript("0badcafe"), HealAllScript(hosts.Host{Type: hosts.VM}), HealAllScript(hosts.Host{Type: hosts.Machine})} {
 		shCheck(t, "heal", s)
 	}
 }
@@ -195,10 +195,10 @@ func TestTableMatchesCatalogue(t *testing.T) {
 
 // TestHealAllLeavesAMachinesNetworkAlone: a machine's network is its host's.
 func TestHealAllLeavesAMachinesNetworkAlone(t *testing.T) {
-	if vm := HealAllScript(hosts.VM); !strings.Contains(vm, "tc qdisc del") || !strings.Contains(vm, "iptables -X") {
+	if vm := HealAllScript(hosts.Host{Type: hosts.VM}); !strings.Contains(vm, "tc qdisc del") || !strings.Contains(vm, "iptables -X") {
 		t.Errorf("a VM's sweep lacks the network:\n%s", vm)
 	}
-	if m := HealAllScript(hosts.Machine); strings.Contains(m, "tc qdisc") || strings.Contains(m, "iptables") {
+	if m := HealAllScript(hosts.Host{Type: hosts.Machine}); strings.Contains(m, "tc qdisc") || strings.Contains(m, "iptables") {
 		t.Errorf("a machine's sweep touches the network:\n%s", m)
 	}
 }
