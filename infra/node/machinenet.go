@@ -194,7 +194,8 @@ func ntpAllow(m *MachineSpec) string {
 	if m.Netns == "" {
 		return "127.0.0.0/8"
 	}
-	return fmt.Sprintf("%s/%d", m.Address, netPrefix)
+	ip := net.ParseIP(m.Address).To4().Mask(net.CIDRMask(netPrefix, 32))
+	return fmt.Sprintf("%s/%d", ip, netPrefix)
 }
 
 // DeleteMachineNetns removes a machine's network namespace and its veth
