@@ -41,7 +41,7 @@ func TestMachineNetAddresses(t *testing.T) {
 			t.Errorf("port %d: namespace %s, want %s", c.port, got, want)
 		}
 	}
-	if err := (Config{StateDir: "/tmp/x", SSH: true}).validate(); err == nil || !strings.Contains(err.Error(), "ssh without machines") {
+	if _, err := (Config{StateDir: "/tmp/x", SSH: true}).withDefaults(); err == nil || !strings.Contains(err.Error(), "ssh without machines") {
 		t.Errorf("ssh without machines: got %v, want refused", err)
 	}
 }
