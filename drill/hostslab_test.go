@@ -74,19 +74,19 @@ func TestHostsDrillsOnSSHLab(t *testing.T) {
 	cfg.RestartDelay = specs[0].Lab.RestartDelay
 	cfg.Machines, cfg.SSH = true, true
 	ctx := context.Background()
-	started := time.Now()
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	downed := false
-	t.Cleanup(func() {
+	t.Cleanup(func() { // also after a failed Up: what it started goes
 		if !downed {
 			if err := lab.Down(context.Background(), cfg); err != nil {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
 	})
+	started := time.Now()
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%d machines with SSH up in %v", cfg.Count, time.Since(started).Round(time.Second))
 	inv, err := hosts.Load(l.HostsFile())
 	if err != nil {

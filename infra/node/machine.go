@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -521,11 +520,11 @@ func startNTPServer(ctx context.Context, addr, allow, dir string, logger *log.Lo
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.ListenPacket("udp", net.JoinHostPort(addr, "123"))
-		if err != nil { // bound by chronyd
+		// Read, not probed by binding: a probe that holds the socket as
+		// chronyd binds it makes chronyd fail.
+		if udpBound(addr, 123) {
 			return n, nil
 		}
-		c.Close()
 		select {
 		case <-n.done:
 			return nil, fmt.Errorf("node: chronyd on %s exited at start (see the supervisor's log)", addr)

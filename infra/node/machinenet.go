@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -206,4 +207,25 @@ func DeleteMachineNetns(ctx context.Context, name string) error {
 		return fmt.Errorf("node: network namespace %q: not a machine's", name)
 	}
 	return deleteNetns(ctx, name)
+}
+
+// udpBound reports whether a UDP socket of this network namespace is bound
+// to addr (IPv4) and port, from /proc/net/udp.
+func udpBound(addr string, port int) bool {
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		return false
+	}
+	data, err := os.ReadFile("/proc/net/udp")
+	if err != nil {
+		return false
+	}
+	// The kernel prints the address as a native-endian 32-bit word in hex.
+	want := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip), port)
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == want {
+			return true
+		}
+	}
+	return false
 }
