@@ -321,7 +321,7 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			if asJSON {
 				js := labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
-					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), TLS: l.TLS(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
+					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), Hosts: l.HostsFile(), TLS: l.TLS(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
 				}
 				if len(l.EtcdMembers()) > 0 {
 					if js.Etcd, err = l.EtcdStatus(c.Context()); err != nil {
@@ -363,9 +363,11 @@ type labStatusJSON struct {
 	RestartDelay    lab.Duration      `json:"restart_delay"`
 	Replicas        int               `json:"replicas"`
 	Machines        bool              `json:"machines"`
-	TLS             bool              `json:"tls,omitempty"`
-	Addrs           []string          `json:"addrs"`
-	Nodes           []lab.NodeStatus  `json:"nodes"`
+	// Hosts is the hosts inventory of a lab with --ssh.
+	Hosts string           `json:"hosts,omitempty"`
+	TLS   bool             `json:"tls,omitempty"`
+	Addrs []string         `json:"addrs"`
+	Nodes []lab.NodeStatus `json:"nodes"`
 	// Monitoring is the lab's Prometheus and exporters, when on.
 	Monitoring *lab.Monitoring `json:"monitoring,omitempty"`
 	// Etcd is every etcd member's status, EtcdLeader the member that leads
