@@ -162,7 +162,7 @@ func seq(n int) []int {
 // healAllHosts heals everything redlab may have left on every host.
 func (s *hostSite) healAllHosts(ctx context.Context) error {
 	return onEach(seq(len(s.clients)), func(id int) string { return "host " + strconv.Itoa(id) }, func(id int) error {
-		out, err := hostfault.HealAll(ctx, s.clients[id-1], s.clients[id-1].Host().Type)
+		out, err := hostfault.HealAll(ctx, s.clients[id-1], s.clients[id-1].Host())
 		if out != "" {
 			s.log("host %d: %s", id, out)
 		}
