@@ -15,27 +15,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/remote"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
-	"github.com/redlocklab/redlocklab/inventory"
 )
-
-// withoutEtcd returns spec without its etcd members and the guards that
-// lock through them: a hosts inventory lists Redis nodes only.
-func withoutEtcd(spec *Spec) *Spec {
-	s := *spec
-	s.Lab.Etcd = 0
-	s.Workload.Guards = nil
-	s.Expect = map[inventory.Guard][]Expectation{}
-	for _, g := range spec.Workload.Guards {
-		if strings.HasPrefix(string(g), "etcd") {
-			continue
-		}
-		s.Workload.Guards = append(s.Workload.Guards, g)
-		if e, ok := spec.Expect[g]; ok {
-			s.Expect[g] = e
-		}
-	}
-	return &s
-}
 
 // TestHostsDrillsOnSSHLab runs the shipped one-node-loss and
 // minority-partition drills over SSH on a lab of five machines brought up
@@ -59,7 +39,7 @@ func TestHostsDrillsOnSSHLab(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		specs = append(specs, withoutEtcd(spec))
+		specs = append(specs, spec)
 	}
 	cfg.StateDir = filepath.Join(t.TempDir(), "lab")
 	cfg.Count = specs[0].Lab.Nodes
