@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: capacity cost tlscost drills publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity cost tlscost drills drills-ssh publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -136,6 +136,12 @@ demo: setup-demo
 ## (runs/drills/matrix.md, .json, .html); about 11 minutes on two idle cores.
 drills: build
 	bin/redlab drill --matrix runbooks/drills --out runs/drills
+
+## drills-ssh: one-node-loss and minority-partition over SSH on a lab of five
+## machines brought up with --machines --ssh (drill --hosts on the inventory
+## the lab writes), alone; `make test` runs it too. About two minutes; root.
+drills-ssh: build
+	$(GO) test -count=1 -timeout 20m -run '^TestHostsDrillsOnSSHLab$$' -v ./drill/
 
 ## publish-matrix: the measured matrix into README.md and runbooks/README.md.
 publish-matrix:

@@ -8,9 +8,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +23,8 @@ import (
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/infra/remote"
+	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 )
 
 // TransportSSH is Result.Transport for a drill run on real hosts.
@@ -69,11 +71,12 @@ var errNotOnHosts = errors.New("drill: not on real hosts")
 // members, replicas, process-scope pauses, modelled clocks) are refused.
 // A weaker profile than production needs a drill environment.
 func CheckHosts(spec *Spec, inv *hosts.Inventory) error {
+	spec, _ = forHosts(spec)
 	switch {
 	case spec.Lab.Nodes != len(inv.Hosts):
 		return fmt.Errorf("%w: %s wants %d nodes, the inventory has %d hosts", errNotOnHosts, spec.Name, spec.Lab.Nodes, len(inv.Hosts))
 	case spec.Lab.Etcd > 0:
-		return fmt.Errorf("%w: %s needs etcd members, which a hosts inventory does not list", errNotOnHosts, spec.Name)
+		return fmt.Errorf("%w: %s has faults on etcd members, which a hosts inventory does not list", errNotOnHosts, spec.Name)
 	case spec.Lab.Replicas > 0:
 		return fmt.Errorf("%w: %s needs replicas behind the nodes' addresses (the lab's failover)", errNotOnHosts, spec.Name)
 	case len(spec.processGuards()) > 0:
@@ -91,6 +94,33 @@ func CheckHosts(spec *Spec, inv *hosts.Inventory) error {
 		return inv.CheckDrillEnvironment()
 	}
 	return nil
+}
+
+// forHosts is spec as it runs on hosts: a spec whose etcd members only
+// carry guards (the seed's alternative, compared under a fault of the Redis
+// nodes) runs without them and their guards, which are left out, since a
+// hosts inventory lists Redis nodes only; a spec with faults on etcd
+// members is returned unchanged, for CheckHosts to refuse.
+func forHosts(spec *Spec) (*Spec, []inventory.Guard) {
+	if spec.Lab.Etcd == 0 || slices.ContainsFunc(spec.Faults, func(f Fault) bool { return len(f.Etcd) > 0 }) {
+		return spec, nil
+	}
+	s := *spec
+	s.Lab.Etcd = 0
+	s.Workload.Guards = nil
+	s.Expect = map[inventory.Guard][]Expectation{}
+	var out []inventory.Guard
+	for _, g := range spec.Workload.Guards {
+		if g.NeedsEtcd() {
+			out = append(out, g)
+			continue
+		}
+		s.Workload.Guards = append(s.Workload.Guards, g)
+		if e, ok := spec.Expect[g]; ok {
+			s.Expect[g] = e
+		}
+	}
+	return &s, out
 }
 
 // weakenings returns, per node (from 1), the infra/hostfault weakenings
@@ -162,7 +192,7 @@ func seq(n int) []int {
 // healAllHosts heals everything redlab may have left on every host.
 func (s *hostSite) healAllHosts(ctx context.Context) error {
 	return onEach(seq(len(s.clients)), func(id int) string { return "host " + strconv.Itoa(id) }, func(id int) error {
-		out, err := hostfault.HealAll(ctx, s.clients[id-1], s.clients[id-1].Host().Type)
+		out, err := hostfault.HealAll(ctx, s.clients[id-1], s.clients[id-1].Host())
 		if out != "" {
 			s.log("host %d: %s", id, out)
 		}
@@ -468,6 +498,10 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 	if err := CheckHosts(spec, cfg.Inventory); err != nil {
 		return nil, err
 	}
+	spec, leftOut := forHosts(spec)
+	if len(leftOut) > 0 {
+		logf("guards %v left out: they lock on etcd members, which the hosts inventory does not list (they run in the lab)", leftOut)
+	}
 	s, err := openHostSite(ctx, cfg, state, logf)
 	if err != nil {
 		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
@@ -511,6 +545,9 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 		return nil, fmt.Errorf("drill %s: heal after the run: %w", spec.Name, herr)
 	}
 	res.Transport = TransportSSH
+	for _, g := range leftOut {
+		res.LeftOut = append(res.LeftOut, string(g))
+	}
 	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
 		return nil, err
 	}

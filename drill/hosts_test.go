@@ -53,6 +53,47 @@ func TestHostsCheck(t *testing.T) {
 	}
 }
 
+// TestHostsLeaveEtcdOut: on hosts, the shipped specs whose etcd members
+// only carry guards run without them (left out, named); a spec with a
+// fault on an etcd member is refused.
+func TestHostsLeaveEtcdOut(t *testing.T) {
+	inv := &hosts.Inventory{Hosts: make([]hosts.Host, 5)}
+	b, err := os.ReadFile(filepath.Join("..", "runbooks", "drills", "one-node-loss.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Parse("one-node-loss.md", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckHosts(spec, inv); err != nil {
+		t.Errorf("one-node-loss on 5 hosts: %v", err)
+	}
+	on, out := forHosts(spec)
+	if on.Lab.Etcd != 0 || len(out) == 0 {
+		t.Errorf("one-node-loss on hosts: etcd %d, left out %v; want no members and the etcd guards left out", on.Lab.Etcd, out)
+	}
+	for _, g := range on.Workload.Guards {
+		if g.NeedsEtcd() {
+			t.Errorf("guard %s still runs on hosts", g)
+		}
+		if _, ok := on.Expect[g]; !ok && len(spec.Expect[g]) > 0 {
+			t.Errorf("guard %s lost its expectations", g)
+		}
+	}
+	b, err = os.ReadFile(filepath.Join("..", "runbooks", "drills", "etcd-leader-loss.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdSpec, err := Parse("etcd-leader-loss.md", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckHosts(etcdSpec, inv); err == nil || !strings.Contains(err.Error(), "faults on etcd members") {
+		t.Errorf("etcd-leader-loss on hosts: got %v, want the etcd faults refused", err)
+	}
+}
+
 // TestHostsDrill runs a drill over SSH on three machines, each with its own
 // sshd and Redis node: the faults reach them through infra/hostfault, the
 // kill ends when the node answers again, and nothing is left on the hosts.

@@ -28,6 +28,9 @@ type Result struct {
 	// Transport is how the faults reached the nodes: "ssh" on real hosts
 	// (TransportSSH); absent in the lab.
 	Transport string `json:"transport,omitempty"`
+	// LeftOut are the spec's guards that did not run: on hosts, those that
+	// lock on etcd members, which a hosts inventory does not list.
+	LeftOut []string `json:"left_out,omitempty"`
 	// Phases are the bounds of before, during and after, and of the spec's
 	// windows, in ns since the start of the load (the history's clock).
 	Phases map[Phase]Span `json:"phases"`

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,7 @@ const (
 	DefaultMaxInFlight   = 1000
 	DefaultLateTolerance = 10 * time.Millisecond
 	DefaultInterval      = time.Second
+	DefaultDrainTimeout  = time.Minute
 )
 
 // Config is everything the engine needs.
@@ -58,6 +60,11 @@ type Config struct {
 	// figures kept outside the run). It must be fast and safe for
 	// concurrent use.
 	OnResult func(op Op, res Result, ended time.Time)
+	// DrainTimeout bounds the wait for the operations still in flight once
+	// the schedule has ended (default DefaultDrainTimeout). An operation
+	// that outlives it ignores its context, a client blocked without a
+	// deadline: Run then fails and says so rather than wait forever.
+	DrainTimeout time.Duration
 }
 
 // IntervalSink consumes one collected interval. iv.Hists is reused after the
@@ -143,6 +150,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	return cfg
 }
@@ -288,7 +298,20 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 	for _, w := range workers {
 		close(w.ops)
 	}
-	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	var stuck error
+	select {
+	case <-drained:
+	case <-time.After(cfg.DrainTimeout):
+		// Those goroutines cannot be ended from here; the caller learns
+		// why the run failed instead of waiting with them.
+		stuck = fmt.Errorf("loadgen: %d operations still in flight %v after the schedule ended: the target ignores its context (a client blocked without a deadline)",
+			e.inFlight.Load(), cfg.DrainTimeout)
+	}
 	end := clk.Now()
 	info.CPU = processCPU() - cpu0
 	for i, w := range cfg.Watch {
@@ -303,6 +326,9 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 	close(stopCollector)
 	c := <-collectorDone
 	err := c.err
+	if stuck != nil {
+		err = stuck
+	}
 	info.End, info.Intervals = end, c.intervals
 	info.Scheduled = uint64(e.scheduled.Load())
 	info.Refused = e.refused.Load()

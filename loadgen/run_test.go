@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -181,6 +182,28 @@ func TestEngineCancelAbandons(t *testing.T) {
 	}
 	if info.Scheduled >= info.Planned {
 		t.Errorf("scheduled %d of %d after cancel", info.Scheduled, info.Planned)
+	}
+}
+
+// TestEngineDrainIsBounded: an operation that ignores its context (a
+// client blocked without a deadline) makes Run fail once the drain
+// timeout has passed, saying so, instead of waiting for it forever.
+func TestEngineDrainIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	target := targetFunc(func(ctx context.Context, _ Op) Result {
+		blocked := false
+		once.Do(func() { blocked = true })
+		if blocked {
+			<-release // deaf to ctx
+		}
+		return Result{Outcome: OutOfStock}
+	})
+	e, _ := newTestEngine(t, 100, 100*time.Millisecond, target, func(c *Config) { c.DrainTimeout = 50 * time.Millisecond })
+	_, err := e.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "1 operations still in flight") || !strings.Contains(err.Error(), "ignores its context") {
+		t.Fatalf("err = %v, want the stuck operation named", err)
 	}
 }
 

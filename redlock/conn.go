@@ -117,6 +117,16 @@ func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (n
 			return nil, &ConnError{Addr: addr, TLS: true, Reason: "TLS handshake failed: " + reason, Err: err}
 		}
 		plain.connected()
+		if o.Protocol != 2 {
+			// RESP3 (go-redis's default, the redsync guard's): when the
+			// socket holds bytes, the pool peeks at a reply through the
+			// connection to look for a push notification, with no
+			// deadline. Through TLS those bytes may be a record that
+			// carries no reply, a session ticket the node sent after the
+			// handshake, and the peek then waits forever. So a RESP3
+			// client keeps go-redis's own rule: no look below TLS.
+			return tc, nil
+		}
 		return &tlsConn{Conn: tc}, nil
 	}
 }
@@ -126,10 +136,11 @@ func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (n
 // one: a connection the node closed (it crashed or restarted) is then
 // dropped before a command is sent on it, instead of failing that command
 // with EOF. go-redis does not look below a *tls.Conn by itself, since
-// pending bytes may be a TLS record rather than a reply; on a connection
-// that has answered a command there are none but a close, which is what
-// the look is for. ConnectionState stays reachable through the embedded
-// *tls.Conn.
+// pending bytes may be a TLS record rather than a reply. A RESP2 client
+// (this package's) treats any pending byte as a reason to drop the
+// connection, which costs at worst one new connection; a RESP3 one would
+// read through TLS, so it gets the bare *tls.Conn (see dialer).
+// ConnectionState stays reachable through the embedded *tls.Conn.
 type tlsConn struct {
 	*tls.Conn
 }

@@ -5,9 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
@@ -139,5 +143,59 @@ func TestTLSNodeRestart(t *testing.T) {
 		if err := c.Ping(ctx).Err(); err != nil {
 			t.Fatalf("PING %d after the restart: %v, want every one answered", i, err)
 		}
+	}
+}
+
+// TestTLSResp3IdleConnections: a RESP3 client (go-redis's default, as the
+// redsync guard builds its clients) with TLS through WithTLS reuses idle
+// connections that never ran a command. Those hold the node's TLS 1.3
+// session tickets, which go-redis's push-notification check would read
+// through TLS, waiting for a reply that never comes, if the dialer showed
+// it the socket. RESP2 clients (this package's) get the socket check.
+func TestTLSResp3IdleConnections(t *testing.T) {
+	ca := newTestCA(t, "lab CA")
+	now := time.Now()
+	n := redistest.StartTLS(t, ca, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	ctx := context.Background()
+	for _, proto := range []int{2, 3} {
+		o := &redis.Options{Addr: n.Addr, Protocol: proto}
+		redlock.WithTLS(trusting(ca))(o)
+		conn, err := o.Dialer(ctx, "tcp", n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, socket := conn.(syscall.Conn); socket != (proto == 2) {
+			t.Errorf("RESP%d: the pool sees the socket %v, want %v", proto, socket, proto == 2)
+		}
+		conn.Close()
+	}
+
+	o := &redis.Options{Addr: n.Addr, MinIdleConns: 4, PoolSize: 4}
+	redlock.WithTLS(trusting(ca))(o)
+	c := redis.NewClient(o)
+	defer c.Close()
+	// Let the idle connections be dialled and the tickets arrive; then
+	// every command must be answered. A hang is reported, not waited out.
+	for c.PoolStats().IdleConns < 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		for i := range 16 {
+			if err := c.Ping(ctx).Err(); err != nil {
+				done <- fmt.Errorf("PING %d: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("PINGs on idle RESP3 TLS connections never returned: the pool's check reads through TLS")
 	}
 }

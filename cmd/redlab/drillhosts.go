@@ -8,6 +8,8 @@ import (
 
 	"github.com/redlocklab/redlocklab/drill"
 	"github.com/redlocklab/redlocklab/infra/hosts"
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/infra/remote"
 )
 
@@ -45,11 +47,21 @@ func (o *drillHostsOptions) config(e *env, specs []*drill.Spec, monitoring, mach
 	if o.deadMan <= 0 {
 		return nil, usageErrorf("--dead-man must be positive")
 	}
+	username, password := o.username, os.Getenv(envPassword)
+	if password == "" && os.Getenv(lab.CredentialsEnv) != "" {
+		// The machines of `lab up --machines --ssh`: its export line names
+		// the lab's credentials, not a password.
+		l := login{role: node.UserRedlock}
+		var err error
+		if username, password, err = l.resolve(); err != nil {
+			return nil, err
+		}
+	}
 	return &drill.HostsConfig{
 		Inventory: inv,
 		Remote:    remote.Config{KnownHosts: inv.KnownHosts, InsecureIgnoreHostKey: o.insecure, Warn: e.stderr},
-		Username:  o.username,
-		Password:  os.Getenv(envPassword),
+		Username:  username,
+		Password:  password,
 		DeadMan:   o.deadMan,
 	}, nil
 }

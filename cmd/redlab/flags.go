@@ -24,6 +24,10 @@ const (
 	envEtcd = "REDLAB_ETCD"
 	// envPassword is never a flag: ps would show it.
 	envPassword = "REDLAB_PASSWORD"
+	// envHosts is the hosts inventory of a lab with --machines --ssh, which
+	// lab up exports; --hosts is always given explicitly (an inventory in
+	// the environment must not turn a lab drill into one on hosts).
+	envHosts = "REDLAB_HOSTS"
 )
 
 // nodesFlag is the --nodes value every subcommand shares: a node list as

@@ -53,7 +53,7 @@ func runHeal(ctx context.Context, e *env, o hostsOptions, nodes []int, timeout t
 	defer s.close()
 	outs := make([]string, len(s.clients))
 	err = s.each(func(i int, c *remote.Client) error {
-		out, err := hostfault.HealAll(ctx, c, c.Host().Type)
+		out, err := hostfault.HealAll(ctx, c, c.Host())
 		outs[i] = out
 		return err
 	})

@@ -104,6 +104,10 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("machines") {
 					cfg.Machines = was.Machines
 				}
+				if !fs.Changed("ssh") {
+					// --machines=false alone drops SSH with the machines.
+					cfg.SSH = was.SSH && cfg.Machines
+				}
 				if !fs.Changed("tls") {
 					cfg.TLS = was.TLS
 				}
@@ -116,6 +120,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 				if !fs.Changed("etcd-unsafe-no-fsync") {
 					cfg.EtcdUnsafeNoFsync = was.EtcdUnsafeNoFsync
 				}
+			}
+			if cfg.SSH && !cfg.Machines {
+				return usageErrorf("--ssh without --machines: SSH reaches machines in network namespaces of their own; add --machines")
 			}
 			if cfg.Machines && cfg.Replicas > 0 {
 				return usageErrorf("--machines with --replicas 1: a machine runs one redis-server under systemd; replicas need the process lab")
@@ -191,6 +198,9 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.Machines() {
 				replicas = ", every node a systemd-nspawn machine"
 			}
+			if l.SSH() {
+				replicas += " in a network namespace of its own, with sshd (hosts " + l.HostsFile() + ")"
+			}
 			if l.TLS() {
 				replicas += ", TLS only (CA " + l.TLSFiles().CA + ")"
 			}
@@ -225,6 +235,7 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "persistence of every node (always, everysec, no-fsync or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
+	fs.BoolVar(&cfg.SSH, "ssh", false, "with --machines: every machine in a network namespace of its own (a veth pair to this host, no route beyond) running sshd with the lab's key for root; writes a hosts inventory and known_hosts into the state directory and exports REDLAB_HOSTS, for drill --hosts and fault --hosts (kept by a later lab up unless --ssh=false)")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
 	fs.BoolVar(&cfg.TLS, "tls", false, "every node TLS-only: a CA and node certificate written to the state directory's tls/, the export line with rediss:// nodes and "+envTLSCA+" (kept by a later lab up unless --tls=false)")
 	fs.BoolVar(&cfg.PlainDisks, "plain-disks", false, "plain data directories instead of the power-loss filesystem: nothing between the servers and the disk (what capacity runs measure), power-loss faults refused (kept by a later lab up unless --plain-disks=false)")
@@ -274,6 +285,9 @@ func labExports(l *lab.Lab) []envVar {
 	if eps := l.EtcdEndpoints(); len(eps) > 0 {
 		vars = append(vars, envVar{envEtcd, strings.Join(eps, ",")})
 	}
+	if h := l.HostsFile(); h != "" {
+		vars = append(vars, envVar{envHosts, h})
+	}
 	return vars
 }
 
@@ -317,7 +331,7 @@ func newLabStatusCmd(e *env, dir *string) *cobra.Command {
 			if asJSON {
 				js := labStatusJSON{
 					StateDir: l.StateDir(), Persistence: l.Persistence(), NodePersistence: l.NodePersistence(),
-					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), TLS: l.TLS(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
+					RestartDelay: lab.Duration(l.RestartDelay()), Replicas: l.Replicas(), Machines: l.Machines(), Hosts: l.HostsFile(), TLS: l.TLS(), Addrs: l.Addrs(), Nodes: sts, Monitoring: mon,
 				}
 				if len(l.EtcdMembers()) > 0 {
 					if js.Etcd, err = l.EtcdStatus(c.Context()); err != nil {
@@ -359,9 +373,11 @@ type labStatusJSON struct {
 	RestartDelay    lab.Duration      `json:"restart_delay"`
 	Replicas        int               `json:"replicas"`
 	Machines        bool              `json:"machines"`
-	TLS             bool              `json:"tls,omitempty"`
-	Addrs           []string          `json:"addrs"`
-	Nodes           []lab.NodeStatus  `json:"nodes"`
+	// Hosts is the hosts inventory of a lab with --ssh.
+	Hosts string           `json:"hosts,omitempty"`
+	TLS   bool             `json:"tls,omitempty"`
+	Addrs []string         `json:"addrs"`
+	Nodes []lab.NodeStatus `json:"nodes"`
 	// Monitoring is the lab's Prometheus and exporters, when on.
 	Monitoring *lab.Monitoring `json:"monitoring,omitempty"`
 	// Etcd is every etcd member's status, EtcdLeader the member that leads

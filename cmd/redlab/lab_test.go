@@ -42,6 +42,7 @@ func TestLabFaultNodeUsage(t *testing.T) {
 		{[]string{"lab", "up", "--persistence", "always,sometimes,always,always,always", "--state-dir", missing}, exitUsage},
 		{[]string{"lab", "up", "extra", "--state-dir", missing}, exitUsage},
 		{[]string{"lab", "up", "--replicas", "2", "--state-dir", missing}, exitUsage},
+		{[]string{"lab", "up", "--ssh", "--state-dir", missing}, exitUsage},
 		{[]string{"fault", "failover", "--state-dir", missing}, exitUsage},
 		{[]string{"fault", "failover", "1", "--lag", "-1s", "--state-dir", missing}, exitUsage},
 		{[]string{"fault", "failover", "1", "--state-dir", missing}, exitFailure},

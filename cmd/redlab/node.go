@@ -41,6 +41,7 @@ type nodeOptions struct {
 	replicaPort, replicaLinkPort int
 	replicaConfB64               string
 	machineAddress, ntpAddress   string
+	machineNetns, machineSSHDir  string
 	cloudInitB64                 string
 	plainDisk                    bool
 }
@@ -58,8 +59,10 @@ func (o *nodeOptions) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.replicaPort, "replica-port", 0, "the node's replica's redis-server port (replicated labs only)")
 	fs.IntVar(&o.replicaLinkPort, "replica-link-port", 0, "the port of the front the replica's replication link goes through")
 	fs.StringVar(&o.replicaConfB64, "replica-conf-b64", "", "the replica's rendered redis.conf, base64")
-	fs.StringVar(&o.machineAddress, "machine-address", "", "machines only: the machine's loopback address (redis-server binds it)")
-	fs.StringVar(&o.ntpAddress, "ntp-address", "", "machines only: the loopback address the supervisor serves NTP on")
+	fs.StringVar(&o.machineAddress, "machine-address", "", "machines only: the machine's own address (redis-server binds it): loopback, or with --machine-netns its end of the veth pair")
+	fs.StringVar(&o.ntpAddress, "ntp-address", "", "machines only: the address the supervisor serves NTP on: loopback, or with --machine-netns the host's end of the veth pair")
+	fs.StringVar(&o.machineNetns, "machine-netns", "", "machines only: run the machine in a network namespace of this name, joined to the host by a veth pair")
+	fs.StringVar(&o.machineSSHDir, "machine-ssh-dir", "", "machines with --machine-netns only: the directory of the machine's SSH host key and root's authorized_keys (its sshd runs)")
 	fs.StringVar(&o.cloudInitB64, "cloud-init-b64", "", "machines only: the node's cloud-init user data, base64 (boots the node as a machine)")
 	fs.BoolVar(&o.plainDisk, "plain-disk", false, "a plain data directory, not the power-loss filesystem (power-loss is then refused)")
 }
@@ -102,7 +105,9 @@ func (o *nodeOptions) spec() (spec node.Spec, full bool, err error) {
 		if err != nil {
 			return spec, false, fmt.Errorf("--cloud-init-b64: %w", err)
 		}
-		machine = &node.MachineSpec{Address: o.machineAddress, NTPAddress: o.ntpAddress, UserData: ud}
+		machine = &node.MachineSpec{Address: o.machineAddress, NTPAddress: o.ntpAddress, UserData: ud, Netns: o.machineNetns, SSHDir: o.machineSSHDir}
+	} else if o.machineNetns != "" || o.machineSSHDir != "" {
+		return spec, false, errors.New("--machine-netns and --machine-ssh-dir go with --cloud-init-b64")
 	}
 	if o.controlPort == 0 && o.port > 0 {
 		o.controlPort = o.port + 200
@@ -126,7 +131,7 @@ func (o *nodeOptions) prepare() (stateDir string, id int, write func() error, er
 }
 
 func newNodeStartOrRunCmd(e *env, sub string) *cobra.Command {
-	use := sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64] [--plain-disk]]"
+	use := sub + " --id N --state-dir DIR [--port P --redis-port RP [--control-port CP] --conf-b64 B64 --guard-b64 B64 [--replica-port RP2 --replica-link-port LP --replica-conf-b64 B64] [--machine-address A --ntp-address T --cloud-init-b64 B64 [--machine-netns NS [--machine-ssh-dir DIR]]] [--plain-disk]]"
 	if sub == "start" {
 		c := newSupervisorCmd(&nodeOptions{}, use, startDetached(e, node.Start, "node %d up\n"))
 		c.Short = "write the node's files and start its supervisor detached"

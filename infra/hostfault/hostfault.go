@@ -68,7 +68,8 @@ func Inject(ctx context.Context, r Runner, f Fault, p Params, o Options) (Fault,
 	if err != nil {
 		return f, err
 	}
-	if spec, _ := Lookup(f.Kind); spec.Commands[f.Host.Type].Heal != "" {
+	spec, _ := Lookup(f.Kind)
+	if c, _ := spec.commandsFor(f.Host); c.Heal != "" {
 		f.DeadMan = dm
 	}
 	if _, err := r.Run(ctx, script); err != nil {
@@ -96,10 +97,10 @@ func Heal(ctx context.Context, r Runner, f Fault) error {
 	return nil
 }
 
-// HealAll heals everything redlab may have left on the host and returns
-// what it found, one line each.
-func HealAll(ctx context.Context, r Runner, t hosts.Type) (string, error) {
-	out, err := r.Run(ctx, HealAllScript(t))
+// HealAll heals everything redlab may have left on host h, which r
+// reaches, and returns what it found, one line each.
+func HealAll(ctx context.Context, r Runner, h hosts.Host) (string, error) {
+	out, err := r.Run(ctx, HealAllScript(h))
 	if err != nil {
 		return out, fmt.Errorf("hostfault: heal: %w", err)
 	}

@@ -44,6 +44,33 @@ func heredocBodies(script string) []string {
 	return out
 }
 
+// TestOwnNetnsMachine: a machine of its own network namespace takes a VM's
+// network faults and sweeps its network on heal; one without refuses them.
+func TestOwnNetnsMachine(t *testing.T) {
+	own := machineHost
+	own.OwnNetns = true
+	for _, kind := range []string{"partition", "latency"} {
+		s, err := InjectScript(kind, "0badcafe", own, Params{Add: 20 * time.Millisecond}, time.Minute)
+		if err != nil {
+			t.Fatalf("%s on an own-netns machine: %v", kind, err)
+		}
+		want, _ := InjectScript(kind, "0badcafe", hosts.Host{Address: own.Address, Redis: own.Redis, User: own.User, Type: hosts.VM}, Params{Add: 20 * time.Millisecond}, time.Minute)
+		if s != want {
+			t.Errorf("%s on an own-netns machine: not the VM's script:\n%s", kind, s)
+		}
+		shCheck(t, kind, s)
+		if _, err := InjectScript(kind, "0badcafe", machineHost, Params{}, time.Minute); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "own_netns") {
+			t.Errorf("%s on a machine sharing the host's network: got %v, want refused, naming own_netns", kind, err)
+		}
+	}
+	if _, err := InjectScript("clock-jump", "0badcafe", own, Params{By: time.Second}, time.Minute); !errors.Is(err, ErrRefused) {
+		t.Errorf("clock-jump on an own-netns machine: got %v, want refused", err)
+	}
+	if h := HealAllScript(own); !strings.Contains(h, "iptables -X") || !strings.Contains(h, "tc qdisc del") {
+		t.Errorf("heal-all on an own-netns machine: want the network sweep")
+	}
+}
+
 // TestTableScripts: every kind renders for every host type or refuses with a
 // reason; every script parses; the switch is armed before the injection.
 func TestTableScripts(t *testing.T) {
@@ -87,7 +114,7 @@ func TestTableScripts(t *testing.T) {
 			})
 		}
 	}
-	for _, s := range []string{HealScript("0badcafe"), HealAllScript(hosts.VM), HealAllScript(hosts.Machine)} {
+	for _, s := range []string{HealScript("0badcafe"), HealAllScript(hosts.Host{Type: hosts.VM}), HealAllScript(hosts.Host{Type: hosts.Machine})} {
 		shCheck(t, "heal", s)
 	}
 }
@@ -195,10 +222,10 @@ func TestTableMatchesCatalogue(t *testing.T) {
 
 // TestHealAllLeavesAMachinesNetworkAlone: a machine's network is its host's.
 func TestHealAllLeavesAMachinesNetworkAlone(t *testing.T) {
-	if vm := HealAllScript(hosts.VM); !strings.Contains(vm, "tc qdisc del") || !strings.Contains(vm, "iptables -X") {
+	if vm := HealAllScript(hosts.Host{Type: hosts.VM}); !strings.Contains(vm, "tc qdisc del") || !strings.Contains(vm, "iptables -X") {
 		t.Errorf("a VM's sweep lacks the network:\n%s", vm)
 	}
-	if m := HealAllScript(hosts.Machine); strings.Contains(m, "tc qdisc") || strings.Contains(m, "iptables") {
+	if m := HealAllScript(hosts.Host{Type: hosts.Machine}); strings.Contains(m, "tc qdisc") || strings.Contains(m, "iptables") {
 		t.Errorf("a machine's sweep touches the network:\n%s", m)
 	}
 }

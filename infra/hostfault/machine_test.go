@@ -200,7 +200,7 @@ func TestMachineFaultScripts(t *testing.T) {
 		if out, _ := r.Run(ctx, "systemctl is-active redlock-redis"); strings.TrimSpace(out) != "inactive" {
 			t.Fatalf("after stop: %q, want inactive", out)
 		}
-		out, err := HealAll(ctx, r, hosts.Machine)
+		out, err := HealAll(ctx, r, hosts.Host{Type: hosts.Machine})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,11 +213,11 @@ func TestMachineFaultScripts(t *testing.T) {
 		// A pause whose heal file is gone (as if /run had been wiped):
 		// the sweep still finds the stopped process.
 		run(t, r, "systemctl kill -s SIGSTOP redlock-redis")
-		out, err = HealAll(ctx, r, hosts.Machine)
+		out, err = HealAll(ctx, r, hosts.Host{Type: hosts.Machine})
 		if err != nil || !strings.Contains(out, "healed: redlock-redis was paused") {
 			t.Errorf("sweep of a bare SIGSTOP: %q, %v", out, err)
 		}
-		if out, _ := HealAll(ctx, r, hosts.Machine); strings.Contains(out, "healed") {
+		if out, _ := HealAll(ctx, r, hosts.Host{Type: hosts.Machine}); strings.Contains(out, "healed") {
 			t.Errorf("a second heal found %q, want nothing", out)
 		}
 	})

@@ -95,8 +95,12 @@ func quote(s string) string {
 
 // ifLine finds the interface of the default route, which carries the
 // clients' traffic.
+// A host without a default route (a lab machine of its own network
+// namespace reaches only its host) uses its one interface with a global
+// IPv4 address.
 const ifLine = `IF=$(ip -o route show default | awk '{print $5; exit}')
-[ -n "$IF" ] || { echo "hostfault: no default route: cannot tell which interface carries the clients" >&2; exit 3; }`
+[ -n "$IF" ] || IF=$(ip -o -4 addr show scope global | awk '{print $2}' | sort -u | awk 'NR == 1 {i = $1} END {if (NR == 1) print i}')
+[ -n "$IF" ] || { echo "hostfault: no default route and not exactly one interface with a global address: cannot tell which interface carries the clients" >&2; exit 3; }`
 
 // systemdCheck refuses a host whose init is not systemd: the faults act
 // through its units and the dead-man switch is one of its timers.
@@ -115,7 +119,7 @@ func InjectScript(kind, id string, h hosts.Host, p Params, deadMan time.Duration
 	if !ok {
 		return "", fmt.Errorf("%w: %q (want one of %s)", ErrUnknownKind, kind, strings.Join(Kinds(), ", "))
 	}
-	c, ok := spec.Commands[h.Type]
+	c, ok := spec.commandsFor(h)
 	if !ok || c.Refuse != "" {
 		why := c.Refuse
 		if why == "" {
@@ -190,15 +194,15 @@ systemctl reset-failed %[2]s%[3]s.service 2>/dev/null || true
 `, heal, HealUnitPrefix, id)
 }
 
-// HealAllScript returns the script `redlab heal --hosts` runs on a host of
-// type t: every heal script left behind, then a sweep for anything redlab
+// HealAllScript returns the script `redlab heal --hosts` runs on host h: every heal script left behind, then a sweep for anything redlab
 // puts on a host (iptables chains redlab-*, netem root qdiscs, runtime
 // drop-ins redlab-*.conf, a stopped or paused Redis, a stopped chrony,
-// armed heal timers). A lab machine's sweep leaves the network alone: it is
-// its host's. It prints one line per thing it healed.
-func HealAllScript(t hosts.Type) string {
+// armed heal timers). A lab machine's sweep leaves the network alone, unless
+// the machine has a network namespace of its own: otherwise it is its
+// host's. It prints one line per thing it healed.
+func HealAllScript(h hosts.Host) string {
 	net := netSweep
-	if t == hosts.Machine {
+	if h.Type == hosts.Machine && !h.OwnNetns {
 		net = ""
 	}
 	return systemdCheck + `

@@ -133,7 +133,7 @@ func TestSSHMachineFaults(t *testing.T) {
 		if _, err := c.Run(ctx, "systemctl stop redlock-redis"); err != nil {
 			t.Fatal(err)
 		}
-		out, err := HealAll(ctx, c, hosts.Machine)
+		out, err := HealAll(ctx, c, hosts.Host{Type: hosts.Machine})
 		if err != nil || !strings.Contains(out, "healed: started redlock-redis") {
 			t.Errorf("heal: %q, %v; want it to start redlock-redis", out, err)
 		}

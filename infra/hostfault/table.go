@@ -40,6 +40,20 @@ type Spec struct {
 	Files map[string]string
 	// Commands by host type.
 	Commands map[hosts.Type]Commands
+	// Net marks a fault that acts on the host's network only: a lab
+	// machine of its own network namespace (hosts.Host.OwnNetns) runs a
+	// VM's commands for it, inside that namespace.
+	Net bool
+}
+
+// commandsFor returns what the fault runs on h.
+func (s Spec) commandsFor(h hosts.Host) (Commands, bool) {
+	if s.Net && h.Type == hosts.Machine && h.OwnNetns {
+		c, ok := s.Commands[hosts.VM]
+		return c, ok
+	}
+	c, ok := s.Commands[h.Type]
+	return c, ok
 }
 
 // unit is the systemd unit of the Redis node (infra/modules/redis-node).
@@ -52,8 +66,10 @@ const dropInDir = "/run/systemd/system/redlock-redis.service.d"
 // machinePowerRefusal says why SSH cannot cut a lab machine's power.
 const machinePowerRefusal = "a lab machine shares the host's kernel, so a kernel crash inside it would crash the host: its power loss is the lab's power cut, done from the host (redlab fault power-loss N against the lab, or a drill's lab), not over SSH"
 
-// machineNetRefusal says why a lab machine takes no network fault over SSH.
-const machineNetRefusal = "a lab machine shares its host's network namespace (infra/machine), so iptables or netem inside it would act on the host's own network: the lab partitions and delays its nodes in their fault fronts (redlab fault without --hosts)"
+// machineNetRefusal says why a lab machine that shares its host's network
+// takes no network fault over SSH. A machine of its own network namespace
+// (hosts.Host.OwnNetns) takes a VM's (Spec.Net).
+const machineNetRefusal = "a lab machine shares its host's network namespace (infra/machine) unless the inventory marks it own_netns (redlab lab up --machines --ssh), so iptables or netem inside it would act on the host's own network: the lab partitions and delays its nodes in their fault fronts (redlab fault without --hosts)"
 
 // clockStepHelper is the helper the clock-jump places on the host: it steps
 // CLOCK_REALTIME by BY_S seconds with clock_settime (python3 is on every
@@ -129,6 +145,7 @@ systemctl start --no-block "$UNIT"`,
 		Kind:    "partition",
 		Summary: "silence (DROP, not REJECT) between the host and the clients on the Redis port, or between the host and PEERS, in an iptables chain of its own",
 		Needs:   []string{"iptables"},
+		Net:     true,
 		Commands: vmOnly(machineNetRefusal, Commands{
 			Inject: `iptables -N "$CHAIN"
 iptables -I INPUT 1 -j "$CHAIN"
@@ -151,6 +168,7 @@ iptables -X "$CHAIN"`,
 		Kind:    "latency",
 		Summary: "delay everything the host sends on IF (its default route's interface) by ADD_MS ± JITTER_MS (tc netem)",
 		Needs:   []string{"tc"},
+		Net:     true,
 		Commands: vmOnly(machineNetRefusal, Commands{
 			Inject: `tc qdisc add dev "$IF" root netem delay "${ADD_MS}ms" "${JITTER_MS}ms"`,
 			Heal:   `tc qdisc del dev "$IF" root`,

@@ -26,5 +26,5 @@ func Example() {
 	// Output:
 	// host-1 10.0.1.10:22 10.0.1.10:6379
 	// host-2 10.0.2.10:2222 10.0.2.10:6379
-	// hosts: hosts.json:1: hosts[0].passwd: unknown field (want one of address, redis, user, type, name, port, key, instance_id)
+	// hosts: hosts.json:1: hosts[0].passwd: unknown field (want one of address, redis, user, type, name, port, key, instance_id, own_netns)
 }

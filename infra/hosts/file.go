@@ -230,7 +230,7 @@ func (p *fileParser) inventory(n ast.Node) *Inventory {
 }
 
 func (p *fileParser) host(n ast.Node, field string) Host {
-	m := p.mapping(n, field, []string{"address", "redis", "user", "type"}, []string{"name", "port", "key", "instance_id"})
+	m := p.mapping(n, field, []string{"address", "redis", "user", "type"}, []string{"name", "port", "key", "instance_id", "own_netns"})
 	var h Host
 	if p.err != nil {
 		return h
@@ -266,6 +266,17 @@ func (p *fileParser) host(n ast.Node, field string) Host {
 	}
 	if e, ok := m["instance_id"]; ok {
 		h.InstanceID = p.str(e)
+	}
+	if e, ok := m["own_netns"]; ok {
+		b, isBool := e.node.(*ast.BoolNode)
+		switch {
+		case !isBool:
+			p.fail(e.node, e.field, "want true or false, got %s", e.node.String())
+		case b.Value && h.Type != Machine:
+			p.fail(e.node, e.field, "only a lab machine (type machine) has a network namespace of its own to mark; a %s's network is its own anyway", h.Type)
+		default:
+			h.OwnNetns = b.Value
+		}
 	}
 	return h
 }

@@ -80,6 +80,12 @@ type Host struct {
 	Type Type `json:"type"`
 	// InstanceID is the cloud's id of the VM (for a hypervisor stop), if any.
 	InstanceID string `json:"instance_id,omitempty"`
+	// OwnNetns marks a lab machine that runs in a network namespace of its
+	// own (`redlab lab up --machines --ssh` writes it): iptables and netem
+	// inside it act on the machine's interfaces only, so it takes the
+	// network faults a VM takes. Only with type machine; a machine without
+	// it shares its host's network and refuses them.
+	OwnNetns bool `json:"own_netns,omitempty"`
 }
 
 // Label returns the host's name, or host-N for the n-th host (from 1).

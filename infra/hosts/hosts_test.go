@@ -65,6 +65,23 @@ func TestHostsParse(t *testing.T) {
 	}
 }
 
+func TestHostsOwnNetns(t *testing.T) {
+	inv, err := hosts.Parse("h.json", []byte(`{"hosts": [{"address": "10.1.2.2", "redis": "10.1.2.2:7201", "user": "root", "type": "machine", "own_netns": true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Hosts[0].OwnNetns {
+		t.Errorf("own_netns: got false, want true")
+	}
+	b, err := hosts.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := hosts.Parse("again.json", b); err != nil || !again.Hosts[0].OwnNetns {
+		t.Errorf("written and read again: own_netns lost (%v)\n%s", err, b)
+	}
+}
+
 func TestHostsParseErrors(t *testing.T) {
 	host := `{"address": "a", "redis": "a:6379", "user": "u", "type": "vm"}`
 	for _, tc := range []struct {
@@ -86,6 +103,8 @@ func TestHostsParseErrors(t *testing.T) {
 		{"syntax", "{\"hosts\": [\n{\"address\": }", `h.json:1: syntax: sequence end`},
 		{"not a mapping", `[1, 2]`, `want a mapping`},
 		{"empty value", `{"hosts": [{"address": "", "redis": "a:1", "user": "u", "type": "vm"}]}`, `hosts[0].address: empty`},
+		{"own netns on a vm", `{"hosts": [{"address": "a", "redis": "a:1", "user": "u", "type": "vm", "own_netns": true}]}`, `hosts[0].own_netns: only a lab machine`},
+		{"own netns not a bool", `{"hosts": [{"address": "a", "redis": "a:1", "user": "u", "type": "machine", "own_netns": "yes"}]}`, `hosts[0].own_netns: want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := hosts.Parse("h.json", []byte(tc.in))

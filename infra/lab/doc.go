@@ -48,7 +48,10 @@
 // package node, machine.go. Machines need root, systemd-nspawn, nsenter,
 // chronyd and debootstrap (node.CheckMachineHost); the first boot of a lab
 // takes tens of seconds (cloud-init, chrony's first update, the guard's
-// wait). Down removes every machine, mount, NTP server and file.
+// wait). Down removes every machine, mount, NTP server and file. With SSH
+// (Config.SSH, `lab up --machines --ssh`) each machine also gets a network
+// namespace of its own and an sshd, and the lab writes a hosts inventory
+// of them (ssh.go, layout.go).
 //
 // etcd members (Config.Etcd, `redlab lab up --etcd 3`) run next to the
 // nodes: each one an etcd process behind a client front and a peer front,

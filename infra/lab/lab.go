@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +65,12 @@ type Config struct {
 	// debootstrap and Debian's archive; Up refuses without them. Not with
 	// Replicas.
 	Machines bool
+	// SSH, with Machines, gives every machine a network namespace of its
+	// own and an sshd that lets the lab's key in as root, and writes a hosts
+	// inventory of the machines (see ssh.go): `redlab drill --hosts` and
+	// `redlab fault --hosts` then reach them over SSH, as they reach real
+	// VMs.
+	SSH bool
 	// TLS makes every node TLS-only (infra/modules/redis-node's tls
 	// profile): Up writes a CA and a node certificate into the state
 	// directory (TLSDir; see TLSFiles) and clients address the nodes as
@@ -179,6 +184,9 @@ func (c Config) validate() error {
 	if c.Machines && c.Replicas > 0 {
 		return fmt.Errorf("lab: machines with replicas: a machine runs one redis-server under systemd; use the process lab for replicas")
 	}
+	if c.SSH && !c.Machines {
+		return fmt.Errorf("lab: ssh without machines: SSH reaches machines of their own network namespace; set Machines too")
+	}
 	if c.Etcd != 0 && c.Etcd != 1 && c.Etcd != 3 && c.Etcd != 5 {
 		return fmt.Errorf("lab: etcd %d: want 0 (none), 1, 3 or 5 members (odd: a majority must exist)", c.Etcd)
 	}
@@ -255,6 +263,7 @@ func (c Config) vars() map[string]string {
 		"redis_server_path":     c.RedisServer,
 		"replicas":              strconv.Itoa(c.Replicas),
 		"machines":              strconv.FormatBool(c.Machines),
+		"machine_ssh":           strconv.FormatBool(c.SSH),
 		"etcd_count":            strconv.Itoa(c.Etcd),
 		"plain_disks":           strconv.FormatBool(c.PlainDisks),
 		"etcd_unsafe_no_fsync":  strconv.FormatBool(c.EtcdUnsafeNoFsync),
@@ -292,6 +301,7 @@ type labFile struct {
 	NoRestartDelay  bool          `json:"no_restart_delay,omitempty"`
 	Replicas        int           `json:"replicas,omitempty"`
 	Machines        bool          `json:"machines,omitempty"`
+	SSH             bool          `json:"ssh,omitempty"`
 	TLS             bool          `json:"tls,omitempty"`
 	PlainDisks      bool          `json:"plain_disks,omitempty"`
 	Redlab          string        `json:"redlab"`
@@ -399,6 +409,10 @@ func (l *Lab) Replicas() int { return l.f.Replicas }
 // Machines reports whether the nodes are machines (Config.Machines).
 func (l *Lab) Machines() bool { return l.f.Machines }
 
+// SSH reports whether the machines run sshd in namespaces of their own
+// (Config.SSH).
+func (l *Lab) SSH() bool { return l.f.SSH }
+
 // TLS reports whether the nodes are TLS-only (Config.TLS).
 func (l *Lab) TLS() bool { return l.f.TLS }
 
@@ -439,7 +453,7 @@ func (l *Lab) Config() Config {
 	return Config{
 		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
 		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
-		Machines: l.f.Machines, TLS: l.f.TLS, PlainDisks: l.f.PlainDisks, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
+		Machines: l.f.Machines, SSH: l.f.SSH, TLS: l.f.TLS, PlainDisks: l.f.PlainDisks, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
 		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer, EtcdUnsafeNoFsync: l.f.EtcdUnsafeNoFsync,
 	}
 }
@@ -519,6 +533,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if cfg.SSH {
+		if err := ensureSSH(cfg); err != nil {
+			return nil, err
+		}
+	}
 	root, changed, err := stageWorkspace(cfg.InfraDir, filepath.Join(cfg.StateDir, workspaceDir))
 	if err != nil {
 		return nil, err
@@ -541,7 +560,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	f := labFile{
 		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
 		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
-		Machines: cfg.Machines, TLS: cfg.TLS, PlainDisks: cfg.PlainDisks, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
+		Machines: cfg.Machines, SSH: cfg.SSH, TLS: cfg.TLS, PlainDisks: cfg.PlainDisks, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
 		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, EtcdUnsafeNoFsync: cfg.EtcdUnsafeNoFsync, Owner: cfg.Owner, Temporary: cfg.Temporary,
 	}
 	if old != nil {
@@ -584,6 +603,9 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	if err := writeHosts(cfg, f.Nodes); err != nil {
+		return nil, err
+	}
 	// Terraform believes every node exists; a supervisor may have died
 	// since (a crash, a reboot). Start it again from its files on disk.
 	for _, n := range f.Nodes {
@@ -602,59 +624,6 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	return &Lab{stateDir: cfg.StateDir, f: f}, nil
-}
-
-// checkPorts fails, before anything is provisioned, when a port the lab
-// needs is taken by something other than the node that has it now (a
-// redis-server whose supervisor died still holds its own).
-func checkPorts(cfg Config) error {
-	names := map[int]string{0: "proxy", redisPortOffset: "redis-server", controlPortOffset: "control endpoint",
-		replicaPortOffset: "replica redis-server", replicaLinkOffset: "replica link front"}
-	for id := 1; id <= cfg.Count; id++ {
-		own := map[int]bool{}
-		for _, p := range node.Ports(cfg.StateDir, id) {
-			own[p] = true
-		}
-		if cfg.Machines {
-			addr, _ := machineAddresses(cfg.BasePort + id)
-			if port := cfg.BasePort + redisPortOffset + id; !own[port] {
-				l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-				if err != nil {
-					return fmt.Errorf("lab: node %d's machine address %s:%d is in use (choose another --base-port): %w", id, addr, port, err)
-				}
-				l.Close()
-			}
-		}
-		for _, off := range cfg.portOffsets() {
-			port := cfg.BasePort + off + id
-			if own[port] {
-				continue
-			}
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-			if err != nil {
-				return fmt.Errorf("lab: node %d's %s port %d is in use (choose another --base-port): %w", id, names[off], port, err)
-			}
-			l.Close()
-		}
-	}
-	for id := 1; id <= cfg.Etcd; id++ {
-		own := map[int]bool{}
-		for _, p := range node.EtcdMemberPorts(cfg.StateDir, id) {
-			own[p] = true
-		}
-		for _, off := range etcdPortOffsets {
-			port := cfg.BasePort + off + id
-			if own[port] {
-				continue
-			}
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-			if err != nil {
-				return fmt.Errorf("lab: etcd member %d's port %d (base+%d+%d) is in use (choose another --base-port): %w", id, port, off, id, err)
-			}
-			l.Close()
-		}
-	}
-	return nil
 }
 
 // Down destroys the lab in cfg.StateDir (only StateDir, Terraform and Log
@@ -713,7 +682,16 @@ func Down(ctx context.Context, cfg Config) error {
 		_ = os.Remove(dir)
 		return nil
 	}
-	names := []string{labFileName, FaultsFile, tfLogName, node.CredentialsFile, node.OwnerFile, node.OwnerGoneLock}
+	// A namespace a dead supervisor's sweep missed (its node directory
+	// gone) is still found by its name.
+	if haveLab && f.SSH {
+		for id := 1; id <= f.Count; id++ {
+			if err := deleteMachineNet(ctx, f.BasePort+id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	names := []string{labFileName, FaultsFile, tfLogName, node.CredentialsFile, node.OwnerFile, node.OwnerGoneLock, sshDir, HostsFile}
 	if staged {
 		names = append(names, workspaceDir)
 	}
@@ -772,7 +750,7 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	c := Config{
 		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
 		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay, Replicas: f.Replicas,
-		Machines: f.Machines, Redlab: f.Redlab, RedisServer: f.RedisServer, Etcd: f.Etcd, EtcdServer: f.EtcdServer,
+		Machines: f.Machines, SSH: f.SSH, Redlab: f.Redlab, RedisServer: f.RedisServer, Etcd: f.Etcd, EtcdServer: f.EtcdServer,
 		EtcdUnsafeNoFsync: f.EtcdUnsafeNoFsync,
 	}
 	return tf.Destroy(ctx, c.vars())

@@ -1,6 +1,12 @@
 package lab
 
-import "fmt"
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/redlocklab/redlocklab/infra/node"
+)
 
 // The lab's port layout: offsets from Config.BasePort (DefaultBasePort),
 // each range holding one port per node N or etcd member M, from 1, all on
@@ -59,4 +65,78 @@ func EtcdPortOffsets() []int { return append([]int(nil), etcdPortOffsets...) }
 // port's two bytes, as infra/envs/local renders them.
 func machineAddresses(port int) (addr, ntp string) {
 	return fmt.Sprintf("127.80.%d.%d", port>>8, port&0xff), fmt.Sprintf("127.81.%d.%d", port>>8, port&0xff)
+}
+
+// With SSH (Config.SSH) the machine behind proxy port port runs in a
+// network namespace of its own, machineNetns(port) = redlab-PORT, which is
+// also the name of the host's end of its veth pair (package node,
+// machinenet.go). The pair is 10.x.y.0/30, x.y the port's two bytes again:
+// 10.x.y.2 is the machine's end (redis-server and sshd bind it), 10.x.y.1
+// the host's (its supervisor serves NTP there; every client of the machine
+// comes from it). Nothing routes beyond: the namespace has no default
+// route, and the host neither forwards nor translates for it. A /30 of
+// 10/8 that this host already holds on another interface fails Up (choose
+// another base port).
+func machineNetAddresses(port int) (addr, host string) {
+	return fmt.Sprintf("10.%d.%d.2", port>>8, port&0xff), fmt.Sprintf("10.%d.%d.1", port>>8, port&0xff)
+}
+
+// machineNetns is the network namespace of the machine behind port.
+func machineNetns(port int) string { return fmt.Sprintf("redlab-%d", port) }
+
+// checkPorts fails, before anything is provisioned, when a port the lab
+// needs is taken by something other than the node that has it now (a
+// redis-server whose supervisor died still holds its own).
+func checkPorts(cfg Config) error {
+	names := map[int]string{0: "proxy", redisPortOffset: "redis-server", controlPortOffset: "control endpoint",
+		replicaPortOffset: "replica redis-server", replicaLinkOffset: "replica link front"}
+	for id := 1; id <= cfg.Count; id++ {
+		own := map[int]bool{}
+		for _, p := range node.Ports(cfg.StateDir, id) {
+			own[p] = true
+		}
+		if cfg.SSH {
+			if err := checkMachineNet(cfg.BasePort + id); err != nil {
+				return fmt.Errorf("lab: node %d: %w", id, err)
+			}
+		} else if cfg.Machines {
+			addr, _ := machineAddresses(cfg.BasePort + id)
+			if port := cfg.BasePort + redisPortOffset + id; !own[port] {
+				l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+				if err != nil {
+					return fmt.Errorf("lab: node %d's machine address %s:%d is in use (choose another --base-port): %w", id, addr, port, err)
+				}
+				l.Close()
+			}
+		}
+		for _, off := range cfg.portOffsets() {
+			port := cfg.BasePort + off + id
+			if own[port] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				return fmt.Errorf("lab: node %d's %s port %d is in use (choose another --base-port): %w", id, names[off], port, err)
+			}
+			l.Close()
+		}
+	}
+	for id := 1; id <= cfg.Etcd; id++ {
+		own := map[int]bool{}
+		for _, p := range node.EtcdMemberPorts(cfg.StateDir, id) {
+			own[p] = true
+		}
+		for _, off := range etcdPortOffsets {
+			port := cfg.BasePort + off + id
+			if own[port] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				return fmt.Errorf("lab: etcd member %d's port %d (base+%d+%d) is in use (choose another --base-port): %w", id, port, off, id, err)
+			}
+			l.Close()
+		}
+	}
+	return nil
 }

@@ -75,7 +75,7 @@ func TestConfigVars(t *testing.T) {
 	want := map[string]string{
 		"node_count": "5", "base_port": "7100", "persistence": `["none","none","none","none","none"]`, "restart_delay_seconds": "1.5",
 		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server", "replicas": "0",
-		"machines": "false", "etcd_count": "0", "plain_disks": "false", "etcd_unsafe_no_fsync": "false",
+		"machines": "false", "machine_ssh": "false", "etcd_count": "0", "plain_disks": "false", "etcd_unsafe_no_fsync": "false",
 	}
 	got := cfg.vars()
 	for k, v := range want {

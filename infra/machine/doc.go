@@ -13,9 +13,14 @@
 // What differs from a VM, on purpose:
 //
 //   - Machines share the host's network namespace (no --network-veth): each
-//     binds its own loopback address, and the host reaches it directly.
+//     binds its own loopback address, and the host reaches it directly;
+//     or, with Config.NetNS, they run in a namespace their owner made
+//     (with its veth pair and addresses: package node, machinenet.go).
 //     cloud-init's network configuration is therefore off, and its only
 //     data source is the NoCloud seed (nothing probes a metadata service).
+//   - openssh-server is installed, without host keys: ssh.service runs only
+//     on a machine whose owner wrote one into its root (Config.Files), so
+//     no two machines share a key; cloud-init keeps the keys it finds.
 //   - chronyd runs with -x: it synchronises and reports like on a VM but never
 //     sets the clock, which belongs to the host. Its unit's
 //     ConditionCapability=CAP_SYS_TIME is reset, since a container has no

@@ -52,22 +52,32 @@ type recipe struct {
 // chrony, cloud-init, systemd), with the container differences of the
 // package documentation.
 var theRecipe = recipe{
-	Version: 1,
+	Version: 2,
 	Suite:   "bookworm",
 	Base:    []string{"systemd", "systemd-sysv", "dbus"},
 	// debootstrap alone cannot resolve cloud-init's dependencies (it does
 	// not follow virtual packages), so apt-get installs them in a second step.
-	Packages: []string{"redis-server", "chrony", "cloud-init", "e2fsprogs", "procps", "iproute2"},
+	// openssh-server, iptables and iproute2's tc are what the faults over
+	// SSH (infra/hostfault) use on a machine of its own network namespace.
+	Packages: []string{"redis-server", "chrony", "cloud-init", "e2fsprogs", "procps", "iproute2", "openssh-server", "iptables"},
 	Files: map[string]string{
 		"/etc/cloud/cloud.cfg.d/90-redlock-machine.cfg": "# A machine of infra/machine: the NoCloud seed is the only data source,\n" +
 			"# the network is the host's (nothing to configure), and no locale to generate.\n" +
 			"datasource_list: [ NoCloud ]\n" +
 			"network: {config: disabled}\n" +
-			"locale: C.UTF-8\n",
+			"locale: C.UTF-8\n" +
+			"# The host key and root's authorized key are the lab's (Config.Files),\n" +
+			"# written before the first boot: cloud-init neither replaces nor wraps them.\n" +
+			"ssh_deletekeys: false\n" +
+			"ssh_genkeytypes: []\n" +
+			"disable_root: false\n",
 		"/etc/default/chrony": "# infra/machine: -x, chronyd synchronises but never sets the clock, which is the host's.\n" +
 			"DAEMON_OPTS=\"-F 1 -x\"\n",
 		"/etc/systemd/system/chrony.service.d/10-redlock-machine.conf": "# infra/machine: a container has no CAP_SYS_TIME, and chronyd runs with -x.\n" +
 			"[Unit]\nConditionCapability=\n",
+		"/etc/systemd/system/ssh.service.d/10-redlock-machine.conf": "# infra/machine: sshd runs only on a machine given a host key of its own\n" +
+			"# (the image's were removed: machines must not share one).\n" +
+			"[Unit]\nConditionPathExists=/etc/ssh/ssh_host_ed25519_key\n",
 		"/etc/apt/sources.list": "",
 		"/etc/machine-id":       "",
 	},
@@ -80,6 +90,11 @@ var theRecipe = recipe{
 		"/etc/systemd/system/timers.target.wants/dpkg-db-backup.timer",
 		"/etc/systemd/system/timers.target.wants/e2scrub_all.timer",
 		"/etc/systemd/system/timers.target.wants/fstrim.timer",
+		// openssh-server's postinst made these; every machine from the image
+		// would share them.
+		"/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_rsa_key.pub",
+		"/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ecdsa_key.pub",
+		"/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ed25519_key.pub",
 	},
 }
 

@@ -36,10 +36,26 @@ type Config struct {
 	// InstanceID is the cloud-init instance id; default Name. cloud-init runs
 	// the user data once per instance id: a second Start is a reboot.
 	InstanceID string
+	// NetNS, when set, is the path of a network namespace (/run/netns/NAME)
+	// the machine runs in instead of the host's: its owner creates it, with
+	// the interfaces and addresses the machine gets, before Start, and
+	// removes it after Close.
+	NetNS string
+	// Files are written into the machine's root before its first boot, by
+	// absolute path (a host key, an authorized key, a configuration
+	// drop-in), with their parent directories (mode 0755, or 0700 below
+	// /root). A later Start leaves them as the machine left them.
+	Files map[string]File
 	// Binds are host directories the machine sees at paths of its own, as
 	// data volumes (systemd-nspawn --bind). Each boot binds what is mounted
 	// at the host directory then.
 	Binds []Bind
+}
+
+// File is one file of Config.Files.
+type File struct {
+	Data []byte
+	Mode os.FileMode
 }
 
 // Bind is a host directory (Host) seen inside the machine at Path. Both
@@ -101,6 +117,14 @@ func New(cfg Config) (*Machine, error) {
 	if strings.ContainsAny(cfg.InstanceID, "\n\"'") {
 		return nil, fmt.Errorf("machine: %s: instance id %q has a newline or a quote", cfg.Name, cfg.InstanceID)
 	}
+	if cfg.NetNS != "" && (!filepath.IsAbs(cfg.NetNS) || strings.ContainsAny(cfg.NetNS, ",: ")) {
+		return nil, fmt.Errorf("machine: %s: network namespace %q: want an absolute path such as /run/netns/NAME", cfg.Name, cfg.NetNS)
+	}
+	for p := range cfg.Files {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return nil, fmt.Errorf("machine: %s: file %q: want a clean absolute path inside the machine", cfg.Name, p)
+		}
+	}
 	return &Machine{cfg: cfg, merged: filepath.Join(cfg.Dir, "root")}, nil
 }
 
@@ -112,15 +136,20 @@ func (m *Machine) Console() string { return filepath.Join(m.cfg.Dir, "console.lo
 
 // nspawnArgs is the argv of systemd-nspawn on root: not registered with
 // machined and in the caller's own cgroup (the host need not run systemd),
-// with the host's network.
+// with the host's network unless extra names a namespace.
 func nspawnArgs(root string, extra ...string) []string {
 	return append([]string{"systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--directory=" + root}, extra...)
 }
 
 // bootArgs is the argv that boots the machine.
 func (m *Machine) bootArgs() []string {
-	args := nspawnArgs(m.merged, "--boot", "--machine="+m.cfg.Name, "--console=read-only", "--link-journal=no")
-	return append(args, bindArgs(m.cfg.Binds)...)
+	extra := []string{"--boot", "--machine=" + m.cfg.Name, "--console=read-only", "--link-journal=no"}
+	if m.cfg.NetNS != "" {
+		// Its own namespace, so CAP_NET_ADMIN is its own too: iptables and
+		// tc inside act on the machine's interfaces only.
+		extra = append(extra, "--network-namespace-path="+m.cfg.NetNS, "--capability=CAP_NET_ADMIN")
+	}
+	return nspawnArgs(m.merged, append(extra, bindArgs(m.cfg.Binds)...)...)
 }
 
 // bindArgs are the systemd-nspawn options of binds.
@@ -286,6 +315,22 @@ func (m *Machine) seed() error {
 	meta := fmt.Sprintf("instance-id: %q\nlocal-hostname: %s\n", m.cfg.InstanceID, m.cfg.Name)
 	for name, data := range map[string][]byte{"user-data": m.cfg.UserData, "meta-data": []byte(meta)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return fmt.Errorf("machine: %w", err)
+		}
+	}
+	for p, f := range m.cfg.Files {
+		full := filepath.Join(m.merged, p)
+		mode := os.FileMode(0o755)
+		if strings.HasPrefix(p, "/root/") {
+			mode = 0o700
+		}
+		if err := os.MkdirAll(filepath.Dir(full), mode); err != nil {
+			return fmt.Errorf("machine: %w", err)
+		}
+		if err := os.WriteFile(full, f.Data, f.Mode); err != nil {
+			return fmt.Errorf("machine: %w", err)
+		}
+		if err := os.Chmod(full, f.Mode); err != nil { // WriteFile's mode passes the umask
 			return fmt.Errorf("machine: %w", err)
 		}
 	}

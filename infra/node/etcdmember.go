@@ -254,7 +254,7 @@ func StopEtcdMember(ctx context.Context, stateDir string, id int, purge bool) er
 		return nil
 	}
 	errs := stopDaemons(ctx, fmt.Sprintf("etcd member %d", id),
-		proc.Scan(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }), stopTimeout+5*time.Second)
+		proc.Scan(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }), stopTimeout+5*time.Second, filepath.Join(dir, supervisorLogFile))
 	for _, pid := range findMentioning(filepath.Join(dir, etcdConfFile)) {
 		signalGroup(pid, syscall.SIGKILL)
 		proc.WaitGone(context.Background(), pid, 5*time.Second)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,8 +63,9 @@ const machineBootTimeout = 5 * time.Minute
 
 // machineNode is the machine-mode part of a supervisor.
 type machineNode struct {
-	m   *machine.Machine
-	ntp *ntpServer
+	m     *machine.Machine
+	ntp   *ntpServer
+	netns string // the machine's own network namespace, if any (machinenet.go)
 
 	// power is held by a power loss from its cut until the loop has seen
 	// it, and by a boot: the machine boots again only once its disk is
@@ -97,44 +97,63 @@ func newMachineNode(ctx context.Context, spec Spec, logger *log.Logger) (*machin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	m, err := machine.New(machine.Config{
+	files, err := sshFiles(spec.Machine)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
+	}
+	cfg := machine.Config{
 		Name:     "redlab-" + strconv.Itoa(spec.Port),
 		Image:    img,
 		Dir:      dir,
 		UserData: spec.Machine.UserData,
+		Files:    files,
 		Binds:    machineBinds(spec),
-	})
+	}
+	if ns := spec.Machine.Netns; ns != "" {
+		cfg.NetNS = netnsPath(ns)
+	}
+	m, err := machine.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
 	}
-	ntp, err := startNTPServer(ctx, spec.Machine.NTPAddress, spec.path(ntpDir), logger)
+	if spec.Machine.Netns != "" {
+		if err := setupNetns(ctx, spec.Machine); err != nil {
+			return nil, fmt.Errorf("node %d: %w", spec.ID, err)
+		}
+	}
+	ntp, err := startNTPServer(ctx, spec.Machine.NTPAddress, ntpAllow(spec.Machine), spec.path(ntpDir), logger)
 	if err != nil {
+		_ = deleteNetns(context.WithoutCancel(ctx), spec.Machine.Netns)
 		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
 	}
-	return &machineNode{m: m, ntp: ntp, power: make(chan struct{}, 1)}, nil
+	return &machineNode{m: m, ntp: ntp, netns: spec.Machine.Netns, power: make(chan struct{}, 1)}, nil
 }
 
 // ntpDir holds a machine node's NTP server's configuration and pid file.
 const ntpDir = "ntp"
 
 // close stops the machine (an orderly shutdown, then a power cut), unmounts
-// its root and stops the NTP server. It is idempotent.
+// its root, stops the NTP server and deletes the machine's network
+// namespace. It is idempotent.
 func (mn *machineNode) close() error {
 	err := mn.m.Close()
 	mn.ntp.stop()
-	return err
+	return errors.Join(err, deleteNetns(context.Background(), mn.netns))
 }
 
 // sweepMachine ends a machine node's leftovers in Dir: the machine
-// (infra/machine.Sweep) and the NTP server, found by its configuration's
-// path.
+// (infra/machine.Sweep), the NTP server, found by its configuration's
+// path, and the machine's network namespace, by the name in its spec.
 func sweepMachine(ctx context.Context, Dir string) error {
 	conf := filepath.Join(Dir, ntpDir, "chrony.conf")
 	for _, pid := range findMentioning(conf) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		proc.WaitGone(context.Background(), pid, 5*time.Second)
 	}
-	return machine.Sweep(ctx, filepath.Join(Dir, machineDir))
+	if err := machine.Sweep(ctx, filepath.Join(Dir, machineDir)); err != nil {
+		return err
+	}
+	return deleteNetns(ctx, specNetns(Dir))
 }
 
 // lockPower takes mn.power, or gives up when ctx ends.
@@ -462,10 +481,11 @@ type ntpServer struct {
 	done chan struct{}
 }
 
-// startNTPServer runs chronyd -x as an NTP server on addr:123, with its
-// configuration and pid file in dir, and returns once its socket is bound.
-// It dies with the calling process (Pdeathsig).
-func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (*ntpServer, error) {
+// startNTPServer runs chronyd -x as an NTP server on addr:123 for the
+// clients in network allow, with its configuration and pid file in dir,
+// and returns once its socket is bound. It dies with the calling process
+// (Pdeathsig).
+func startNTPServer(ctx context.Context, addr, allow, dir string, logger *log.Logger) (*ntpServer, error) {
 	bin, err := exec.LookPath("chronyd")
 	if err != nil {
 		return nil, fmt.Errorf("node: the machines' NTP server: %w", err)
@@ -476,13 +496,13 @@ func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (
 	conf := filepath.Join(dir, "chrony.conf")
 	text := strings.Join([]string{
 		"# The NTP source of one lab machine (infra/lab): this host's time, served",
-		"# on a loopback address of its own; no command sockets, no clock control.",
+		"# on an address of its own; no command sockets, no clock control.",
 		"bindaddress " + addr,
 		"port 123",
 		"cmdport 0",
 		"bindcmdaddress /",
 		"local stratum 8",
-		"allow 127.0.0.0/8",
+		"allow " + allow,
 		"pidfile " + filepath.Join(dir, "chronyd.pid"),
 		"",
 	}, "\n")
@@ -502,11 +522,11 @@ func startNTPServer(ctx context.Context, addr, dir string, logger *log.Logger) (
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.ListenPacket("udp", net.JoinHostPort(addr, "123"))
-		if err != nil { // bound by chronyd
+		// Read, not probed by binding: a probe that holds the socket as
+		// chronyd binds it makes chronyd fail.
+		if udpBound(addr, 123) {
 			return n, nil
 		}
-		c.Close()
 		select {
 		case <-n.done:
 			return nil, fmt.Errorf("node: chronyd on %s exited at start (see the supervisor's log)", addr)

@@ -228,7 +228,7 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 		limit += 35 * time.Second // the machine's orderly shutdown (machine.Close)
 	}
 	errs := stopDaemons(ctx, fmt.Sprintf("node %d", id),
-		proc.Scan(func(pid int) bool { return isSupervisor(pid, stateDir, id) }), limit)
+		proc.Scan(func(pid int) bool { return isSupervisor(pid, stateDir, id) }), limit, filepath.Join(dir, supervisorLogFile))
 
 	if fileExists(filepath.Join(dir, userDataFile)) {
 		// A machine node: its redis.conf's dir is the machine's, so no

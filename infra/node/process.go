@@ -200,17 +200,26 @@ func startDaemon(redlab, sub, stateDir string, id int, dir string) (int, error) 
 }
 
 // stopDaemons SIGTERMs the supervisors sups of what ("node 2") and waits up
-// to limit for each, SIGKILLing one that outlives it (an error each).
-func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration) []error {
+// to limit for each, SIGKILLing one that outlives it (an error each, with
+// what its threads waited in and the goroutines it dumped into log, its
+// log file, on SIGQUIT).
+func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration, log string) []error {
 	var errs []error
 	for _, pid := range sups {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 	for _, pid := range sups {
 		if !proc.WaitGone(ctx, pid, limit) {
-			errs = append(errs, fmt.Errorf("node: %s: supervisor pid %d ignored SIGTERM; killed", what, pid))
+			threads := proc.Threads(pid)
+			// The Go runtime writes every goroutine's stack to stderr, the
+			// supervisor's log, and exits.
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+			proc.WaitGone(context.Background(), pid, 2*time.Second)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			proc.WaitGone(context.Background(), pid, 5*time.Second)
+			b, _ := os.ReadFile(log)
+			errs = append(errs, fmt.Errorf("node: %s: supervisor pid %d ignored SIGTERM; killed (threads, tid state wchan: %s); end of %s:\n%s",
+				what, pid, threads, log, tail(string(b), 6000)))
 		}
 	}
 	return errs

@@ -124,6 +124,14 @@ type MachineSpec struct {
 	// UserData is infra/modules/redis-node's cloud_init for the node; it
 	// lives in its own file (mode 0600: it embeds the ACL's hashes).
 	UserData []byte `json:"-"`
+	// Netns, when set, runs the machine in a network namespace of that
+	// name, joined to this host by a veth pair (machinenet.go): Address is
+	// then the machine's end, NTPAddress the host's, in one /30.
+	Netns string `json:"netns,omitempty"`
+	// SSHDir, when set, holds the machine's SSH host key and root's
+	// authorized_keys (SSHHostKeyFile, SSHAuthorizedKeysFile): its sshd
+	// runs with them (machinenet.go). Only with Netns.
+	SSHDir string `json:"ssh_dir,omitempty"`
 }
 
 // hasReplica reports whether the node runs a replica.
@@ -163,10 +171,23 @@ func (s Spec) Validate() error {
 		if s.hasReplica() {
 			return fmt.Errorf("node %d: a machine runs no replica", s.ID)
 		}
+		if m.Netns != "" {
+			if err := m.validateNetns(s.ID); err != nil {
+				return err
+			}
+		} else if m.SSHDir != "" {
+			return fmt.Errorf("node %d: an ssh dir needs a network namespace of the machine's own (sshd binds its address)", s.ID)
+		}
 		for name, a := range map[string]string{"machine address": m.Address, "NTP address": m.NTPAddress} {
+			if m.Netns != "" {
+				break
+			}
 			if ip := net.ParseIP(a); ip == nil || ip.To4() == nil || !ip.IsLoopback() || a == "127.0.0.1" {
 				return fmt.Errorf("node %d: %s %q: want an IPv4 loopback address of its own (not 127.0.0.1)", s.ID, name, a)
 			}
+		}
+		if m.SSHDir != "" && !filepath.IsAbs(m.SSHDir) {
+			return fmt.Errorf("node %d: ssh dir %q must be absolute", s.ID, m.SSHDir)
 		}
 		if m.Address == m.NTPAddress {
 			return fmt.Errorf("node %d: the machine and its NTP server both on %s", s.ID, m.Address)

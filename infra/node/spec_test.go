@@ -179,6 +179,38 @@ func TestMachineSpecValidation(t *testing.T) {
 	}
 }
 
+func TestMachineNetnsSpecValidation(t *testing.T) {
+	good := Spec{
+		ID: 1, StateDir: "/tmp/lab", Port: 9101, RedisPort: 9201, ControlPort: 9301,
+		Conf: []byte("port 9201\ndir /var/lib/redis\n"), Guard: []byte("#!/bin/bash\n"),
+		Machine: &MachineSpec{Address: "10.35.141.2", NTPAddress: "10.35.141.1", UserData: []byte("#cloud-config\n"),
+			Netns: "redlab-9101", SSHDir: "/tmp/lab/ssh/node1"},
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good spec: %v", err)
+	}
+	for name, mutate := range map[string]func(s *Spec){
+		"loopback in a netns": func(s *Spec) { s.Machine.Address = "127.80.35.141" },
+		"two networks":        func(s *Spec) { s.Machine.NTPAddress = "10.35.142.1" },
+		"network address":     func(s *Spec) { s.Machine.NTPAddress = "10.35.141.0" },
+		"broadcast address":   func(s *Spec) { s.Machine.Address = "10.35.141.3" },
+		"long name":           func(s *Spec) { s.Machine.Netns = "redlab-machine-9101" },
+		"ssh without netns": func(s *Spec) {
+			s.Machine.Netns, s.Machine.Address, s.Machine.NTPAddress = "", "127.80.35.141", "127.81.35.141"
+		},
+		"relative ssh dir":     func(s *Spec) { s.Machine.SSHDir = "ssh/node1" },
+		"one address for both": func(s *Spec) { s.Machine.NTPAddress = s.Machine.Address },
+	} {
+		s := good
+		m := *good.Machine
+		s.Machine = &m
+		mutate(&s)
+		if err := s.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, *s.Machine)
+		}
+	}
+}
+
 func TestEtcdMemberSpecValidate(t *testing.T) {
 	conf := func(listenClient, advertiseClient, listenPeer, advertisePeer int, extra string) []byte {
 		return []byte(fmt.Sprintf(`"name": "etcd2"

@@ -23,7 +23,7 @@
 # (infra/machine) from the module's cloud_init instead: the production unit,
 # chrony and the restart guard under real systemd, with the VM's paths. Its
 # differences from a VM are module inputs: bind_address (the machine's own
-# loopback address), port, lab_admin_password, max_lock_ttl/restart_margin/
+# loopback address, or with machine_ssh its end of a veth pair), port, lab_admin_password, max_lock_ttl/restart_margin/
 # clock_drift_ratio (the lab's exact delay) and ntp_servers (the node's
 # supervisor serves the host's time on a loopback address of its own).
 
@@ -46,8 +46,15 @@ locals {
       # NTP server, both derived from the node's proxy port, which no other
       # lab on this host can hold, so that two labs never share an address.
       # 127.80/16 and 127.81/16 stay clear of infra/verify's 127.0.79.x.
-      machine_address = "127.80.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}"
-      ntp_address     = "127.81.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}"
+      # With machine_ssh the machine runs in a network namespace of its own
+      # (redlab-PORT, also the host's end of its veth pair) on 10.x.y.0/30,
+      # x.y again the proxy port's bytes: 10.x.y.2 is the machine's end,
+      # 10.x.y.1 the host's, where the supervisor serves NTP. No route leads
+      # beyond the pair (infra/lab/layout.go owns the layout).
+      machine_address = var.machine_ssh ? "10.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}.2" : "127.80.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}"
+      ntp_address     = var.machine_ssh ? "10.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}.1" : "127.81.${floor((var.base_port + i) / 256)}.${(var.base_port + i) % 256}"
+      netns           = "redlab-${var.base_port + i}"
+      ssh_dir         = "${var.state_dir}/ssh/node${i}"
     }
   }
 }
@@ -101,6 +108,9 @@ module "node" {
   # chronyc waitsync for its first update. Process nodes run no chrony.
   ntp_servers       = var.machines ? [each.value.ntp_address] : ["127.0.0.1"]
   ntp_poll_exponent = var.machines ? 0 : null
+  # A machine of its own namespace sees every client (the supervisor's front,
+  # the drill's clients) come from the host's end of its veth pair.
+  client_cidrs = var.machine_ssh ? ["${each.value.ntp_address}/32"] : []
   # One certificate for every process node: all listen on loopback.
   tls = var.tls_dir == null ? null : {
     cert_file = "${var.tls_dir}/node.crt"
@@ -119,7 +129,7 @@ resource "terraform_data" "node" {
     guard        = sha256(module.node[each.key].restart_guard)
     ports        = "${each.value.port}/${each.value.redis_port}/${each.value.control_port}"
     redis_server = var.redis_server_path
-    machine      = var.machines ? sha256(nonsensitive(module.node[each.key].cloud_init)) : "none"
+    machine      = var.machines ? "${sha256(nonsensitive(module.node[each.key].cloud_init))}${var.machine_ssh ? "/ssh" : ""}" : "none"
     replica      = var.replicas > 0 ? "${each.value.replica_port}/${each.value.replica_link_port}/${sha256(nonsensitive(local.replica_conf[each.key]))}" : "none"
     plain_disk   = var.plain_disks
   }
@@ -157,6 +167,9 @@ resource "terraform_data" "node" {
       "--machine-address", each.value.machine_address,
       "--ntp-address", each.value.ntp_address,
       "--cloud-init-b64", base64encode(nonsensitive(module.node[each.key].cloud_init)),
+      ] : [], var.machines && var.machine_ssh ? [
+      "--machine-netns", each.value.netns,
+      "--machine-ssh-dir", each.value.ssh_dir,
     ] : [], var.plain_disks ? ["--plain-disk"] : [])
     command = "--restart-delay=${module.node[each.key].restart_delay_seconds}s"
   }
@@ -169,6 +182,10 @@ resource "terraform_data" "node" {
     precondition {
       condition     = var.tls_dir == null || (var.replicas == 0 && !var.machines)
       error_message = "tls_dir goes with independent process nodes only: replicas would need TLS replication, and machines the files inside them."
+    }
+    precondition {
+      condition     = var.machines || !var.machine_ssh
+      error_message = "machine_ssh gives machines a network namespace and sshd of their own: it needs machines = true."
     }
     precondition {
       condition     = !(var.machines && var.replicas > 0)

@@ -131,6 +131,12 @@ variable "machines" {
   default     = false
 }
 
+variable "machine_ssh" {
+  description = "With machines: every machine runs in a network namespace of its own (redlab-PORT), joined to this host by a veth pair on 10.x.y.0/30 (x.y the node's proxy port's two bytes; 10.x.y.2 the machine, 10.x.y.1 the host, no route beyond), and runs openssh-server with the host key and root's authorized key the lab put in state_dir/ssh/nodeN. Redis binds the machine's address."
+  type        = bool
+  default     = false
+}
+
 variable "plain_disks" {
   description = "false: every node's and etcd member's data directory is the power-loss filesystem its supervisor serves (only what was fsynced survives a power-loss fault). true: plain directories, nothing between the server and the disk; power-loss faults are then refused. Machines too: their data directory is then on the machine's root file system instead of the power-loss filesystem bound into it."
   type        = bool

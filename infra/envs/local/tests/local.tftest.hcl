@@ -300,6 +300,46 @@ run "machines" {
   }
 }
 
+run "machines_ssh" {
+  command = plan
+
+  variables {
+    node_count            = 3
+    base_port             = 9100
+    restart_delay_seconds = 3
+    machines              = true
+    machine_ssh           = true
+  }
+
+  assert {
+    condition     = output.addrs == ["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9103"]
+    error_message = "with machine_ssh, clients still use the proxies on base_port+N"
+  }
+  assert {
+    # 9102 = 35 * 256 + 142: the machine's end of its veth pair, 10.35.142.2.
+    condition     = output.nodes[1].redis_addr == "10.35.142.2:9202"
+    error_message = "node N's machine must bind 10.x.y.2 of its veth pair, x.y derived from its proxy port"
+  }
+  assert {
+    condition = alltrue([
+      strcontains(module.node["2"].redis_conf, "bind 10.35.142.2\n"),
+      strcontains(module.node["2"].chrony_conf, "server 10.35.142.1 prefer iburst minpoll 0 maxpoll 0\n"),
+      strcontains(module.node["2"].redis_unit, "IPAddressAllow=localhost 10.35.142.1/32\n"),
+    ])
+    error_message = "a namespaced machine binds its veth address, takes NTP from the host's end and admits clients from it"
+  }
+}
+
+run "ssh_without_machines" {
+  command = plan
+
+  variables {
+    machine_ssh = true
+  }
+
+  expect_failures = [terraform_data.node]
+}
+
 run "machines_without_replicas" {
   command = plan
 
