@@ -39,9 +39,9 @@ func AwaitAOFWritten(t *testing.T, c *redis.Client) {
 // the power is cut at once. A must survive unless the profile never fsyncs
 // (no-fsync) or keeps nothing (none); B must survive under always, and is
 // lost under no-fsync and none. Under everysec B is lost or kept by whether
-// the once-a-second fsync fell between its write and the cut, so only its
-// accounting is checked: every key of B that is gone is a write the cut
-// took from the AOF (and A's survival says the cut took nothing older).
+// the once-a-second fsync fell between its write and the cut, so it is only
+// reported (and not every key lost is a write the cut took: Redis may not
+// have written it yet, while a background fsync runs).
 func PowerLoss(t *testing.T, l Lab, id int, prof node.Persistence) {
 	t.Helper()
 	ctx := context.Background()
@@ -105,9 +105,6 @@ func PowerLoss(t *testing.T, l Lab, id int, prof node.Persistence) {
 	}
 	if prof == node.PersistAlways && (pl.CutBytes != 0 || pl.CutCommands != 0) {
 		t.Errorf("always: got %+v, want nothing cut", pl)
-	}
-	if lost := int64(len(b) - gotB); prof == node.PersistEverysec && pl.CutCommands < lost {
-		t.Errorf("everysec: %d keys of set B lost, the cut took %d writes from the AOF; want at least one per key lost", lost, pl.CutCommands)
 	}
 	if prof == node.PersistNoFsync && (pl.CutBytes == 0 || pl.CutCommands < int64(len(a)+len(b))) {
 		t.Errorf("no-fsync: got %+v, want the unsynced AOF cut, at least the %d writes of sets A and B", pl, len(a)+len(b))
