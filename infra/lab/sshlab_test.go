@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -172,6 +173,62 @@ func TestLabMachinesSSH(t *testing.T) {
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "shares its host's clock") {
 			t.Errorf("clock-jump on a machine: got %v, want refused: shares its host's clock", err)
 		}
+	})
+
+	t.Run("a controller SIGKILLed mid-fault leaves nothing once the dead-man fires", func(t *testing.T) {
+		// `redlab fault` over SSH, killed right after it injected: a
+		// partition of node 2 it would have healed after --hold 2s, and a
+		// pause of node 1 for 2s. Nobody heals them but the hosts
+		// themselves: the switch fires at the fault's for plus its margin
+		// (30s), the pause ends by itself after its for.
+		type run struct {
+			node int
+			args []string
+		}
+		var cmds []*exec.Cmd
+		for _, r := range []run{{2, []string{"partition", "2", "--hold", "2s"}}, {1, []string{"pause", "1", "--for", "2s"}}} {
+			cmd := exec.Command(redlab, append(append([]string{"fault"}, r.args...), "--hosts", l.HostsFile())...)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 4096)
+			var got strings.Builder
+			for !strings.Contains(got.String(), "injected") {
+				n, err := out.Read(buf)
+				got.Write(buf[:n])
+				if err != nil {
+					t.Fatalf("redlab fault %v: %v before it injected: %s", r.args, err, got.String())
+				}
+			}
+			_ = cmd.Process.Kill() // SIGKILL: no signal handler heals anything
+			cmds = append(cmds, cmd)
+		}
+		for _, cmd := range cmds {
+			_ = cmd.Wait()
+		}
+		rc := redis.NewClient(&redis.Options{Addr: inv.Hosts[1].Redis, Username: creds.Redlock.Name, Password: creds.Redlock.Password,
+			DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+		defer rc.Close()
+		if err := rc.Ping(ctx).Err(); err == nil {
+			t.Errorf("node 2 answered right after its controller died, want the partition still in place")
+		}
+		faultcheck.Eventually(t, 90*time.Second, "nothing left of either fault on the hosts", func() error {
+			for _, i := range []int{0, 1} {
+				out, err := clients[i].Run(ctx, "systemctl list-units --all --plain --no-legend 'redlab-heal-*'; ls "+hostfault.StateDir+" 2>/dev/null; iptables -S | grep -i redlab; grep '^State:' /proc/$(systemctl show -p MainPID --value redlock-redis)/status")
+				if err != nil && !strings.Contains(out, "State:") {
+					return fmt.Errorf("host %d: %v: %s", i+1, err, out)
+				}
+				if strings.TrimSpace(out) != "State:\tS (sleeping)" && !strings.HasPrefix(strings.TrimSpace(out), "State:\tR") {
+					return fmt.Errorf("host %d still has: %q", i+1, out)
+				}
+			}
+			return rc.Ping(ctx).Err()
+		})
 	})
 
 	for _, c := range clients {
