@@ -136,21 +136,76 @@ func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (n
 // one: a connection the node closed (it crashed or restarted) is then
 // dropped before a command is sent on it, instead of failing that command
 // with EOF. go-redis does not look below a *tls.Conn by itself, since
-// pending bytes may be a TLS record rather than a reply. A RESP2 client
-// (this package's) treats any pending byte as a reason to drop the
-// connection, which costs at worst one new connection; a RESP3 one would
-// read through TLS, so it gets the bare *tls.Conn (see dialer).
-// ConnectionState stays reachable through the embedded *tls.Conn.
+// pending bytes may be a TLS record rather than a reply: a connection that
+// never ran a command holds the node's TLS 1.3 session tickets. Taken for a
+// dead connection, each of those would be dropped and dialled again, and
+// the pool keeps its idle connections topped up with new, unused ones: under
+// load every acquire then paid a handshake, the CPU went to handshakes, the
+// node timeouts fired and closed more connections (a lab's TLS drill lost
+// most of its acquires that way). So before the pool looks, pending bytes
+// go through TLS first (settle): records without data (tickets) are
+// consumed, and only data or a close marks the connection dead. A RESP3
+// client would peek at a reply through TLS itself, so it gets the bare
+// *tls.Conn (see dialer). ConnectionState stays reachable through the
+// embedded *tls.Conn.
 type tlsConn struct {
 	*tls.Conn
 }
+
+// settleWait bounds the read that consumes a connection's pending TLS
+// records: they are in the socket already, so it only waits out the check
+// for data after them, once per connection that had any.
+const settleWait = time.Millisecond
 
 func (c *tlsConn) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.NetConn().(syscall.Conn)
 	if !ok {
 		return nil, errors.New("redlock: connection has no socket")
 	}
-	return sc.SyscallConn()
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return settledRaw{RawConn: raw, c: c}, nil
+}
+
+// settledRaw is the socket of a tlsConn for the pool's look (Read).
+type settledRaw struct {
+	syscall.RawConn
+	c *tlsConn
+}
+
+// errTLSData is an idle connection that held data or a close under TLS.
+var errTLSData = errors.New("redlock: idle TLS connection holds data or a close")
+
+// Read runs the pool's look at the socket once any TLS records waiting on
+// it have gone through TLS.
+func (r settledRaw) Read(f func(fd uintptr) bool) error {
+	pending := false
+	if err := r.RawConn.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, _ := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		pending = n > 0
+		return true
+	}); err != nil {
+		return err
+	}
+	if pending && !r.c.settle() {
+		return errTLSData
+	}
+	return r.RawConn.Read(f)
+}
+
+// settle reads through TLS what the socket holds, for settleWait at most:
+// it reports false when that was data or the end of the connection (it is
+// then not fit for reuse), true when only records without data (session
+// tickets) were there.
+func (c *tlsConn) settle() bool {
+	_ = c.Conn.SetReadDeadline(time.Now().Add(settleWait))
+	var b [1]byte
+	n, err := c.Conn.Read(b[:])
+	_ = c.Conn.SetReadDeadline(time.Time{})
+	return n == 0 && timedOut(err)
 }
 
 func timedOut(err error) bool {

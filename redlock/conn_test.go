@@ -199,3 +199,29 @@ func TestTLSResp3IdleConnections(t *testing.T) {
 		t.Fatal("PINGs on idle RESP3 TLS connections never returned: the pool's check reads through TLS")
 	}
 }
+
+// TestTLSIdleConnectionsReused: this package's clients keep the idle TLS
+// connections the pool dialled ahead. Those hold the node's session
+// tickets until they first run a command; the pool's look at the socket
+// must not take them for dead ones (StaleConns), or every one is dropped
+// and dialled again, and the pool's top-ups repeat it under load.
+func TestTLSIdleConnectionsReused(t *testing.T) {
+	ca := newTestCA(t, "lab CA")
+	now := time.Now()
+	n := redistest.StartTLS(t, ca, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	c := redlock.NewNodes([]string{n.Addr}, redlock.WithTLS(trusting(ca)), redlock.WithNodeTimeout(time.Second), redlock.WithPoolSize(4))[0]
+	defer c.Close()
+	for c.PoolStats().IdleConns < uint32(redlock.DefaultMinIdleConns) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the tickets arrive
+	ctx := context.Background()
+	for i := range 16 {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING %d: %v", i, err)
+		}
+	}
+	if st := c.PoolStats(); st.StaleConns != 0 {
+		t.Errorf("pool stats %+v: %d idle connections dropped as dead, want 0", st, st.StaleConns)
+	}
+}
