@@ -238,6 +238,11 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 		if err := sweepMachine(ctx, dir); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("node %d: %w", id, err))...)
 		}
+		// The machine's data volume, a power-loss mount its supervisor
+		// served: dead if that supervisor died.
+		if err := SweepDisks(dir); err != nil {
+			errs = append(errs, fmt.Errorf("node %d: %w", id, err))
+		}
 		for _, f := range []string{supervisorPIDFile, redisPIDFile} {
 			os.Remove(filepath.Join(dir, f))
 		}
