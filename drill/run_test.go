@@ -39,6 +39,11 @@ import (
 // nothing, so its count of violations is small (3 per guard over three cuts
 // in one run) and could be 0 on a busy machine.
 //
+// client-pause, the whole-process pause, runs in `make drills`; here its
+// sibling client-pause-request (the holder's goroutine frozen) stands for
+// it: in one CI run arming client-pause's process pause on a serve process
+// timed out after 10 s and the drill did not run.
+//
 // one-node-loss-tls is not here for now: on 2 December 2026 its Redlock
 // guards collapsed in four runs in a row on a quiet machine (15 % to 90 %
 // reserved, node p99 over 100 ms against a 50 ms node timeout, 9 to 21 ms of
@@ -57,7 +62,7 @@ import (
 var ciDrills = []string{
 	"power-loss-no-fsync",
 	"power-loss-always-no-delay",
-	"client-pause",
+	"client-pause-request",
 	"delete-release",
 	"replicas-as-nodes",
 }
