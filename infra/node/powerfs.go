@@ -40,8 +40,8 @@ type disk struct {
 // allowOther lets users other than root in (a machine's redis-server runs
 // as redis).
 func mountDisk(dir string, plain, allowOther bool, lg *log.Logger, orphans func() []int) disk {
-	if plain || powerfs.Available() != nil {
-		// Only a dead mount to end, if a crashed supervisor left one.
+	// sweep ends a dead mount a crashed supervisor left on dir.
+	sweep := func() {
 		if swept, err := powerfs.Sweep(dir); err != nil {
 			lg.Printf("power loss: %v", err)
 		} else if len(swept) > 0 {
@@ -49,10 +49,12 @@ func mountDisk(dir string, plain, allowOther bool, lg *log.Logger, orphans func(
 		}
 	}
 	if plain {
+		sweep()
 		lg.Printf("power loss: the data directory is plain; power-loss faults are refused")
 		return disk{err: ErrPlainDisk}
 	}
 	if err := powerfs.Available(); err != nil {
+		sweep()
 		lg.Printf("power loss: %v; power-loss faults are refused on this node", err)
 		return disk{err: err}
 	}
@@ -63,11 +65,7 @@ func mountDisk(dir string, plain, allowOther bool, lg *log.Logger, orphans func(
 	for i := 0; i < 100 && len(orphans()) > 0; i++ {
 		time.Sleep(pollInterval)
 	}
-	if swept, err := powerfs.Sweep(dir); err != nil {
-		lg.Printf("power loss: %v", err)
-	} else if len(swept) > 0 {
-		lg.Printf("power loss: ended the dead mount at %v", swept)
-	}
+	sweep()
 	// Journal: the nodes' disks in production are ext4 or xfs, whose
 	// journal commits names with any fsync; Redis and etcd rely on it.
 	f, err := powerfs.Mount(dir, powerfs.Options{Journal: true, AllowOther: allowOther})
