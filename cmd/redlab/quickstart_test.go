@@ -145,7 +145,7 @@ func TestReadmeQuickStartTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base := redistest.FreeStableBasePort(t, lab.DefaultCount, 0, 100, 200)
+	base := redistest.FreeStableBasePort(t, lab.DefaultCount, lab.PortOffsets(0)...)
 	script = strings.Replace(script, "bin/redlab lab up", fmt.Sprintf("bin/redlab lab up --base-port %d", base), 1)
 	t.Cleanup(func() {
 		cmd := exec.Command(bin, "lab", "down", "--state-dir", filepath.Join(dir, lab.DefaultStateDir))
