@@ -40,9 +40,14 @@ type Fault struct {
 	// Partition drops every byte both ways. New connections are accepted
 	// but not forwarded, so clients time out, as behind a real partition,
 	// instead of being refused; they reach the upstream once the partition
-	// ends. What was dropped stays dropped (a real network's
-	// retransmissions would have given up by then). An upstream that closes
-	// during a partition is not announced to the client until it ends.
+	// ends. What was dropped stays dropped, and a connection that lost
+	// bytes either way is closed when the partition ends: TCP never
+	// delivers a stream with a hole in it, so carrying on would hand the
+	// two ends a stream no network produces (an HTTP/2 connection, etcd's
+	// gRPC, that lost frames kept answering pings while the requests on it
+	// never completed). Connections that sent nothing during the partition
+	// carry on. An upstream that closes during a partition is not
+	// announced to the client until it ends.
 	Partition bool
 	// Latency delays every chunk the upstream sends by Latency ± Jitter,
 	// counted from when the chunk arrived, in whole milliseconds (the

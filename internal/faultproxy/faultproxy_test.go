@@ -185,6 +185,8 @@ func TestPartitionIsSilenceNotRefusal(t *testing.T) {
 	p := start(t, newEcho(t).addr())
 	open := dial(t, p)
 	mustEcho(t, open, "before")
+	quiet := dial(t, p)
+	mustEcho(t, quiet, "before, quiet")
 
 	p.Set(Fault{Partition: true})
 	if got := p.Fault(); !got.Partition {
@@ -195,14 +197,18 @@ func TestPartitionIsSilenceNotRefusal(t *testing.T) {
 	// A new one is accepted, and goes silent too.
 	fresh := dial(t, p)
 	silent(t, fresh, "during, new")
+	// One more arrives and sends nothing.
+	waiting := dial(t, p)
 
 	p.Set(Fault{})
-	// The open connection carries on; what was sent during the
-	// partition is lost, as it would be.
-	mustEcho(t, open, "after")
-	// The connection that arrived during the partition reaches
-	// the upstream now.
-	mustEcho(t, fresh, "after, new")
+	// What was sent during the partition is lost, and a stream with a
+	// hole in it is one TCP never delivers: those connections end.
+	closed(t, open, "a connection whose bytes the partition dropped")
+	closed(t, fresh, "a connection made during the partition whose bytes it dropped")
+	// A connection that sent nothing carries on, and the one that
+	// arrived during the partition reaches the upstream now.
+	mustEcho(t, quiet, "after")
+	mustEcho(t, waiting, "after, new")
 }
 
 func TestPartitionHidesAnUpstreamThatLeft(t *testing.T) {

@@ -122,7 +122,11 @@ type link struct {
 	dialing        bool
 	dialDeadline   time.Duration
 	serverGone     bool // the upstream closed during a partition, unannounced
-	up, down       half
+	// lost: a partition dropped bytes of this link, either way. The
+	// stream has a hole in it, so the link is closed when the partition
+	// ends (see Fault.Partition).
+	lost     bool
+	up, down half
 }
 
 // half is one direction of a link.
@@ -789,6 +793,7 @@ func (p *Proxy) read(l *link, e *end, h *half) {
 	now := p.now()
 	switch p.mode(h.dir) {
 	case drop:
+		l.lost = true
 		return
 	case plain:
 		if len(h.queue) > 0 {
@@ -848,6 +853,7 @@ func (p *Proxy) flush(l *link, h *half) bool {
 	}
 	if p.mode(h.dir) == drop {
 		h.queue, h.queued = nil, 0
+		l.lost = true
 		return true
 	}
 	dst := l.dst(h)
@@ -955,7 +961,7 @@ func (p *Proxy) apply(f Fault) {
 	}
 	for l := range p.links {
 		if !f.Partition {
-			if l.serverGone {
+			if l.serverGone || l.lost {
 				p.closeLink(l)
 				continue
 			}
@@ -968,6 +974,9 @@ func (p *Proxy) apply(f Fault) {
 		}
 		for _, h := range []*half{&l.up, &l.down} {
 			if f.Partition {
+				if len(h.queue) > 0 {
+					l.lost = true
+				}
 				h.queue, h.queued, h.blocked = nil, 0, false
 				continue
 			}
