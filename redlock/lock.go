@@ -27,12 +27,12 @@ type Lock struct {
 
 	// late marks nodes whose SET was still in flight when the lock was
 	// granted. Release waits for a late node's own SET to return
-	// (set.answered[i] open) before it deletes there, so it cannot overtake it;
+	// (set.at[i].answered open) before it deletes there, so it cannot overtake it;
 	// the other nodes, late or not, do not wait for it.
 	late []bool
 
 	// set is the acquire round: its answers say which nodes the SET may
-	// have written to (a late node's answer only once set.answered[i] is
+	// have written to (a late node's answer only once set.at[i].answered is
 	// open).
 	// extended adds, per node, what Extend learnt (extMayHold, extUnsure).
 	set      *round
@@ -51,9 +51,9 @@ const (
 
 // holds reports whether node i may hold the lock's key, and whether that is
 // unknown rather than known (see written). For a late node it must be called
-// only once set.answered[i] is open.
+// only once set.at[i].answered is open.
 func (l *Lock) holds(i int) (mayHold, unsure bool) {
-	mayHold, unsure = written(l.set.answers[i])
+	mayHold, unsure = written(l.set.at[i].answer)
 	x := l.extended[i].Load()
 	return mayHold || x&extMayHold != 0, unsure || x&extUnsure != 0
 }
@@ -138,11 +138,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 }
 
 func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, start time.Time) (*Lock, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ttl)
-		defer cancel()
-	}
+	// A context without deadline gets one, start+ttl, before the first
+	// retry: the first attempt is bounded already (its wait for a place by
+	// ttl, its round by the request timeout), and most calls end with it,
+	// so they do without the context and its timer.
+	_, bounded := ctx.Deadline()
 	var (
 		last     Event
 		sentinel error // the last completed attempt's reason
@@ -202,6 +202,12 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, sta
 		wait, ok := c.cfg.backoff(n)
 		if !ok {
 			return nil, newAttemptError(sent, last, sentinel)
+		}
+		if !bounded {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, start.Add(ttl))
+			defer cancel()
+			bounded = true
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -296,10 +302,11 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
-	// Boxed once for every node's command, not once per node.
-	keyArg, tokenArg, msArg := any(key), any(token), any(ms)
+	// Built and boxed once for every node's command (go-redis only reads
+	// a command's arguments), not once per node.
+	setArgs := []any{"set", key, token, "px", ms, "nx"}
 	set := func(ctx context.Context, node *redis.Client, _ int) answer {
-		cmd := redis.NewBoolCmd(ctx, "set", keyArg, tokenArg, "px", msArg, "nx")
+		cmd := redis.NewBoolCmd(ctx, setArgs...)
 		if err := node.Process(ctx, cmd); err != nil {
 			return answer{err: err}
 		}
@@ -381,23 +388,22 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, n i
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	expired := l.Validity() <= 0
-	keys := []string{l.key}
-	args := []any{l.token} // shared: go-redis copies a script's arguments
+	call := releaseScript.call(l.key, l.token)
 	base := context.WithoutCancel(ctx)
 	del := func(ctx context.Context, node *redis.Client, i int) answer {
-		run := releaseScript.Run
-		if l.late != nil && l.late[i] && !l.set.answered[i].isOpen() {
+		run := call.run
+		if l.late != nil && l.late[i] && !l.set.at[i].answered.isOpen() {
 			// Wait for the late SET (bounded by its own timeout), then
 			// delete with a fresh budget, in one round trip (EVAL): a
 			// node this slow may miss the script and a NOSCRIPT retry
 			// would cost a second timeout.
-			l.set.answered[i].wait()
+			l.set.at[i].answered.wait()
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(base, c.timeout)
 			defer cancel()
-			run = releaseScript.Eval
+			run = call.eval
 		}
-		return releaseAnswer(run(ctx, node, keys, args...).Int64())
+		return releaseAnswer(run(ctx, node).Int64())
 	}
 	// Runs on each node's goroutine once Release has decided (a late node's
 	// SET has returned by then: del waited for it).
@@ -456,10 +462,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ttl = ttl.Truncate(time.Millisecond)
-	keys := []string{l.key}
-	args := []any{l.token, ms}
+	call := extendScript.call(l.key, l.token, ms)
 	pexpire := func(ctx context.Context, node *redis.Client, _ int) answer {
-		v, err := extendScript.Run(ctx, node, keys, args...).Int64()
+		v, err := call.run(ctx, node).Int64()
 		switch {
 		case err != nil:
 			return answer{err: err}

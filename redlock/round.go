@@ -23,17 +23,24 @@ type round struct {
 	op     nodeOp
 	after  afterOp
 	// replies carries the index of each node as it answers; its answer is
-	// answers[i], written before the send.
+	// at[i].answer, written before the send.
 	replies chan int
 	decided latch // opened by decide; won is written before
 	won     bool
 	pending atomic.Int32
 
-	// answers[i] is node i's own answer, written by its goroutine before
-	// it sends its index on replies and opens answered[i]: read it after
-	// receiving that index, or after answered[i] is open.
-	answers  []answer
-	answered []latch
+	// at[i] is node i's own answer, written by its goroutine before it
+	// sends its index on replies and opens at[i].answered: read it after
+	// receiving that index, or after at[i].answered is open. One slice for
+	// both, so a round costs one allocation for them.
+	at []nodeAnswer
+}
+
+// nodeAnswer is one node's answer in a round, and the latch its goroutine
+// opens once the answer is written.
+type nodeAnswer struct {
+	answer
+	answered latch
 }
 
 // answer is what one node's request came to.
@@ -87,16 +94,15 @@ func (c *Client) fanout(detached context.Context, timeout time.Duration, op node
 		return nil, ErrClosed
 	}
 	r := &round{
-		c:        c,
-		op:       op,
-		after:    after,
-		replies:  make(chan int, n),
-		answers:  make([]answer, n),
-		answered: make([]latch, n),
+		c:       c,
+		op:      op,
+		after:   after,
+		replies: make(chan int, n),
+		at:      make([]nodeAnswer, n),
 	}
 	r.decided.arm()
-	for i := range r.answered {
-		r.answered[i].arm()
+	for i := range r.at {
+		r.at[i].answered.arm()
 	}
 	r.pending.Store(int32(n))
 	r.start = time.Now()
@@ -115,8 +121,8 @@ func (r *round) run(i int) {
 	if a.err != nil {
 		a.outcome = classify(a.err)
 	}
-	r.answers[i] = a
-	r.answered[i].open()
+	r.at[i].answer = a
+	r.at[i].answered.open()
 	r.replies <- i
 	if r.after != nil {
 		r.decided.wait()
@@ -181,7 +187,7 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 	answered := 0
 	record := func(i int) {
 		answered++
-		rep := r.answers[i]
+		rep := r.at[i].answer
 		t.nodes[i].Outcome = rep.outcome
 		t.nodes[i].Latency = rep.at
 		t.nodes[i].Err = rep.err
