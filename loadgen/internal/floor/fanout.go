@@ -45,7 +45,8 @@ func MeasureFanout(ctx context.Context, nodes []*redis.Client, workers int, d ti
 		return Fanout{}, fmt.Errorf("floor: fan-out: %d nodes, %d workers for %v: want at least one node and one worker for a while", len(nodes), workers, d)
 	}
 	quorum := len(nodes)/2 + 1
-	prefix := fmt.Sprintf("floor-%d-", time.Now().UnixNano())
+	// Under "lock:", the only keys the lab's redlock user may touch.
+	prefix := fmt.Sprintf("lock:floor-%d-", time.Now().UnixNano())
 	var (
 		seq            atomic.Int64
 		cycles, failed atomic.Int64

@@ -13,9 +13,10 @@ func TestMeasureFanout(t *testing.T) {
 	const user, password = "floor", "floor-password-0123456789"
 	for _, fsync := range []string{"always", "everysec"} {
 		t.Run(fsync, func(t *testing.T) {
-			// The lab's nodes take ACL logins; so do these.
+			// The lab's nodes take ACL logins, and its redlock user may
+			// touch only keys under "lock:"; so do these.
 			c := redistest.Start(t, 5, redistest.Options{AppendFsync: fsync,
-				Extra: []string{"user " + user + " on >" + password + " ~* +@all"}})
+				Extra: []string{"user " + user + " on >" + password + " resetkeys ~lock:* +@all"}})
 			nodes := redlock.NewNodes(c.Addrs(), redlock.WithPoolSize(8), redlock.WithAuth(user, password),
 				redlock.WithNodeTimeout(time.Second))
 			t.Cleanup(func() {
@@ -38,7 +39,7 @@ func TestMeasureFanout(t *testing.T) {
 			}
 			// Every cycle deleted its key.
 			for i, n := range nodes {
-				if keys, err := n.Keys(context.Background(), "floor-*").Result(); err != nil || len(keys) != 0 {
+				if keys, err := n.Keys(context.Background(), "lock:floor-*").Result(); err != nil || len(keys) != 0 {
 					t.Errorf("node %d: got keys %q (%v), want none", i, keys, err)
 				}
 			}
