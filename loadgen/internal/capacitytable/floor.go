@@ -34,7 +34,7 @@ func runDisk(ctx context.Context, floorPath, dir string, d time.Duration, stdout
 			return err
 		}
 		runs = append(runs, r)
-		fmt.Fprintf(stdout, "disk %s: %d writers, %.0f appends+fdatasyncs/s in all\n", dir, w, r.SyncsPerS)
+		fmt.Fprintf(stdout, "disk %s: %d writer(s), %.0f appends+fdatasyncs/s in all\n", dir, w, r.SyncsPerS)
 	}
 	return floor.Update(floorPath, func(f *floor.File) { f.Disk = runs })
 }
