@@ -11,8 +11,15 @@
 # that outlives its trigger never comes back).
 # Every run accounts the CPU of every process (--lab-cpu: the generator,
 # the redis-servers and the supervisors with their fronts; the supervisors
-# idle on the direct path). The table replaces what lies between the
-# capacity markers of README.md.
+# idle on the direct path).
+# Beside each knee, what the machine physically allows (package
+# loadgen/internal/floor, recorded in $OUT/floor.json): before the lab
+# comes up, appends+fdatasyncs per second on the filesystem of the lab's
+# state directory, by one writer and by five; and, with the lab up at each
+# fsync policy, the fan-out floor: the most lock+unlock cycles per second
+# of the least a Redlock must do, straight to the five redis-servers. The
+# table gives each knee as a share of its policy's floor, and replaces
+# what lies between the capacity markers of README.md.
 #
 # The full run takes about 25 minutes and needs the machine to itself:
 # whatever else runs shows up as latency and moves the knee.
@@ -20,7 +27,8 @@
 # Knobs: CAPACITY_QUICK=1 (short steps and few rates, to check the script;
 # prints the table and leaves README.md alone), CAPACITY_RATES,
 # CAPACITY_STEP (step duration), CAPACITY_OVER (duration of the run at three
-# times the knee), CAPACITY_OUT (runs/capacity-TIMESTAMP),
+# times the knee), CAPACITY_FLOOR (duration of each floor measurement),
+# CAPACITY_OUT (runs/capacity-TIMESTAMP),
 # CAPACITY_BASE_PORT (8100, clear of the default lab and its monitoring: the
 # nodes on base+1.., redis on base+101.., control on base+201..).
 set -euo pipefail
@@ -35,12 +43,14 @@ if [ -n "${CAPACITY_QUICK:-}" ]; then
 	OVER=${CAPACITY_OVER:-3s}
 	SPIKE=${CAPACITY_SPIKE:-3s}
 	CALM=${CAPACITY_CALM:-5s}
+	FLOOR=${CAPACITY_FLOOR:-1s}
 else
 	RATES=${CAPACITY_RATES:-100,200,300,400,500,600,700,800,1000,1200,1400,1600,2000,2400}
 	STEP=${CAPACITY_STEP:-20s}
 	OVER=${CAPACITY_OVER:-20s}
 	SPIKE=${CAPACITY_SPIKE:-20s}
 	CALM=${CAPACITY_CALM:-30s}
+	FLOOR=${CAPACITY_FLOOR:-5s}
 fi
 OUT=${CAPACITY_OUT:-runs/capacity-$(date +%Y%m%d-%H%M%S)}
 BASE=${CAPACITY_BASE_PORT:-8100}
@@ -78,6 +88,11 @@ addrs() { # addrs OFFSET: the nodes' addresses at base+OFFSET+1..
 export REDLAB_STATE_DIR=$labdir REDLAB_CREDENTIALS=$labdir/credentials.json
 common=(--guard redlock --keys uniform:1000 --lab-cpu)
 setups=()
+floor=$OUT/floor.json
+# The disk alone, before any redis-server writes to it.
+mkdir -p "$labdir"
+echo "capacity: the disk under $labdir: appends+fdatasyncs, $FLOOR each by one writer and by five"
+"$TABLE" -floor "$floor" -disk "$labdir" -duration "$FLOOR"
 for fsync in always everysec; do
 	echo "capacity: lab up, $NODES nodes, appendfsync $fsync"
 	lab_started=1
@@ -87,6 +102,8 @@ for fsync in always everysec; do
 PLAIN_DISKS="${PLAIN_DISKS:-true}"
 	"$BIN" lab up --plain-disks="$PLAIN_DISKS" --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
 		{ echo "capacity: lab up failed:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
+	echo "capacity: appendfsync $fsync: the fan-out floor, $FLOOR direct to the nodes"
+	"$TABLE" -floor "$floor" -fanout "$(addrs 100)" -appendfsync "$fsync" -duration "$FLOOR"
 	for path in fronts direct; do
 		dir=$OUT/$path-$fsync
 		nodes=$(addrs 0)
@@ -120,10 +137,10 @@ done
 
 note="_\`make capacity\`, $(date -u +%Y-%m-%d): $NODES lab nodes, redlock guard, uniform:1000 keys, sweep steps of $STEP over $RATES /s, $OVER at three times the knee, $(nproc) CPUs; CPU summed over every process._"
 if [ -n "${CAPACITY_QUICK:-}" ]; then
-	"$TABLE" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
+	"$TABLE" -floor "$floor" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
 	echo "capacity: quick mode: README.md left as it is; the table is in $OUT/table.md"
 else
-	"$TABLE" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
-	"$TABLE" -note "$note" -readme README.md "${setups[@]}"
+	"$TABLE" -floor "$floor" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
+	"$TABLE" -floor "$floor" -note "$note" -readme README.md "${setups[@]}"
 	echo "capacity: README.md updated; the runs are in $OUT"
 fi

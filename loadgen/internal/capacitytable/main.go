@@ -4,15 +4,26 @@
 // the knee, and goodput at the knee and at three times it; then the lab
 // fronts' cost against the direct path, per fsync policy.
 //
-//	go run ./loadgen/internal/capacitytable [-readme README.md] [-note TEXT] PATH:FSYNC=DIR ...
+//	go run ./loadgen/internal/capacitytable [-floor FILE] [-readme README.md] [-note TEXT] PATH:FSYNC=DIR ...
 //
 // PATH is fronts or direct; DIR holds the setup's sweep in DIR/sweep and,
 // when the sweep found a knee, the run at three times it in DIR/over and
 // the spike in DIR/spike: a few seconds at three times the knee, then half
 // the knee, for the time acquire p99 takes to be back under 10 ms (with 99%
-// of the operations reserved) for good. With
-// -readme, the table replaces what lies between the file's capacity markers
-// (BeginMarker, EndMarker); without, it is printed.
+// of the operations reserved) for good. With -floor, the last three
+// columns come from that floor.json (package floor): the disk's
+// appends+fdatasyncs per second by one writer and by five, the fan-out
+// floor of the setup's fsync policy, and the knee as a share of it; without,
+// they are dashes. With -readme, the table replaces what lies between the
+// file's capacity markers (BeginMarker, EndMarker); without, it is printed.
+//
+//	go run ./loadgen/internal/capacitytable -floor FILE -disk DIR [-duration 5s]
+//	go run ./loadgen/internal/capacitytable -floor FILE -fanout ADDR,... -appendfsync POLICY [-duration 5s]
+//
+// measure the floor and record it in FILE: the disk under DIR (the lab's
+// state directory), or the fan-out floor on the redis-servers at the
+// addresses, which run with appendfsync POLICY, logged in as the redlock
+// user of $REDLAB_CREDENTIALS when it is set.
 //
 //	go run ./loadgen/internal/capacitytable -knee SWEEPDIR
 //
@@ -29,18 +40,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-
+	"syscall"
 	"time"
 
 	"github.com/redlocklab/redlocklab/loadgen"
+	"github.com/redlocklab/redlocklab/loadgen/internal/floor"
 )
 
 // The SLO a spike's recovery is judged by, the sweep's.
@@ -60,17 +74,33 @@ func main() {
 	note := flag.String("note", "", "a line printed under the table (how it was measured)")
 	kneeOf := flag.String("knee", "", "print the knee of the sweep in this directory, and nothing else")
 	cost := flag.Bool("cost", false, "the arguments are GUARD=DIR runs of scripts/cost.sh: print the price of each guard (with -readme, between the cost markers of that file)")
+	floorPath := flag.String("floor", "", "the floor file (floor.json): -disk and -fanout record into it, the table reads its columns from it")
+	disk := flag.String("disk", "", "measure appends+fdatasyncs per second in this directory, by one writer and by five, into -floor")
+	fanout := flag.String("fanout", "", "measure the fan-out floor on these comma-separated redis-server addresses, into -floor under -appendfsync")
+	appendfsync := flag.String("appendfsync", "", "with -fanout: the appendfsync policy the nodes run with")
+	duration := flag.Duration("duration", 5*time.Second, "with -disk or -fanout: how long each measurement runs")
 	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var err error
-	if *cost {
+	switch {
+	case (*disk != "" || *fanout != "") && *floorPath == "":
+		err = errors.New("-disk and -fanout need -floor, the file to record into")
+	case *disk != "" && *fanout != "":
+		err = errors.New("-disk and -fanout are separate runs: give one")
+	case *disk != "":
+		err = runDisk(ctx, *floorPath, *disk, *duration, os.Stdout)
+	case *fanout != "":
+		err = runFanout(ctx, *floorPath, *fanout, *appendfsync, *duration, os.Stdout)
+	case *cost:
 		err = runCost(flag.Args(), *readme, *note, os.Stdout)
-	} else if *kneeOf != "" {
+	case *kneeOf != "":
 		var sw *loadgen.Sweep
 		if sw, err = loadgen.LoadSweep(*kneeOf); err == nil {
 			fmt.Println(strconv.FormatFloat(sw.Knee, 'f', -1, 64))
 		}
-	} else {
-		err = run(flag.Args(), *readme, *note, os.Stdout)
+	default:
+		err = run(flag.Args(), *floorPath, *readme, *note, os.Stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "capacitytable:", err)
@@ -78,7 +108,7 @@ func main() {
 	}
 }
 
-func run(args []string, readme, note string, stdout io.Writer) error {
+func run(args []string, floorPath, readme, note string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("no setups: give PATH:FSYNC=DIR, e.g. fronts:always=runs/capacity/fronts-always")
 	}
@@ -90,8 +120,15 @@ func run(args []string, readme, note string, stdout io.Writer) error {
 		}
 		rows = append(rows, r)
 	}
+	fl := &floor.File{}
+	if floorPath != "" {
+		var err error
+		if fl, err = floor.Read(floorPath); err != nil {
+			return err
+		}
+	}
 	var b bytes.Buffer
-	render(&b, rows, note)
+	render(&b, rows, fl, note)
 	if readme == "" {
 		_, err := stdout.Write(b.Bytes())
 		return err
@@ -224,12 +261,12 @@ func goodput(s loadgen.Summary) float64 {
 
 var pathNames = map[string]string{"fronts": "lab fronts", "direct": "direct to redis-server"}
 
-func render(w io.Writer, rows []row, note string) {
-	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | of which the generator ms | goodput at knee /s | goodput at 3× knee /s | share | back under the SLO after a spike |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+func render(w io.Writer, rows []row, fl *floor.File, note string) {
+	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | of which the generator ms | goodput at knee /s | goodput at 3× knee /s | share | back under the SLO after a spike | disk fsyncs/s, 1 / 5 writers | fan-out floor locks/s | knee of the floor |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.knee == 0 {
-			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | | | |\n", pathNames[r.path], r.fsync)
+			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | | | |%s\n", pathNames[r.path], r.fsync, floorCells(fl, r))
 			continue
 		}
 		spike := "not run"
@@ -246,9 +283,9 @@ func render(w io.Writer, rows []row, note string) {
 				share = fmt.Sprintf("%.0f%%", r.overGoodput/r.goodput*100)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |%s\n",
 			pathNames[r.path], r.fsync, r.knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
-			orDash(r.genCPUPerReserved, "%.2f"), r.goodput, over, share, spike)
+			orDash(r.genCPUPerReserved, "%.2f"), r.goodput, over, share, spike, floorCells(fl, r))
 	}
 	// How the spikes were run, from the first one (the script runs them
 	// alike).
@@ -291,6 +328,10 @@ func render(w io.Writer, rows []row, note string) {
 	if len(lines) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, strings.Join(lines, "\n"))
+	}
+	if n := floorNote(fl); n != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, n)
 	}
 	if note != "" {
 		fmt.Fprintln(w)

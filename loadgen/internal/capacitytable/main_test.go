@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/loadgen/internal/floor"
 )
 
 func TestRenderPairsFrontsWithDirect(t *testing.T) {
@@ -18,14 +21,21 @@ func TestRenderPairsFrontsWithDirect(t *testing.T) {
 			steps: map[float64]stepFigures{100: {0.45, 2.5}, 400: {0.40, 2.0}, 500: {0.50, 2.0}}},
 		{path: "fronts", fsync: "everysec", knee: 0},
 	}
+	fl := &floor.File{
+		Disk:   []floor.Disk{{Writers: 1, SyncsPerS: 812.4, RecordBytes: 64, DurationS: 5}, {Writers: 5, SyncsPerS: 2310, RecordBytes: 64, DurationS: 5}},
+		Fanout: map[string]floor.Fanout{"always": {Nodes: 5, Workers: 64, DurationS: 5, LocksPerS: 1000}, "everysec": {Nodes: 5, Workers: 64, DurationS: 5, LocksPerS: 9000}},
+	}
 	var b bytes.Buffer
-	render(&b, rows, "measured somewhere")
+	render(&b, rows, fl, "measured somewhere")
 	got := b.String()
 	for _, want := range []string{
-		"| lab fronts | always | 400 | 0.60 | 8.00 | 2.60 | 0.55 | 398 | 380 (at 1200) | 95% | 3 s |",
-		"| direct to redis-server | always | 500 | 0.50 | 6.00 | 2.00 | – | 497 | 470 (at 1500) | 95% | not by the run's end |",
+		"| lab fronts | always | 400 | 0.60 | 8.00 | 2.60 | 0.55 | 398 | 380 (at 1200) | 95% | 3 s | 812 / 2310 | 1000 | 400/s = 40% |",
+		"| direct to redis-server | always | 500 | 0.50 | 6.00 | 2.00 | – | 497 | 470 (at 1500) | 95% | not by the run's end | 812 / 2310 | 1000 | 500/s = 50% |",
 		"Spike: 20 s at three times the knee, then half the knee;",
-		"| lab fronts | everysec | none met the SLO |",
+		"| lab fronts | everysec | none met the SLO | | | | | | | | | 812 / 2310 | 9000 | – |",
+		"straight to the 5 redis-servers: one SET NX PX to every node in parallel, then one compare-and-delete to every node in parallel, by 64 workers back to back on fresh keys for 5 s.",
+		"The disk is 64-byte appends, each followed by fdatasync,",
+		"With appendfsync always each lock+unlock is two fsynced writes on every node, so the disk bounds everything above it",
 		"- appendfsync always, lab fronts against direct at 400/s: CPU per reservation 1.30× (2.60 vs 2.00 ms), acquire p50 +0.20 ms; knee 0.80×.",
 		"\nmeasured somewhere\n",
 	} {
@@ -62,9 +72,89 @@ func TestRunErrors(t *testing.T) {
 		{"proxy:always=" + dir}, // unknown path
 		{"fronts:always=" + filepath.Join(dir, "x")}, // no sweep there
 	} {
-		if err := run(args, "", "", &bytes.Buffer{}); err == nil {
+		if err := run(args, "", "", "", &bytes.Buffer{}); err == nil {
 			t.Errorf("run(%q): got nil error", args)
 		}
+	}
+}
+
+func TestFloorCells(t *testing.T) {
+	disk := []floor.Disk{{Writers: 1, SyncsPerS: 900}, {Writers: 5, SyncsPerS: 2600}}
+	for _, tc := range []struct {
+		name string
+		fl   *floor.File
+		r    row
+		want string
+	}{
+		{"no floor file", &floor.File{}, row{fsync: "always", knee: 300}, " – | – | – |"},
+		{"disk only", &floor.File{Disk: disk}, row{fsync: "always", knee: 300}, " 900 / 2600 | – | – |"},
+		{"one writer only", &floor.File{Disk: disk[:1]}, row{fsync: "always", knee: 300}, " – | – | – |"},
+		{"the row's policy", &floor.File{Disk: disk, Fanout: map[string]floor.Fanout{"always": {LocksPerS: 731}, "everysec": {LocksPerS: 9000}}},
+			row{fsync: "always", knee: 300}, " 900 / 2600 | 731 | 300/s = 41% |"},
+		{"another policy only", &floor.File{Fanout: map[string]floor.Fanout{"everysec": {LocksPerS: 9000}}}, row{fsync: "always", knee: 300}, " – | – | – |"},
+		{"no knee", &floor.File{Fanout: map[string]floor.Fanout{"always": {LocksPerS: 731}}}, row{fsync: "always"}, " – | 731 | – |"},
+		{"errors", &floor.File{Fanout: map[string]floor.Fanout{"always": {LocksPerS: 500, Errors: 3}}}, row{fsync: "always", knee: 100}, " – | 500 (3 errors) | 100/s = 20% |"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := floorCells(tc.fl, tc.r); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunReadsFloor runs the table on a setup whose sweep met no SLO
+// (testdata/noknee) with floor files as the script leaves them.
+func TestRunReadsFloor(t *testing.T) {
+	setup := "direct:everysec=" + filepath.Join("testdata", "noknee")
+	write := func(t *testing.T, change func(*floor.File)) string {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "floor.json")
+		if err := floor.Update(path, change); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		name    string
+		floor   func(t *testing.T) string // "" for no -floor
+		want    string                    // the row
+		wantErr bool
+	}{
+		{"no floor", func(*testing.T) string { return "" },
+			"| direct to redis-server | everysec | none met the SLO | | | | | | | | | – | – | – |", false},
+		{"a floor file not written", func(t *testing.T) string { return filepath.Join(t.TempDir(), "floor.json") },
+			"| direct to redis-server | everysec | none met the SLO | | | | | | | | | – | – | – |", false},
+		{"disk and fan-out", func(t *testing.T) string {
+			return write(t, func(f *floor.File) {
+				f.Disk = []floor.Disk{{Writers: 1, SyncsPerS: 700}, {Writers: 5, SyncsPerS: 2000}}
+				f.Fanout = map[string]floor.Fanout{"everysec": {Nodes: 5, Workers: 64, LocksPerS: 12000}}
+			})
+		}, "| direct to redis-server | everysec | none met the SLO | | | | | | | | | 700 / 2000 | 12000 | – |", false},
+		{"not JSON", func(t *testing.T) string {
+			path := filepath.Join(t.TempDir(), "floor.json")
+			if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			err := run([]string{setup}, tc.floor(t), "", "", &b)
+			if tc.wantErr {
+				if err == nil {
+					t.Errorf("got nil error and\n%s, want an error", b.String())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tc.want+"\n") {
+				t.Errorf("got\n%s\nwant the row %q", b.String(), tc.want)
+			}
+		})
 	}
 }
 

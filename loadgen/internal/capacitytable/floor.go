@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
+	"github.com/redlocklab/redlocklab/loadgen/internal/floor"
+	"github.com/redlocklab/redlocklab/redlock"
+)
+
+// The writers of the disk measurement: one, and one per lab node, as the
+// five redis-servers each append to their own AOF.
+var diskWriters = []int{1, 5}
+
+// fanoutWorkers is the fan-out floor's closed loop: enough cycles in
+// flight that the nodes, not the client's round trips, set the pace.
+const fanoutWorkers = 64
+
+// runDisk measures the disk under dir and records it in the floor file.
+func runDisk(ctx context.Context, floorPath, dir string, d time.Duration, stdout io.Writer) error {
+	var runs []floor.Disk
+	for _, w := range diskWriters {
+		r, err := floor.MeasureDisk(ctx, dir, w, d)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+		fmt.Fprintf(stdout, "disk %s: %d writer(s), %.0f appends+fdatasyncs/s in all\n", dir, w, r.SyncsPerS)
+	}
+	return floor.Update(floorPath, func(f *floor.File) { f.Disk = runs })
+}
+
+// runFanout measures the fan-out floor on the nodes at addrs (the lab's
+// redis-servers, logged in as the redlock user of $REDLAB_CREDENTIALS
+// when it is set) and records it in the floor file under appendfsync.
+func runFanout(ctx context.Context, floorPath, addrs, appendfsync string, d time.Duration, stdout io.Writer) error {
+	if appendfsync == "" {
+		return errors.New("-fanout needs -appendfsync, the policy the nodes run with")
+	}
+	// A node timeout of a second, not the client's 50 ms: a slow fsync is
+	// the time the floor measures, not an error.
+	opts := []redlock.NodeOption{redlock.WithPoolSize(fanoutWorkers), redlock.WithNodeTimeout(time.Second)}
+	if path := os.Getenv(lab.CredentialsEnv); path != "" {
+		c, err := node.ReadCredentials(path)
+		if err != nil {
+			return fmt.Errorf("$%s: %w", lab.CredentialsEnv, err)
+		}
+		opts = append(opts, redlock.WithAuth(c.Redlock.Name, c.Redlock.Password))
+	}
+	nodes := redlock.NewNodes(strings.Split(addrs, ","), opts...)
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	r, err := floor.MeasureFanout(ctx, nodes, fanoutWorkers, d)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "fan-out floor, appendfsync %s: %.0f locks/s (%d cycles, %d errors)\n", appendfsync, r.LocksPerS, r.Cycles, r.Errors)
+	return floor.Update(floorPath, func(f *floor.File) {
+		if f.Fanout == nil {
+			f.Fanout = map[string]floor.Fanout{}
+		}
+		f.Fanout[appendfsync] = r
+	})
+}
+
+// floorCells are the table's last three cells for a row: the disk (one
+// writer / five), the fan-out floor of the row's fsync policy, and the
+// knee as a share of it.
+func floorCells(f *floor.File, r row) string {
+	disk := "–"
+	one, ok1 := f.DiskFor(diskWriters[0])
+	five, ok5 := f.DiskFor(diskWriters[1])
+	if ok1 && ok5 {
+		disk = fmt.Sprintf("%.0f / %.0f", one.SyncsPerS, five.SyncsPerS)
+	}
+	fl, share := "–", "–"
+	if fo, ok := f.Fanout[r.fsync]; ok && fo.LocksPerS > 0 {
+		fl = fmt.Sprintf("%.0f", fo.LocksPerS)
+		if fo.Errors > 0 {
+			fl += fmt.Sprintf(" (%d errors)", fo.Errors)
+		}
+		if r.knee > 0 {
+			share = fmt.Sprintf("%.0f/s = %.0f%%", r.knee, r.knee/fo.LocksPerS*100)
+		}
+	}
+	return fmt.Sprintf(" %s | %s | %s |", disk, fl, share)
+}
+
+// floorNote says under the table what the last three columns measured,
+// from the floor file (the script measures every policy alike, so the
+// first in name order speaks for all).
+func floorNote(f *floor.File) string {
+	var parts []string
+	if policies := slices.Sorted(maps.Keys(f.Fanout)); len(policies) > 0 {
+		fo := f.Fanout[policies[0]]
+		parts = append(parts, fmt.Sprintf("The fan-out floor is the most lock+unlock cycles per second of the least a Redlock must do, straight to the %d redis-servers: "+
+			"one SET NX PX to every node in parallel, then one compare-and-delete to every node in parallel, by %d workers back to back on fresh keys for %.0f s.",
+			fo.Nodes, fo.Workers, fo.DurationS))
+	}
+	if len(f.Disk) > 0 {
+		d := f.Disk[0]
+		parts = append(parts, fmt.Sprintf("The disk is %d-byte appends, each followed by fdatasync, on the lab's data filesystem, by one writer and by five at once (their total), for %.0f s each.",
+			d.RecordBytes, d.DurationS))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "The last three columns: " + strings.Join(parts, " ") + " With appendfsync always each lock+unlock is two fsynced writes on every node, so the disk bounds everything above it " +
+		"(Redis folds the writes of one event-loop pass into one fsync, so with many clients waiting the floor may pass half the disk's rate); " +
+		"with everysec the floor is the round trips and the servers' CPU."
+}
