@@ -88,6 +88,10 @@ addrs() { # addrs OFFSET: the nodes' addresses at base+OFFSET+1..
 export REDLAB_STATE_DIR=$labdir REDLAB_CREDENTIALS=$labdir/credentials.json
 common=(--guard redlock --keys uniform:1000 --lab-cpu)
 setups=()
+# Capacity is measured on plain data directories: the power-loss filesystem
+# (a FUSE layer on every write and fsync, docs/benchmarks.md) is for drills.
+# PLAIN_DISKS=false in the environment keeps it.
+PLAIN_DISKS="${PLAIN_DISKS:-true}"
 floor=$OUT/floor.json
 # The disk alone, before any redis-server writes to it.
 mkdir -p "$labdir"
@@ -96,10 +100,6 @@ echo "capacity: the disk under $labdir: appends+fdatasyncs, $FLOOR each by one w
 for fsync in always everysec; do
 	echo "capacity: lab up, $NODES nodes, appendfsync $fsync"
 	lab_started=1
-# Capacity is measured on plain data directories: the power-loss filesystem
-# (a FUSE layer on every write and fsync, docs/benchmarks.md) is for drills.
-# PLAIN_DISKS=false in the environment keeps it.
-PLAIN_DISKS="${PLAIN_DISKS:-true}"
 	"$BIN" lab up --plain-disks="$PLAIN_DISKS" --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
 		{ echo "capacity: lab up failed:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
 	echo "capacity: appendfsync $fsync: the fan-out floor, $FLOOR direct to the nodes"
