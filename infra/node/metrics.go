@@ -17,10 +17,23 @@ import (
 // metric carries the node's number (from 1) as "node"; the scrape
 // configuration must not add one.
 
-// FaultKinds lists every fault a supervisor can inject, in a fixed order.
+// FaultKinds lists every fault a supervisor can inject, in the catalogue's
+// order: the kinds a process node takes, less those that only end another
+// (start, heal).
 func FaultKinds() []FaultKind {
-	return []FaultKind{fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop, fault.Pause,
-		fault.Partition, fault.Latency, fault.ClockJump, fault.ClockRate, fault.Failover}
+	healers := map[FaultKind]bool{}
+	for _, d := range fault.Defs() {
+		if d.HealedBy != "" {
+			healers[d.HealedBy] = true
+		}
+	}
+	var out []FaultKind
+	for _, d := range fault.Defs() {
+		if d.Can(fault.ProcessNode) && !healers[d.Kind] {
+			out = append(out, d.Kind)
+		}
+	}
+	return out
 }
 
 var nodeStates = []State{Starting, Waiting, Up, Paused, Stopped}

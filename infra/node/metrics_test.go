@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
 )
@@ -133,5 +135,16 @@ func TestNodeMetrics(t *testing.T) {
 	// shorter (a lower bound set by the guard's sleep, not a timing).
 	if v, ok := sample(mfs, "redlab_lab_node_crash_downtime_seconds", nil); !ok || v < faultcheck.GuardDelay.Seconds() {
 		t.Errorf("crash downtime: got %v (present %v), want at least the guard's %v", v, ok, faultcheck.GuardDelay)
+	}
+}
+
+// TestFaultKindsFromTheCatalogue: the kinds a supervisor reports are the
+// catalogue's process-node faults, without start and heal, which only end
+// one.
+func TestFaultKindsFromTheCatalogue(t *testing.T) {
+	want := []node.FaultKind{fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop, fault.Pause,
+		fault.Partition, fault.Latency, fault.ClockJump, fault.ClockRate, fault.Failover}
+	if got := node.FaultKinds(); !slices.Equal(got, want) {
+		t.Errorf("FaultKinds: got %v, want %v", got, want)
 	}
 }
