@@ -46,10 +46,10 @@ func (s *Store) lockRow(ctx context.Context, sku string, wait time.Duration) (*r
 		return nil, lockRowError(sku, err)
 	}
 	l := &rowLock{s: s, tx: tx, sku: sku}
-	query := "SELECT stock FROM inventory WHERE sku = $1"
+	query := selectStock
 	if s.dialect == dialectPostgres {
 		query += " FOR UPDATE"
-		st, err := s.txStmt(ctx, tx, "SELECT set_config('lock_timeout', $1, true)")
+		st, err := s.txStmt(ctx, tx, pgSetLockTimeout)
 		if err == nil {
 			_, err = st.ExecContext(ctx, lockTimeout(wait))
 		}

@@ -3,9 +3,11 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestParseDSN(t *testing.T) {
@@ -241,6 +243,59 @@ func TestEtcdFenceColumn(t *testing.T) {
 		}
 		if err := s.fence(ctx, fenceStore, "e", 1000); !errors.Is(err, ErrFenced) {
 			t.Errorf("fence(last_fence, 1000) after a seed: got %v, want ErrFenced (last_fence survives)", err)
+		}
+	})
+}
+
+// TestTransactionsNeedOneConnection: a transaction never waits for a second
+// connection from the pool. With every connection busy in other
+// transactions (a burst of reservations), one that did would wait for them
+// while they wait for its write lock. The store gets a single connection:
+// each write path must run on it, with the statement cache warm (as the
+// store opens) and cold.
+func TestTransactionsNeedOneConnection(t *testing.T) {
+	forEachStore(t, func(t *testing.T, dsn string) {
+		s := openStore(t, dsn)
+		seed(t, s, "a", 100)
+		s.db.SetMaxOpenConns(1)
+		for _, cache := range []string{"warm", "cold"} {
+			if cache == "cold" {
+				s.stmts.Clear()
+			}
+			for i, w := range []write{
+				{mode: writeBlind, newStock: 99},
+				{mode: writeAtomic, req: Request{Quantity: 1}},
+				{mode: writeVersioned, newStock: 97},
+				{mode: writeNaive, newStock: 96, fence: 5, column: fenceStore},
+				{mode: writeFenced, newStock: 95, fence: 5, column: fenceStore},
+			} {
+				// The deadline ends a wait that would otherwise last forever.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				w.req.SKU, w.req.RequestID = "a", fmt.Sprintf("%s-%d", cache, i)
+				if w.req.Quantity == 0 {
+					w.req.Quantity = 1
+				}
+				if w.mode == writeVersioned {
+					_, v, err := s.stockVersion(ctx, "a")
+					if err != nil {
+						t.Fatal(err)
+					}
+					w.version = v
+				}
+				if _, err := s.apply(ctx, w); err != nil {
+					t.Errorf("%s cache, mode %d: %v", cache, w.mode, err)
+				}
+				l, err := s.lockRow(ctx, "a", time.Second)
+				if err != nil {
+					t.Fatalf("%s cache: lockRow: %v", cache, err)
+				}
+				w.req.RequestID += "-locked"
+				w.mode, w.newStock = writeBlind, l.stock-1
+				if _, err := l.apply(ctx, w); err != nil {
+					t.Errorf("%s cache: apply under the row lock: %v", cache, err)
+				}
+				cancel()
+			}
 		}
 	})
 }
