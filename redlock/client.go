@@ -40,6 +40,10 @@ type Client struct {
 	heard       []atomic.Int64
 	silentAfter time.Duration
 
+	// workers run the rounds' node requests; deadlines ends them.
+	workers   *workers
+	deadlines deadlines
+
 	// mu guards closed and orders wg.Add before wg.Wait; done is closed with
 	// closed set, to wake callers waiting for a slot.
 	mu     sync.RWMutex
@@ -90,6 +94,8 @@ func New(nodes []*redis.Client, opts ...Option) (*Client, error) {
 			c.timeout = DefaultNodeTimeout
 		}
 	}
+	// As many idle workers as the pools can carry requests in flight.
+	c.workers = newWorkers(max(poolLimit(nodes), 1) * len(nodes))
 	c.silentAfter = max(10*c.timeout, time.Second)
 	c.heard = make([]atomic.Int64, len(nodes))
 	for i := range c.heard {
@@ -134,6 +140,7 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
+	c.workers.close()
 	return nil
 }
 

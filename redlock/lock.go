@@ -393,17 +393,21 @@ func (l *Lock) Release(ctx context.Context) error {
 	del := func(ctx context.Context, node *redis.Client, i int) answer {
 		run := call.run
 		if l.late != nil && l.late[i] && !l.set.at[i].answered.isOpen() {
-			// Wait for the late SET (bounded by its own timeout), then
-			// delete with a fresh budget, in one round trip (EVAL): a
-			// node this slow may miss the script and a NOSCRIPT retry
-			// would cost a second timeout.
+			// Wait for the late SET (bounded by its own timeout). Usually
+			// it was a step behind the quorum and the round's budget is
+			// nearly whole. When the wait took more than half of it, delete
+			// with a fresh budget, in one round trip (EVAL): a node this
+			// slow may miss the script and a NOSCRIPT retry would cost a
+			// second timeout.
 			l.set.at[i].answered.wait()
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(base, c.timeout)
-			defer cancel()
-			run = call.eval
+			if dl, _ := ctx.Deadline(); time.Until(dl) < c.timeout/2 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(base, c.timeout)
+				defer cancel()
+				run = call.eval
+			}
 		}
-		return releaseAnswer(run(ctx, node).Int64())
+		return releaseAnswer(run(ctx, node).Result())
 	}
 	// Runs on each node's goroutine once Release has decided (a late node's
 	// SET has returned by then: del waited for it).
@@ -464,7 +468,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl = ttl.Truncate(time.Millisecond)
 	call := extendScript.call(l.key, l.token, ms)
 	pexpire := func(ctx context.Context, node *redis.Client, _ int) answer {
-		v, err := call.run(ctx, node).Int64()
+		v, err := call.run(ctx, node).Result()
 		switch {
 		case err != nil:
 			return answer{err: err}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,18 +15,16 @@ import (
 // later run their after hook (which learns whether the round was won) and
 // end. Every goroutine of a round is counted in the Client's WaitGroup.
 type round struct {
-	c      *Client
-	start  time.Time
-	ctx    context.Context // for the node requests: not cancelled by the caller, bounded by the timeout
-	cancel context.CancelFunc
-	op     nodeOp
-	after  afterOp
+	c     *Client
+	start time.Time
+	ctx   roundCtx // for the node requests: not cancelled by the caller, bounded by the timeout
+	op    nodeOp
+	after afterOp
 	// replies carries the index of each node as it answers; its answer is
 	// at[i].answer, written before the send.
 	replies chan int
 	decided latch // opened by decide; won is written before
 	won     bool
-	pending atomic.Int32
 
 	// at[i] is node i's own answer, written by its goroutine before it
 	// sends its index on replies and opens at[i].answered: read it after
@@ -104,18 +101,18 @@ func (c *Client) fanout(detached context.Context, timeout time.Duration, op node
 	for i := range r.at {
 		r.at[i].answered.arm()
 	}
-	r.pending.Store(int32(n))
 	r.start = time.Now()
-	r.ctx, r.cancel = context.WithTimeout(detached, timeout)
+	deadline := r.start.Sub(epoch) + timeout
+	r.ctx = roundCtx{Context: detached, deadline: r.start.Add(timeout), done: c.deadlines.done(deadline)}
 	for i := range c.nodes {
-		go r.run(i)
+		c.workers.start(r, i)
 	}
 	return r, nil
 }
 
 func (r *round) run(i int) {
 	defer r.c.wg.Done()
-	a := r.op(r.ctx, r.c.nodes[i], i)
+	a := r.op(&r.ctx, r.c.nodes[i], i)
 	a.at = time.Since(r.start)
 	r.c.heardFrom(i, a.err)
 	if a.err != nil {
@@ -127,9 +124,6 @@ func (r *round) run(i int) {
 	if r.after != nil {
 		r.decided.wait()
 		r.after(i, a, r.won)
-	}
-	if r.pending.Add(-1) == 0 {
-		r.cancel()
 	}
 }
 
@@ -234,7 +228,7 @@ func (r *round) collect(ctx context.Context, quorum int, early bool) tally {
 		select {
 		case i := <-r.replies:
 			record(i)
-		case <-r.ctx.Done():
+		case <-r.ctx.done:
 			giveUp(TimedOut)
 			return t
 		case <-ctx.Done():

@@ -39,8 +39,8 @@ func (s script) call(key string, argv ...any) scriptCall {
 
 // run sends EVALSHA and falls back to EVAL on NOSCRIPT, as redis.Script.Run
 // does, so a node that restarted (empty script cache) costs one extra round
-// trip once.
-func (sc scriptCall) run(ctx context.Context, node *redis.Client) *redis.Cmd {
+// trip once. Both scripts answer an integer.
+func (sc scriptCall) run(ctx context.Context, node *redis.Client) *redis.IntCmd {
 	cmd := sc.send(ctx, node, sc.args)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return sc.eval(ctx, node)
@@ -50,14 +50,16 @@ func (sc scriptCall) run(ctx context.Context, node *redis.Client) *redis.Cmd {
 
 // eval sends the script itself (EVAL), in one round trip whatever the
 // node's script cache holds.
-func (sc scriptCall) eval(ctx context.Context, node *redis.Client) *redis.Cmd {
+func (sc scriptCall) eval(ctx context.Context, node *redis.Client) *redis.IntCmd {
 	args := slices.Clone(sc.args)
 	args[0], args[1] = "eval", sc.s.src
 	return sc.send(ctx, node, args)
 }
 
-func (scriptCall) send(ctx context.Context, node *redis.Client, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
+// send runs one call as an IntCmd: both scripts answer an integer, and a
+// typed reply needs no interface value to hold it.
+func (scriptCall) send(ctx context.Context, node *redis.Client, args []any) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	_ = node.Process(ctx, cmd)
 	return cmd

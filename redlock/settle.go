@@ -112,7 +112,7 @@ var errRetryBusy = errors.New("redlock: release retries to the node are busy")
 func (c *Client) releaseOnce(ctx context.Context, i int, key, token string) answer {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	v, err := releaseScript.call(key, token).eval(rctx, c.nodes[i]).Int64()
+	v, err := releaseScript.call(key, token).eval(rctx, c.nodes[i]).Result()
 	c.heardFrom(i, err)
 	return releaseAnswer(v, err)
 }

@@ -1,0 +1,145 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// loopGoroutines counts the goroutines running a workers loop.
+func loopGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "redlock.(*workers).loop(")
+}
+
+// waitFor polls cond until it holds; a test deadline ends a wait that never
+// would, with the condition's description.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("still waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWorkersReuseCapAndEnd: the node requests of a second round run on
+// the goroutines of the first; a burst leaves at most maxIdle of them (one
+// per pooled connection of every node); Close ends every one.
+func TestWorkersReuseCapAndEnd(t *testing.T) {
+	base := loopGoroutines()
+	var nodes []*redis.Client
+	for range 3 {
+		// Never dialled: the rounds below do not touch their node.
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 1}))
+	}
+	c, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.workers.maxIdle != 3 {
+		t.Fatalf("maxIdle %d, want 3 (pool size 1, 3 nodes)", c.workers.maxIdle)
+	}
+	ctx := context.Background()
+	start := func(gate chan struct{}) *round {
+		r, err := c.fanout(ctx, time.Minute, func(context.Context, *redis.Client, int) answer {
+			<-gate
+			return answer{outcome: Granted}
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	finish := func(r *round) {
+		r.collect(ctx, c.quorum, false)
+		r.decide(true)
+	}
+	idle := func() int {
+		c.workers.mu.Lock()
+		defer c.workers.mu.Unlock()
+		return len(c.workers.idle)
+	}
+
+	open := make(chan struct{})
+	close(open)
+	finish(start(open))
+	waitFor(t, "3 idle workers", func() bool { return idle() == 3 })
+	finish(start(open))
+	waitFor(t, "3 idle workers again", func() bool { return idle() == 3 })
+	if n := loopGoroutines() - base; n != 3 {
+		t.Errorf("after two rounds: %d worker goroutines, want the first round's 3", n)
+	}
+
+	// Three rounds at once need nine workers; six end once they are done.
+	gate := make(chan struct{})
+	rs := []*round{start(gate), start(gate), start(gate)}
+	waitFor(t, "nine workers for three rounds in flight", func() bool { return loopGoroutines()-base == 9 })
+	close(gate)
+	for _, r := range rs {
+		finish(r)
+	}
+	waitFor(t, "the burst's workers past maxIdle to end", func() bool { return loopGoroutines()-base == 3 })
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every worker to end after Close", func() bool { return loopGoroutines() == base })
+	if idle() != 0 {
+		t.Errorf("after Close: %d idle workers", idle())
+	}
+}
+
+// TestDeadlinesShareASlot: rounds whose deadlines fall in one slot share a
+// Done channel; it closes once the slot has passed, and the round's
+// context then reports DeadlineExceeded, never before.
+func TestDeadlinesShareASlot(t *testing.T) {
+	var d deadlines
+	now := time.Since(epoch)
+	later := now + time.Hour
+	slot := later.Truncate(deadlineSlot) + deadlineSlot/2
+	if d.done(slot) != d.done(slot+deadlineSlot/4) {
+		t.Error("two deadlines in one slot got different channels")
+	}
+	if d.done(slot) == d.done(slot+deadlineSlot) {
+		t.Error("deadlines a slot apart share a channel")
+	}
+	far := roundCtx{Context: context.Background(), deadline: epoch.Add(slot), done: d.done(slot)}
+	if err := far.Err(); err != nil {
+		t.Errorf("an hour before its deadline: Err %v", err)
+	}
+
+	soon := now + 20*time.Millisecond
+	rc := roundCtx{Context: context.WithValue(context.Background(), ctxKey{}, "v"), deadline: epoch.Add(soon), done: d.done(soon)}
+	select {
+	case <-rc.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done never closed")
+	}
+	if since := time.Since(epoch); since < soon {
+		t.Errorf("Done closed %v before the deadline", soon-since)
+	}
+	if err := rc.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("after Done: Err %v, want DeadlineExceeded", err)
+	}
+	if dl, ok := rc.Deadline(); !ok || !dl.Equal(epoch.Add(soon)) {
+		t.Errorf("Deadline %v %v, want %v", dl, ok, epoch.Add(soon))
+	}
+	if v := rc.Value(ctxKey{}); v != "v" {
+		t.Errorf("Value %v: the caller's values must reach the requests", v)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.slots[int64((soon+deadlineSlot-1)/deadlineSlot)]; ok {
+		t.Error("a closed slot is still kept")
+	}
+}
+
+type ctxKey struct{}
