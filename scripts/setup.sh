@@ -161,6 +161,10 @@ detect() {
 	need_cmd systemd systemd-analyze
 	need_cmd debootstrap debootstrap
 	need_cmd systemd-container systemd-nspawn
+	# The kernel redirect of a lab's fronts while no fault is in force
+	# (internal/redirect).
+	need_cmd nftables nft
+	need_cmd conntrack conntrack
 	# sshd for the SSH transport's tests (infra/remote), which start their own.
 	need_deb openssh-server /usr/sbin/sshd
 	need_cmd nodejs node nodejs

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
+	"github.com/redlocklab/redlocklab/internal/redirect"
 	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
@@ -90,6 +91,7 @@ func TestLab(t *testing.T) {
 
 	t.Run("acl", func(t *testing.T) { checkACL(t, l) })
 
+	t.Run("kernel redirect", func(t *testing.T) { checkRedirect(t, l, base) })
 	t.Run("partition", func(t *testing.T) { faultcheck.Partition(t, l, 1) })
 	t.Run("latency", func(t *testing.T) { faultcheck.Latency(t, l, 2, 150*time.Millisecond) })
 	t.Run("pause", func(t *testing.T) { faultcheck.Pause(t, l, 3, time.Second) })
@@ -571,4 +573,40 @@ func TestLabReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNothingLeft(t, dir, base, n)
+}
+
+// checkRedirect: with no fault in force, the kernel maps every front's port
+// to its redis-server's (internal/redirect); a partition takes node 1's
+// mapping away until the heal.
+func checkRedirect(t *testing.T, l *Lab, base int) {
+	if err := redirect.Available(); err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	ctx := context.Background()
+	want := func(when string, partitioned int) {
+		t.Helper()
+		els, err := redirect.Elements(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range l.Nodes() {
+			front, redis := base+n.ID, base+redisPortOffset+n.ID
+			got, ok := els[front]
+			switch {
+			case n.ID == partitioned && ok:
+				t.Errorf("%s: node %d's front is mapped to %d, want it carrying its connections", when, n.ID, got)
+			case n.ID != partitioned && got != redis:
+				t.Errorf("%s: node %d's front port %d maps to %d (%v), want %d", when, n.ID, front, got, ok, redis)
+			}
+		}
+	}
+	want("healthy", 0)
+	if err := l.Partition(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	want("node 1 partitioned", 1)
+	if err := l.Heal(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	want("healed", 0)
 }

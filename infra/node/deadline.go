@@ -123,8 +123,8 @@ func deadlineOf(d time.Duration) time.Time {
 }
 
 // unpartition ends the partition alone, keeping a latency.
-func (x *proxy) unpartition() {
-	x.update(func(f *faultproxy.Fault) { f.Partition = false })
+func (x *proxy) unpartition() error {
+	return x.update(func(f *faultproxy.Fault) { f.Partition = false })
 }
 
 // endedByFor is the end event's note of a fault its `for` ended.
@@ -134,10 +134,14 @@ var endedByFor = map[string]string{"ended_by": "for"}
 func (s *supervisor) endTimedLocked(kind FaultKind) {
 	switch kind {
 	case fault.Partition:
-		s.proxy.unpartition()
+		if err := s.proxy.unpartition(); err != nil {
+			s.log.Printf("end partition: %v", err)
+		}
 		s.st.Partitioned = false
 	case fault.Latency:
-		_ = s.proxy.latency(0, 0)
+		if err := s.proxy.latency(0, 0); err != nil {
+			s.log.Printf("end latency: %v", err)
+		}
 		s.st.Latency, s.st.Jitter = 0, 0
 	}
 	s.faults.endLocked(kind, endedByFor)

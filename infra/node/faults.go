@@ -311,7 +311,10 @@ func (s *supervisor) partition(d time.Duration) (FaultResult, error) {
 func (s *supervisor) heal() FaultResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.proxy.heal()
+	if err := s.proxy.heal(); err != nil {
+		// Healed: the front carries every connection meanwhile.
+		s.log.Printf("heal: %v", err)
+	}
 	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
 	s.timers.cancelLocked(fault.Partition)
 	s.timers.cancelLocked(fault.Latency)

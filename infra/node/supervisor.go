@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/redlocklab/redlocklab/infra/fault"
 	"io"
 	"log"
 	"maps"
@@ -20,7 +19,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/internal/redirect"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -155,6 +156,11 @@ func Run(ctx context.Context, stateDir string, id int, logw io.Writer) error {
 	}
 	defer s.proxy.Stop()
 	s.reapplyNetworkFaults()
+	if spec.Machine == nil {
+		if stop := s.redirectFront(ctx, spec.Port); stop != nil {
+			defer stop()
+		}
+	}
 	s.mu.Lock()
 	s.timers.rearmLocked()
 	s.mu.Unlock()
@@ -262,6 +268,36 @@ func (s *supervisor) restoreStatus() {
 		_ = s.faults.rec.end(id, fault.Failover, map[string]string{"ended_by": "supervisor restart"})
 		delete(s.st.Active, fault.Failover)
 	}
+}
+
+// RedirectEnv, set to "off" in a supervisor's environment, keeps every
+// connection on the front (see internal/redirect): to measure the front
+// itself, or where nftables must not be touched.
+const RedirectEnv = "REDLAB_FRONT_REDIRECT"
+
+// redirectFront hands the client front's connections to the kernel while
+// no fault is in force, where the machine allows it (root, nft and
+// conntrack), and returns the function that takes them back; nil when the
+// front keeps them all, which it logs with the reason.
+func (s *supervisor) redirectFront(ctx context.Context, port int) (stop func()) {
+	if os.Getenv(RedirectEnv) == "off" {
+		s.log.Printf("front: every connection goes through the front (%s=off)", RedirectEnv)
+		return nil
+	}
+	if err := redirect.Available(); err != nil {
+		s.log.Printf("front: every connection goes through the front: %v", err)
+		return nil
+	}
+	kr, err := redirect.New(ctx, port)
+	if err == nil {
+		stop, err = s.proxy.redirect(ctx, kr)
+	}
+	if err != nil {
+		s.log.Printf("front: every connection goes through the front: %v", err)
+		return nil
+	}
+	s.log.Printf("front: the kernel redirects 127.0.0.1:%d while no fault is in force", port)
+	return stop
 }
 
 func (s *supervisor) reapplyNetworkFaults() {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"github.com/redlocklab/redlocklab/infra/fault"
 	"net"
 	"strconv"
@@ -174,6 +175,15 @@ func Latency(t *testing.T, l Lab, id int, add time.Duration) {
 	}
 	if _, err := l.Latency(ctx, id, add, 0); err != nil {
 		t.Fatal(err)
+	}
+	// A front whose connections the kernel redirected while no fault was
+	// in force (internal/redirect) resets them when the fault starts: the
+	// client's one connection fails its next request, and reconnects
+	// through the front.
+	if err := c.Ping(ctx).Err(); err != nil {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("latency: first PING: %v, want an answer, or a reset of a redirected connection", err)
+		}
 	}
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
