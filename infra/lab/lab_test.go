@@ -17,8 +17,8 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
-	"github.com/redlocklab/redlocklab/internal/redirect"
 	"github.com/redlocklab/redlocklab/internal/proc"
+	"github.com/redlocklab/redlocklab/internal/redirect"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
 )
