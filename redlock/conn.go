@@ -100,7 +100,7 @@ func dialer(o *redis.Options) func(ctx context.Context, network, addr string) (n
 			return nil, err
 		}
 		if o.TLSConfig == nil {
-			return &plainConn{Conn: conn, addr: addr}, nil
+			return newPlainConn(conn, addr), nil
 		}
 		cfg := o.TLSConfig
 		if cfg.ServerName == "" {
@@ -328,6 +328,7 @@ type plainConn struct {
 	addr    string
 	checked bool
 	err     *ConnError // sticky: go-redis may read again after an error
+	raw     syscall.RawConn
 }
 
 func (c *plainConn) Read(p []byte) (int, error) {
@@ -357,9 +358,18 @@ func (c *plainConn) Read(p []byte) (int, error) {
 // SyscallConn lets go-redis's pool look at the socket before it reuses a
 // connection, as it does for a bare TCP connection.
 func (c *plainConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
+	if c.raw == nil {
 		return nil, errors.New("redlock: connection has no socket")
 	}
-	return sc.SyscallConn()
+	return c.raw, nil
+}
+
+// newPlainConn wraps conn. Its socket is looked up once: go-redis's pool
+// asks for it before every request it sends on the connection.
+func newPlainConn(conn net.Conn, addr string) *plainConn {
+	c := &plainConn{Conn: conn, addr: addr}
+	if sc, ok := conn.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+	return c
 }
