@@ -110,17 +110,6 @@ func New(ctx context.Context, port int) (*Front, error) {
 	return f, nil
 }
 
-// Port is the front's port.
-func (f *Front) Port() int { return f.port }
-
-// To is the upstream port the front's connections go to in the kernel, 0
-// while off.
-func (f *Front) To() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.to
-}
-
 // On sends new connections to the front's port to upstream port to,
 // which listens on 127.0.0.1.
 func (f *Front) On(ctx context.Context, to int) error {
@@ -134,7 +123,7 @@ func (f *Front) On(ctx context.Context, to int) error {
 			return err
 		}
 	}
-	elem := fmt.Sprintf("%s ip %s %s { %d : %d }\n", "add element", Table, Map, f.port, to)
+	elem := fmt.Sprintf("add element ip %s %s { %d : %d }\n", Table, Map, f.port, to)
 	if err := nft(ctx, elem); err != nil {
 		// An element left with another upstream (a dead owner's):
 		// replace it in one transaction.
@@ -181,8 +170,7 @@ func (f *Front) remove(ctx context.Context) error {
 func (f *Front) Close(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.to = 0
-	return f.remove(ctx)
+	return f.offLocked(ctx)
 }
 
 // flush deletes the connection-tracking entries of TCP connections made to
