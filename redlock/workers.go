@@ -17,6 +17,7 @@ type workers struct {
 	mu      sync.Mutex
 	idle    []*worker // the most recently used last
 	maxIdle int
+	live    int // worker goroutines started and not yet ended
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -49,6 +50,7 @@ func (w *workers) start(r *round, i int) {
 		return
 	}
 	w.wg.Add(1)
+	w.live++
 	w.mu.Unlock()
 	go w.loop(job{r, i})
 }
@@ -62,6 +64,7 @@ func (w *workers) loop(j job) {
 		j.r.run(j.i)
 		w.mu.Lock()
 		if w.closed || len(w.idle) >= w.maxIdle {
+			w.live--
 			w.mu.Unlock()
 			return
 		}
@@ -72,6 +75,9 @@ func (w *workers) loop(j job) {
 		w.mu.Unlock()
 		var ok bool
 		if j, ok = <-wk.jobs; !ok {
+			w.mu.Lock()
+			w.live--
+			w.mu.Unlock()
 			return
 		}
 	}

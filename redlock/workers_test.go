@@ -3,20 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// loopGoroutines counts the goroutines running a workers loop.
-func loopGoroutines() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "redlock.(*workers).loop(")
-}
 
 // waitFor polls cond until it holds; a test deadline ends a wait that never
 // would, with the condition's description.
@@ -32,9 +23,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // TestWorkersReuseCapAndEnd: the node requests of a second round run on
 // the goroutines of the first; a burst leaves at most maxIdle of them (one
-// per pooled connection of every node); Close ends every one.
+// per pooled connection of every node); Close ends every one. Each round's
+// requests wait at a gate until all of them have started, so no request
+// can finish and hand its worker to another request of the same round.
 func TestWorkersReuseCapAndEnd(t *testing.T) {
-	base := loopGoroutines()
 	var nodes []*redis.Client
 	for range 3 {
 		// Never dialled: the rounds below do not touch their node.
@@ -62,38 +54,50 @@ func TestWorkersReuseCapAndEnd(t *testing.T) {
 		r.collect(ctx, c.quorum, false)
 		r.decide(true)
 	}
-	idle := func() int {
+	count := func() (live, idle int) {
 		c.workers.mu.Lock()
 		defer c.workers.mu.Unlock()
-		return len(c.workers.idle)
+		return c.workers.live, len(c.workers.idle)
+	}
+	settled := func(live, idle int) func() bool {
+		return func() bool { l, i := count(); return l == live && i == idle }
 	}
 
-	open := make(chan struct{})
-	close(open)
-	finish(start(open))
-	waitFor(t, "3 idle workers", func() bool { return idle() == 3 })
-	finish(start(open))
-	waitFor(t, "3 idle workers again", func() bool { return idle() == 3 })
-	if n := loopGoroutines() - base; n != 3 {
-		t.Errorf("after two rounds: %d worker goroutines, want the first round's 3", n)
+	gate := make(chan struct{})
+	r := start(gate)
+	if live, _ := count(); live != 3 {
+		t.Fatalf("first round: %d workers, want 3", live)
 	}
+	close(gate)
+	finish(r)
+	waitFor(t, "the first round's 3 workers to idle", settled(3, 3))
+
+	gate = make(chan struct{})
+	r = start(gate)
+	if live, idle := count(); live != 3 || idle != 0 {
+		t.Errorf("second round: %d workers, %d idle; want the first round's 3, all busy", live, idle)
+	}
+	close(gate)
+	finish(r)
+	waitFor(t, "3 idle workers again", settled(3, 3))
 
 	// Three rounds at once need nine workers; six end once they are done.
-	gate := make(chan struct{})
+	gate = make(chan struct{})
 	rs := []*round{start(gate), start(gate), start(gate)}
-	waitFor(t, "nine workers for three rounds in flight", func() bool { return loopGoroutines()-base == 9 })
+	if live, _ := count(); live != 9 {
+		t.Errorf("three rounds in flight: %d workers, want 9", live)
+	}
 	close(gate)
 	for _, r := range rs {
 		finish(r)
 	}
-	waitFor(t, "the burst's workers past maxIdle to end", func() bool { return loopGoroutines()-base == 3 })
+	waitFor(t, "the burst's workers past maxIdle to end", settled(3, 3))
 
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every worker to end after Close", func() bool { return loopGoroutines() == base })
-	if idle() != 0 {
-		t.Errorf("after Close: %d idle workers", idle())
+	if live, idle := count(); live != 0 || idle != 0 {
+		t.Errorf("after Close: %d workers, %d idle", live, idle)
 	}
 }
 
