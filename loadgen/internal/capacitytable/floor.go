@@ -93,6 +93,9 @@ func floorCells(f *floor.File, r row) string {
 		}
 		if r.knee > 0 {
 			share = fmt.Sprintf("%.0f/s = %.0f%%", r.knee, r.knee/fo.LocksPerS*100)
+			if r.kneeAtTop {
+				share = "≥ " + share
+			}
 		}
 	}
 	return fmt.Sprintf(" %s | %s | %s |", disk, fl, share)

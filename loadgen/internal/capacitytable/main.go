@@ -148,6 +148,7 @@ func run(args []string, floorPath, readme, note string, stdout io.Writer) error 
 type row struct {
 	path, fsync string
 	knee        float64 // 0: no step met the SLO
+	kneeAtTop   bool    // every rate of the sweep met the SLO: the knee is at least knee
 	// At the knee.
 	acquireP50, acquireP99 float64 // ms
 	cpuPerReserved         float64 // ms, every process; 0: not measured
@@ -185,6 +186,12 @@ func load(arg string) (row, error) {
 	r.knee = sw.Knee
 	if r.knee == 0 {
 		return r, nil
+	}
+	r.kneeAtTop = !sw.Stopped
+	for _, st := range sw.Steps {
+		if st.Rate > sw.Knee {
+			r.kneeAtTop = false
+		}
 	}
 	r.steps = map[float64]stepFigures{}
 	for _, st := range sw.Steps {
@@ -283,9 +290,19 @@ func render(w io.Writer, rows []row, fl *floor.File, note string) {
 				share = fmt.Sprintf("%.0f%%", r.overGoodput/r.goodput*100)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |%s\n",
-			pathNames[r.path], r.fsync, r.knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
+		knee := fmt.Sprintf("%.0f", r.knee)
+		if r.kneeAtTop {
+			knee = "≥ " + knee
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |%s\n",
+			pathNames[r.path], r.fsync, knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
 			orDash(r.genCPUPerReserved, "%.2f"), r.goodput, over, share, spike, floorCells(fl, r))
+	}
+	for _, r := range rows {
+		if r.kneeAtTop {
+			fmt.Fprintln(w, "\n≥: every rate of that sweep met the SLO, so its knee lies at or above the sweep's top rate (raise CAPACITY_RATES to find it).")
+			break
+		}
 	}
 	// How the spikes were run, from the first one (the script runs them
 	// alike).

@@ -48,6 +48,36 @@ func TestRenderPairsFrontsWithDirect(t *testing.T) {
 	}
 }
 
+// TestRenderKneeAtTheSweepsTop: a sweep whose every rate met the SLO gives
+// a lower bound, marked and explained, not a knee.
+func TestRenderKneeAtTheSweepsTop(t *testing.T) {
+	rows := []row{
+		{path: "fronts", fsync: "always", knee: 2400, kneeAtTop: true, acquireP50: 0.5, acquireP99: 4, goodput: 2400},
+		{path: "direct", fsync: "always", knee: 2000, acquireP50: 0.5, acquireP99: 4, goodput: 2000},
+	}
+	fl := &floor.File{Fanout: map[string]floor.Fanout{"always": {Nodes: 5, Workers: 64, DurationS: 5, LocksPerS: 4000}}}
+	var b bytes.Buffer
+	render(&b, rows, fl, "")
+	got := b.String()
+	for _, want := range []string{
+		"| lab fronts | always | ≥ 2400 | 0.50 |",
+		"| ≥ 2400/s = 60% |",
+		"| direct to redis-server | always | 2000 | 0.50 |",
+		"| 2000/s = 50% |",
+		"≥: every rate of that sweep met the SLO",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q; got:\n%s", want, got)
+		}
+	}
+	rows[0].kneeAtTop = false
+	b.Reset()
+	render(&b, rows, fl, "")
+	if strings.Contains(b.String(), "≥") {
+		t.Errorf("no knee at the top, yet a ≥:\n%s", b.String())
+	}
+}
+
 func TestReplaceBetween(t *testing.T) {
 	doc := "# T\n\n" + BeginMarker + "\nold table\n" + EndMarker + "\n\nafter\n"
 	got, err := replaceBetween([]byte(doc), []byte("| new |\n\n"))
