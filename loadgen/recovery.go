@@ -16,7 +16,10 @@ import (
 // shows.
 //
 // The resolution is the run's interval (one second by default). An interval
-// with no acquisition at all is outside the SLO: nothing was served.
+// with no acquisition at all is outside the SLO: nothing was served. The
+// drain after the schedule's end (the trailing intervals with a target rate
+// of 0, a few milliseconds in which the operations still in flight end) is
+// not judged: its handful of operations make no p99.
 func (r *Report) Recovery(after, maxP99 time.Duration, minReserved float64) (d time.Duration, ok bool) {
 	s := r.Series
 	p99 := s.Latency[TagAcquire]["p99"]
@@ -34,8 +37,12 @@ func (r *Report) Recovery(after, maxP99 time.Duration, minReserved float64) (d t
 		}
 		return all > 0 && float64(s.Outcomes[Reserved.String()][i]) >= minReserved*float64(all)
 	}
+	end := len(s.T) // past the schedule's last interval
+	for end > 1 && len(s.TargetRate) == len(s.T) && s.TargetRate[end-1] == 0 {
+		end--
+	}
 	from := -1 // the first interval of the run's within-SLO tail
-	for i := len(s.T) - 1; i >= 0; i-- {
+	for i := end - 1; i >= 0; i-- {
 		if s.T[i] < after.Seconds() || !within(i) {
 			break
 		}

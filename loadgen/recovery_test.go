@@ -51,3 +51,18 @@ func TestRecovery(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryLeavesTheDrainOut: the operations still in flight when the
+// schedule ends finish in a last short interval of target rate 0; that
+// interval is not judged, and one still within the schedule is.
+func TestRecoveryLeavesTheDrainOut(t *testing.T) {
+	r := seriesOf([]float64{50, 3, 3, 18}, []int64{100, 100, 100, 5})
+	r.Series.TargetRate = []float64{300, 100, 100, 0}
+	if got, ok := r.Recovery(time.Second, 10*time.Millisecond, 0.99); got != 0 || !ok {
+		t.Errorf("with a slow drain: Recovery = %v, %v; want 0, true", got, ok)
+	}
+	r.Series.TargetRate[3] = 100
+	if _, ok := r.Recovery(time.Second, 10*time.Millisecond, 0.99); ok {
+		t.Error("a slow last interval within the schedule was not judged")
+	}
+}
