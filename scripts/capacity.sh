@@ -100,12 +100,12 @@ echo "capacity: the disk under $labdir: appends+fdatasyncs, $FLOOR each by one w
 "$TABLE" -floor "$floor" -disk "$labdir" -duration "$FLOOR"
 for fsync in always everysec; do
 	for path in fronts direct; do
-		# Each setup on a lab of its own: with appendfsync always a
-		# redis-server rewrites its AOF once it passes
-		# auto-aof-rewrite-min-size (64 MB, about 400,000 locks), and the
-		# volume of one setup's runs would set off that rewrite inside the
-		# next setup's measurement (acquire p99 of 20 to 50 ms for several
-		# seconds, from the fork and the rewrite's fsyncs).
+		# Each setup on a lab of its own: a redis-server rewrites its AOF
+		# once it passes auto-aof-rewrite-min-size (64 MB, about 400,000
+		# locks), so on a shared lab the volume of earlier setups could
+		# set off that rewrite inside a later setup's measurement (a run
+		# on a shared lab had seconds of 20 to 47 ms acquire p99 where its
+		# count of locks put the rewrite; docs/benchmarks.md).
 		echo "capacity: lab up, $NODES nodes, appendfsync $fsync, for the $path setup"
 		lab_started=1
 		"$BIN" lab up --plain-disks="$PLAIN_DISKS" --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||

@@ -92,10 +92,7 @@ func floorCells(f *floor.File, r row) string {
 			fl += fmt.Sprintf(" (%d errors)", fo.Errors)
 		}
 		if r.knee > 0 {
-			share = fmt.Sprintf("%.0f/s = %.0f%%", r.knee, r.knee/fo.LocksPerS*100)
-			if r.kneeAtTop {
-				share = "≥ " + share
-			}
+			share = fmt.Sprintf("%s/s = %.0f%%", r.kneeText(), r.knee/fo.LocksPerS*100)
 		}
 	}
 	return fmt.Sprintf(" %s | %s | %s |", disk, fl, share)

@@ -187,15 +187,11 @@ func load(arg string) (row, error) {
 	if r.knee == 0 {
 		return r, nil
 	}
-	r.kneeAtTop = !sw.Stopped
-	for _, st := range sw.Steps {
-		if st.Rate > sw.Knee {
-			r.kneeAtTop = false
-		}
-	}
+	r.kneeAtTop = !sw.Stopped // until a step above the knee says otherwise
 	r.steps = map[float64]stepFigures{}
 	for _, st := range sw.Steps {
 		if st.Rate > sw.Knee {
+			r.kneeAtTop = false
 			continue
 		}
 		rep, err := loadgen.LoadReport(filepath.Join(sweepDir, st.Dir))
@@ -266,6 +262,15 @@ func goodput(s loadgen.Summary) float64 {
 	return float64(s.Outcomes[loadgen.Reserved.String()]) / s.DurationS
 }
 
+// kneeText is the knee as the table prints it: "≥ N" when every rate of
+// the sweep met the SLO, so N is only a lower bound.
+func (r row) kneeText() string {
+	if r.kneeAtTop {
+		return fmt.Sprintf("≥ %.0f", r.knee)
+	}
+	return fmt.Sprintf("%.0f", r.knee)
+}
+
 var pathNames = map[string]string{"fronts": "lab fronts", "direct": "direct to redis-server"}
 
 func render(w io.Writer, rows []row, fl *floor.File, note string) {
@@ -290,12 +295,8 @@ func render(w io.Writer, rows []row, fl *floor.File, note string) {
 				share = fmt.Sprintf("%.0f%%", r.overGoodput/r.goodput*100)
 			}
 		}
-		knee := fmt.Sprintf("%.0f", r.knee)
-		if r.kneeAtTop {
-			knee = "≥ " + knee
-		}
 		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |%s\n",
-			pathNames[r.path], r.fsync, knee, r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
+			pathNames[r.path], r.fsync, r.kneeText(), r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
 			orDash(r.genCPUPerReserved, "%.2f"), r.goodput, over, share, spike, floorCells(fl, r))
 	}
 	for _, r := range rows {
