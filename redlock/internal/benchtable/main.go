@@ -3,9 +3,11 @@
 // implementation the median ns/op, allocs/op, acquire p50/p99 and
 // lock+unlock p99 over all runs (-count), with ratios against the
 // single-node floor, redsync's defaults and redsync WithFailFast(true),
-// followed by the headline ratios; BenchmarkSlowNodeTail lines in the same
-// input add the slow-node tail headline. BenchmarkClosedLoop lines make a
-// second table: per workload and implementation the median locks/s and
+// followed by the headline ratios. BenchmarkInterleaved lines make a second
+// table: per scenario the median lock+unlock p50 and p99 of this package,
+// redsync WithFailFast(true) and the quorum fan-out floor, taking turns
+// iteration by iteration, with the medians of this package's ratios to the
+// other two over the rounds. BenchmarkClosedLoop lines make a third table: per workload and implementation the median locks/s and
 // lock+unlock p50/p99 over all runs, the failed cycles of all runs
 // together, and ratios against redsync's defaults.
 //
@@ -29,21 +31,29 @@ func main() {
 		os.Exit(1)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintln(os.Stderr, "benchtable: no BenchmarkLock or BenchmarkClosedLoop results on stdin")
+		fmt.Fprintln(os.Stderr, "benchtable: no BenchmarkLock, BenchmarkInterleaved or BenchmarkClosedLoop results on stdin")
 		os.Exit(1)
 	}
 	render(os.Stdout, rows)
 }
 
-// tailName is the benchmark that alternates this package and redsync
-// WithFailFast(true) on a slow node; its metrics are read beside the rows.
-const tailName = "BenchmarkSlowNodeTail"
-
-// The benchmarks whose sub-benchmarks are scenario/impl rows.
+// The benchmarks read: BenchmarkLock's and BenchmarkClosedLoop's
+// sub-benchmarks are scenario/impl rows; BenchmarkInterleaved's are
+// scenarios, each line carrying every implementation's metrics
+// ("redlock-p50-ns", …), and make a row with an empty impl.
 const (
-	lockName   = "BenchmarkLock"
-	closedName = "BenchmarkClosedLoop"
+	lockName        = "BenchmarkLock"
+	closedName      = "BenchmarkClosedLoop"
+	interleavedName = "BenchmarkInterleaved"
 )
+
+// interleavedImpls are the implementations BenchmarkInterleaved reports,
+// by the prefix of their metrics, and how the table names them.
+var interleavedImpls = []struct{ prefix, label string }{
+	{"redlock", "redlock"},
+	{"failfast", "redsync-failfast"},
+	{"floor", "quorum fan-out floor"},
+}
 
 // row is one benchmark (scenario/impl), its metrics the medians over runs.
 type row struct {
@@ -63,7 +73,7 @@ func parse(r io.Reader) ([]row, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], lockName+"/") && !strings.HasPrefix(f[0], closedName+"/") && !strings.HasPrefix(f[0], tailName) {
+		if len(f) < 4 || !slices.ContainsFunc([]string{lockName, closedName, interleavedName}, func(b string) bool { return strings.HasPrefix(f[0], b+"/") }) {
 			continue
 		}
 		name := f[0]
@@ -91,8 +101,8 @@ func parse(r io.Reader) ([]row, error) {
 	for _, name := range order {
 		bench, sub, _ := strings.Cut(name, "/")
 		parts := strings.Split(sub, "/")
-		if name == tailName {
-			bench, parts = lockName, []string{"slow", "tail"}
+		if bench == interleavedName {
+			parts = append(parts, "")
 		}
 		if len(parts) != 2 {
 			continue
@@ -155,22 +165,50 @@ func ratio(a, b float64) string {
 }
 
 func render(w io.Writer, rows []row) {
-	var lock, closed []row
+	by := map[string][]row{}
 	for _, r := range rows {
-		if r.bench == closedName {
-			closed = append(closed, r)
-		} else {
-			lock = append(lock, r)
+		by[r.bench] = append(by[r.bench], r)
+	}
+	first := true
+	for _, t := range []struct {
+		bench  string
+		render func(io.Writer, []row)
+	}{
+		{lockName, renderLock},
+		{interleavedName, renderInterleaved},
+		{closedName, renderClosed},
+	} {
+		if len(by[t.bench]) == 0 {
+			continue
 		}
-	}
-	if len(lock) > 0 {
-		renderLock(w, lock)
-	}
-	if len(closed) > 0 {
-		if len(lock) > 0 {
+		if !first {
 			fmt.Fprintln(w)
 		}
-		renderClosed(w, closed)
+		first = false
+		t.render(w, by[t.bench])
+	}
+}
+
+// renderInterleaved writes the interleaved table: one whole lock+unlock as
+// a caller waits for it, with this package's ratios as medians of each
+// round's own ratio (the rounds share the machine's moods, so a ratio
+// within a round is steadier than a ratio of medians).
+func renderInterleaved(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| scenario | implementation | rounds | lock+unlock p50 | lock+unlock p99 |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
+	for _, r := range rows {
+		for _, im := range interleavedImpls {
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s |\n", r.scenario, im.label, r.runs,
+				dur(r.metrics[im.prefix+"-p50-ns"]), dur(r.metrics[im.prefix+"-p99-ns"]))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		m := r.metrics
+		fmt.Fprintf(w, "- %s, lock+unlock taking turns iteration by iteration (appendfsync no, median of %d rounds): p50 %.2f× redsync WithFailFast(true)'s and %.2f× the quorum fan-out floor's (%s against %s and %s); p99 %.2f× redsync WithFailFast(true)'s (%s vs %s)\n",
+			r.scenario, r.runs, m["vs-failfast-p50"], m["vs-floor-p50"],
+			dur(m["redlock-p50-ns"]), dur(m["failfast-p50-ns"]), dur(m["floor-p50-ns"]),
+			m["vs-failfast-p99"], dur(m["redlock-p99-ns"]), dur(m["failfast-p99-ns"]))
 	}
 }
 
@@ -205,9 +243,6 @@ func renderLock(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "| scenario | implementation | runs | time/op (acquire+release) | allocs/op | acquire p50 | acquire p99 | lock+unlock p99 | time/op vs floor | time/op vs redsync | p99 vs redsync | lock+unlock p99 vs redsync FailFast |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		if r.impl == "tail" {
-			continue // a headline, not a row
-		}
 		vsFloor, vsRS, p99RS, cycleFF := "-", "-", "-", "-"
 		if hasFloor {
 			vsFloor = ratio(r.metrics["ns/op"], floor.metrics["ns/op"])
@@ -253,10 +288,6 @@ func headlines(rows []row) []string {
 			x, dur(slowOurs.metrics["p99-ns"]), dur(slowRS.metrics["p99-ns"])))
 		out = append(out, fmt.Sprintf("(for reference, one slow node, acquire p50: %.1f× lower, %s vs %s)",
 			slowRS.metrics["p50-ns"]/slowOurs.metrics["p50-ns"], dur(slowOurs.metrics["p50-ns"]), dur(slowRS.metrics["p50-ns"])))
-	}
-	if t, ok := find(rows, "slow", "tail"); ok {
-		out = append(out, fmt.Sprintf("one slow node, lock+unlock p99 with the two alternating iteration by iteration (appendfsync no, median of %d runs): %.2f× redsync WithFailFast(true)'s (%s vs %s)",
-			t.runs, t.metrics["p99-ratio"], dur(t.metrics["ours-p99-ns"]), dur(t.metrics["failfast-p99-ns"])))
 	}
 	for _, sc := range []string{"healthy", "slow"} {
 		o, ok1 := find(rows, sc, "redlock")

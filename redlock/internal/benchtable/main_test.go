@@ -13,10 +13,15 @@ BenchmarkLock/healthy/redsync-2   	  2000	    300000 ns/op	    150000 p50-ns	   
 BenchmarkLock/slow/redlock-2      	  2000	    200000 ns/op	     80000 p50-ns	    300000 p99-ns	    600000 cycle-p99-ns	    9000 B/op	     160 allocs/op
 BenchmarkLock/slow/redsync-failfast-2	  2000	    210000 ns/op	     90000 p50-ns	    350000 p99-ns	    800000 cycle-p99-ns	    5000 B/op	     140 allocs/op
 BenchmarkLock/slow/redsync-2      	  2000	  45000000 ns/op	  22000000 p50-ns	  25000000 p99-ns	    5000 B/op	     140 allocs/op
-BenchmarkSlowNodeTail-2   	    2000	   2436706 ns/op	   5000000 failfast-p99-ns	   4000000 ours-p99-ns	         0.8 p99-ratio
-BenchmarkSlowNodeTail-2   	    2000	   2959593 ns/op	   7000000 failfast-p99-ns	   8400000 ours-p99-ns	         1.2 p99-ratio
-BenchmarkSlowNodeTail-2   	    2000	   3054354 ns/op	   6000000 failfast-p99-ns	   5400000 ours-p99-ns	         0.9 p99-ratio
 PASS
+`
+
+// interleavedSample has three rounds whose ratios' medians (0.90, 0.95,
+// 1.00) differ from the ratios of the medians (200/220, 200/210, 400/400).
+const interleavedSample = `BenchmarkInterleaved/healthy-2  2000  650000 ns/op  220000 failfast-p50-ns  400000 failfast-p99-ns  210000 floor-p50-ns  350000 floor-p99-ns  200000 redlock-p50-ns  400000 redlock-p99-ns  0.90 vs-failfast-p50  1.00 vs-failfast-p99  0.95 vs-floor-p50
+BenchmarkInterleaved/healthy-2  2000  650000 ns/op  200000 failfast-p50-ns  380000 failfast-p99-ns  190000 floor-p50-ns  330000 floor-p99-ns  190000 redlock-p50-ns  390000 redlock-p99-ns  0.95 vs-failfast-p50  1.03 vs-failfast-p99  1.00 vs-floor-p50
+BenchmarkInterleaved/healthy-2  2000  650000 ns/op  240000 failfast-p50-ns  420000 failfast-p99-ns  230000 floor-p50-ns  370000 floor-p99-ns  210000 redlock-p50-ns  410000 redlock-p99-ns  0.875 vs-failfast-p50  0.98 vs-failfast-p99  0.913 vs-floor-p50
+BenchmarkInterleaved/slow-2  2000  850000 ns/op  230000 failfast-p50-ns  1000000 failfast-p99-ns  220000 floor-p50-ns  1100000 floor-p99-ns  210000 redlock-p50-ns  900000 redlock-p99-ns  0.913 vs-failfast-p50  0.90 vs-failfast-p99  0.955 vs-floor-p50
 `
 
 func TestParseMedians(t *testing.T) {
@@ -24,8 +29,19 @@ func TestParseMedians(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 7 {
-		t.Fatalf("got %d rows, want 7", len(rows))
+	if len(rows) != 6 {
+		t.Fatalf("got %d rows, want 6", len(rows))
+	}
+	irows, err := parse(strings.NewReader(interleavedSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := findIn(irows, interleavedName, "healthy", "")
+	if !ok || len(irows) != 2 {
+		t.Fatalf("got %d rows (healthy: %v), want healthy and slow", len(irows), ok)
+	}
+	if got := r.metrics["vs-failfast-p50"]; got != 0.90 || r.runs != 3 {
+		t.Errorf("healthy vs-failfast-p50: got %v over %d rounds, want the median of the rounds' ratios, 0.90 over 3", got, r.runs)
 	}
 	for _, tc := range []struct {
 		scenario, impl, unit string
@@ -63,7 +79,6 @@ func TestRender(t *testing.T) {
 			"| healthy | redlock | 1 | 150 µs | 150 | 70 µs | 200 µs | - | 1.36× | 0.50× | 0.50× | - |",
 			"| slow | redlock | 1 | 200 µs | 160 | 80 µs | 300 µs | 600 µs | 1.82× | 0.00× | 0.01× | 0.75× |",
 			"slow, sequential lock+unlock p99 against redsync WithFailFast(true): 0.75× (600 µs vs 800 µs)",
-			"one slow node, lock+unlock p99 with the two alternating iteration by iteration (appendfsync no, median of 3 runs): 0.90× redsync WithFailFast(true)'s (5.40 ms vs 6.00 ms)",
 			"healthy, Acquire+Release against the single-node floor: 1.36× (150 µs vs 110 µs)",
 			"healthy, against redsync's defaults: 0.50× redsync's time (150 µs vs 300 µs)",
 			"one slow node, acquire p99 against redsync's defaults: 83.3× lower (300 µs vs 25.00 ms)",
@@ -75,6 +90,17 @@ func TestRender(t *testing.T) {
 			"| distinct-64 | fanout | 1 | 3800 | 15.00 ms | 75.00 ms | 0 | 1.12× | 1.29× |",
 			"- distinct-64: this library 3400 locks/s against redsync's 3400 (1.00×), 3 errors against 0",
 		}, []string{"time/op"}},
+		{"BenchmarkInterleaved", interleavedSample, []string{
+			"| healthy | redlock | 3 | 200 µs | 400 µs |",
+			"| healthy | quorum fan-out floor | 3 | 210 µs | 350 µs |",
+			"| slow | redsync-failfast | 1 | 230 µs | 1.00 ms |",
+			"- healthy, lock+unlock taking turns iteration by iteration (appendfsync no, median of 3 rounds): p50 0.90× redsync WithFailFast(true)'s and 0.95× the quorum fan-out floor's (200 µs against 220 µs and 210 µs); p99 1.00× redsync WithFailFast(true)'s (400 µs vs 400 µs)",
+		}, []string{"time/op", "| workload |"}},
+		{"all three", sample + interleavedSample + closedSample, []string{
+			"| scenario | implementation | runs | time/op",
+			"| scenario | implementation | rounds |",
+			"| workload | implementation |",
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows, err := parse(strings.NewReader(tc.input))
