@@ -88,8 +88,9 @@ validate-aws:
 
 ## bench: the side-by-side Redlock comparison table (five local nodes, 5 rounds,
 ## medians: time per lock+unlock, acquire p50/p99, lock+unlock p99, healthy, one
-## node 20 ms slow and one down; the slow-node tail against redsync FailFast,
-## alternating iteration by iteration); worker pools in a closed loop (1, 16, 64 and
+## node 20 ms slow and one down); one lock+unlock of this library, redsync FailFast
+## and the quorum fan-out floor taking turns iteration by iteration (appendfsync no,
+## healthy and one node slow, 8 rounds: p50, p99 and their ratios); worker pools in a closed loop (1, 16, 64 and
 ## 256 workers on fresh keys, 64 on 8 hot keys: locks/s, lock+unlock p50/p99 and
 ## errors against redsync and the raw fan-out, 3 runs); goodput when a saturated node set is offered
 ## one, three and eight times its capacity; the load generator's own cost per
