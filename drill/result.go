@@ -68,7 +68,7 @@ type LabInfo struct {
 	TLS bool `json:"tls,omitempty"`
 	// PlainDisks: the data directories were plain ones, not the power-loss
 	// filesystem; a drill without a power loss runs on them, so that the
-	// layer does not weigh on its latency (lab.Config.PlainDisks).
+	// layer does not weigh on its latency (profile.Profile.PowerLoss off).
 	PlainDisks bool `json:"plain_disks,omitempty"`
 	// EtcdUnsafeNoFsync: the etcd members never fsynced, a declared
 	// negative control (lab.Config.EtcdUnsafeNoFsync).
@@ -178,7 +178,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		res.Lab.Persistence = append(res.Lab.Persistence, string(p))
 	}
 	for _, f := range spec.Faults {
-		res.Faults = append(res.Faults, FaultInfo{AtS: f.At.Seconds(), Fault: string(f.Kind), Scope: string(f.Scope), Desc: describeFault(f)})
+		res.Faults = append(res.Faults, FaultInfo{AtS: f.At.Seconds(), Fault: string(f.Kind), Scope: string(f.Scope), Desc: f.String()})
 	}
 	for _, gr := range runs {
 		g := string(gr.guard)
@@ -288,7 +288,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				}
 			case x.Ref != nil:
 				lhs, ref := reportOf(rep, reports, x.Phase), reportOf(rep, reports, x.Refs)
-				l, r := x.Metric.Measure(lhs), x.Ref.Measure(ref)
+				l, r := loadgen.Measure(x.Metric, lhs), loadgen.Measure(*x.Ref, ref)
 				er.Observed = fmt.Sprintf("%s vs %g×%s", l.Got, x.Factor, r.Got)
 				if l.OK && r.OK {
 					er.Held = loadgen.Compare(l.Value, x.Cmp.Op, x.Factor*r.Value)
@@ -298,10 +298,10 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				er.Observed = strconv.FormatInt(n, 10)
 				er.Held = x.Cmp.Holds(float64(n))
 			case x.Phase == PhaseAll:
-				tr := x.Threshold.Eval(rep)
+				tr := loadgen.Evaluate(x.Threshold, rep)
 				er.Held, er.Observed = tr.Pass, tr.Got
 			default:
-				tr := x.Threshold.Eval(&reports[x.Phase].Report)
+				tr := loadgen.Evaluate(x.Threshold, &reports[x.Phase].Report)
 				er.Held, er.Observed = tr.Pass, tr.Got
 			}
 			out.Expectations = append(out.Expectations, er)

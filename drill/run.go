@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"io"
 	"net"
@@ -95,25 +94,19 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 		}
 		cfg.Owner = &self
 	}
-	cfg.Count = spec.Lab.Nodes
-	cfg.NodePersistence = spec.Lab.Persistence
-	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
-	cfg.RestartDelay = spec.Lab.RestartDelay
-	cfg.Replicas = spec.Lab.Replicas
-	cfg.Machines = cfg.Machines || spec.Lab.Machines
-	cfg.Etcd = spec.Lab.Etcd
-	cfg.EtcdUnsafeNoFsync = spec.Lab.EtcdUnsafeNoFsync
-	cfg.TLS = spec.Lab.TLS
+	// The spec's lab, run on machines when Options.Lab asks for them.
+	machines := cfg.Machines
+	cfg.Profile = spec.Lab
+	cfg.Machines = machines || spec.Lab.Machines
 	if cfg.Machines {
 		if err := CheckMachines(spec); err != nil {
 			return nil, err
 		}
 	}
-	cutsPower := slices.ContainsFunc(spec.Faults, func(f Fault) bool { return f.Kind == fault.PowerLoss })
 	// The power-loss filesystem only where a power loss needs it: every
 	// other drill measures the servers on plain data directories.
-	cfg.PlainDisks = !cutsPower
-	if cutsPower {
+	cfg.PowerLoss = spec.Lab.PowerLoss || spec.CutsPower()
+	if cfg.PowerLoss {
 		// No silent fallback to a weaker model: refuse before the lab comes up.
 		if err := node.CheckPowerLoss(); err != nil {
 			return nil, fmt.Errorf("drill %s: power-loss needs the power-loss filesystem on every node's data directory, which this host cannot mount: %w", spec.Name, err)
@@ -135,11 +128,11 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if cfg.EtcdUnsafeNoFsync {
 		replicas += ", etcd without fsync (a negative control)"
 	}
-	if cfg.PlainDisks {
-		replicas += ", plain data directories"
+	if cfg.PowerLoss {
+		replicas += ", the power-loss filesystem"
 	}
 	logf("lab up: %d nodes, persistence %s, restart delay %v%s, state %s (owner pid %d: the lab goes down when it ends)",
-		cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas, state, cfg.Owner.PID)
+		cfg.Nodes, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas, state, cfg.Owner.PID)
 	l, err := lab.Up(ctx, cfg)
 	defer func() {
 		// Down even when ctx ended: nothing of the lab may be left behind.
@@ -164,7 +157,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
 	if res != nil {
-		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), l.PlainDisks()
+		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), !l.PowerLossLayer()
 		res.Lab.EtcdUnsafeNoFsync = l.EtcdUnsafeNoFsync()
 	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
@@ -267,11 +260,11 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 			}
 		}
 	}()
-	processGuards := spec.processGuards()
+	processGuards := spec.ProcessGuards()
 	for _, g := range w.Guards {
 		gr := &guardRun{guard: g, dir: filepath.Join(dir, string(g)), pause: newPauser(g, hist), stages: stages}
 		runs = append(runs, gr)
-		if gr.keys, err = w.Keys.Generator(loadgen.Shard{Index: 0, Count: 1}); err != nil {
+		if gr.keys, err = loadgen.NewKeyGen(w.Keys, loadgen.Shard{Index: 0, Count: 1}); err != nil {
 			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 		}
 		gr.keys.Prefix(string(g) + ".")
@@ -291,7 +284,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 			}
 		}
 		store := "sqlite:" + filepath.Join(gr.dir, "inventory.db")
-		if contains(processGuards, g) {
+		if slices.Contains(processGuards, g) {
 			gr.procs, err = startServeProcs(ctx, serveConfig{
 				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.NodeList(), TLSCA: l.TLSFiles().CA, Etcd: etcdEndpoints(l, g), StoreDSN: store,
 				LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),

@@ -33,7 +33,7 @@ func runInventory(t *testing.T, cfg InventoryConfig, rate float64, d time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
-	kg, err := ks.Generator(Shard{})
+	kg, err := NewKeyGen(ks, Shard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestHTTPTarget(t *testing.T) {
 		}
 		sched, _ := ConstantSchedule(100, 300*time.Millisecond, Shard{})
 		ks, _ := ParseKeys("uniform:3")
-		kg, _ := ks.Generator(Shard{})
+		kg, _ := NewKeyGen(ks, Shard{})
 		dir := filepath.Join(t.TempDir(), "run")
 		r, _, err := Execute(ctx, RunSpec{Out: dir, Stock: 100, Meta: Meta{Target: "http", Keys: "uniform:3", Stages: "300ms:100"},
 			Engine: Config{Schedule: sched, Target: target, Keys: kg, Seed: 1, Interval: 100 * time.Millisecond}})
