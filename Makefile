@@ -97,11 +97,11 @@ validate-aws:
 ## operation; the seeding of 100,000 SKUs.
 bench:
 	@mkdir -p bin
-	set -o pipefail; for i in 1 2 3 4 5; do $(GO) test -run '^$$' -bench Lock -benchmem -benchtime 400x ./redlock/ || exit 1; done | tee bin/bench.txt
-	set -o pipefail; $(GO) test -run '^$$' -bench Interleaved -benchtime 2000x -count 8 ./redlock/ | tee -a bin/bench.txt
-	set -o pipefail; $(GO) test -run '^$$' -bench ClosedLoop -benchtime 3000x -count 3 ./redlock/ | tee -a bin/bench.txt
-	$(GO) run ./redlock/internal/benchtable < bin/bench.txt | tee bin/bench.md
-	$(GO) test -run '^$$' -bench Saturated -benchtime 1x ./redlock/ | tee bin/bench-saturated.txt
+	set -o pipefail; for i in 1 2 3 4 5; do $(GO) test -run '^$$' -bench Lock -benchmem -benchtime 400x ./internal/redlocklab/ || exit 1; done | tee bin/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench Interleaved -benchtime 2000x -count 8 ./internal/redlocklab/ | tee -a bin/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench ClosedLoop -benchtime 3000x -count 3 ./internal/redlocklab/ | tee -a bin/bench.txt
+	$(GO) run ./internal/redlocklab/benchtable < bin/bench.txt | tee bin/bench.md
+	$(GO) test -run '^$$' -bench Saturated -benchtime 1x ./internal/redlocklab/ | tee bin/bench-saturated.txt
 	$(GO) test -run '^$$' -bench Engine -benchtime 2000000x ./loadgen/ | tee bin/bench-loadgen.txt
 	$(GO) test -run '^$$' -bench SeedMany -benchtime 3x ./inventory/ | tee bin/bench-seed.txt
 
