@@ -1,6 +1,6 @@
 // Package redistest is the lab's part of the test harness for real
 // redis-server processes: the nodes themselves are the Redlock library's
-// redlocktest; this package adds what only the lab has. A fault front (the
+// redlocktest; this package adds what only the lab has: a fault front (the
 // lab's, internal/faultproxy) before a node, TLS nodes with certificates
 // from the lab's CA (internal/tlscert), and base ports for a lab's port
 // layout.
@@ -95,7 +95,7 @@ func ephemeralLow() int {
 	return lo
 }
 
-// StartTLS starts one TLS-only node (see Options.TLS) whose certificate,
+// StartTLS starts one TLS-only node (see redlocktest.Options.TLS) whose certificate,
 // for hosts (IP addresses or names) and valid from notBefore to notAfter,
 // is signed by ca; it writes the files into a temporary directory.
 func StartTLS(tb testing.TB, ca *tlscert.CA, hosts []string, notBefore, notAfter time.Time) *redlocktest.Node {
