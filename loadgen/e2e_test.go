@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // runInventory runs a short load against in-process replicas and returns
@@ -109,7 +109,7 @@ func TestDBGuardsUnderContention(t *testing.T) {
 }
 
 func TestRedlockSafeWithoutFaults(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{})
+	c := redlocktest.Start(t, 3, redlocktest.Options{})
 	r := runInventory(t, InventoryConfig{Replicas: 2, ReplicaConfig: inventory.ReplicaConfig{Nodes: c.Addrs(), Guard: inventory.GuardRedlock,
 		NodeTimeout: time.Second, LockTTL: 30 * time.Second, AcquireTimeout: 20 * time.Second}}, 40, time.Second, "hot:10:0.7")
 	s := r.Summary
@@ -125,7 +125,7 @@ func TestRedlockSafeWithoutFaults(t *testing.T) {
 }
 
 func TestPausedHolderIsCaught(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{})
+	c := redlocktest.Start(t, 3, redlocktest.Options{})
 	// Every third holder stalls for 4x the TTL while holding the lock on
 	// the one SKU: its lock expires, another replica takes it, and both
 	// believe they hold it.
