@@ -54,13 +54,14 @@ vet:
 	@set -e; for m in $(MODULES); do echo "(cd $$m && $(GO) vet ./...)"; (cd $$m && $(GO) vet ./...); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-## test-go: the library's modules, then the lab's; the drill package runs
-## alone, after the rest: its CI drills run a lab and three loads each, and
-## must not share two cores with other packages.
+## test-go: the library's modules, then the lab's; the drill and explore
+## packages run alone, one after the other, after the rest: their CI drills
+## and searches run a lab and a load per guard, and must not share two cores
+## with other packages (a starved host makes a drill INVALID).
 test-go:
 	@set -e; for m in $(filter-out .,$(MODULES)); do echo "(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...)"; (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); done
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/drill$$')
-	$(GO) test -race -count=1 -timeout 20m ./drill/
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/drill$$' -e '/drill/explore$$')
+	$(GO) test -race -count=1 -timeout 20m -p 1 ./drill/ ./drill/explore/
 
 ## test-fuzz: the request decoder's fuzz test, briefly.
 test-fuzz:

@@ -66,8 +66,8 @@ them. The result is a runbook in --found; 'redlab drill FILE --repeat 5'
 replays it and says how often it reproduced.
 
 The schedule's load: 20 reservations/s per guard for 10s, a 2s lock TTL,
-holds of 50-500ms, 8 SKUs per guard (waiters are there when a lock is
-lost) whose stock runs out near the end.
+holds of 200ms-1.5s, 32 SKUs per guard (a lock lost under its holder has
+a waiter to take it) whose stock runs out near the end.
 
 Exit 0 a conclusive search, 1 it could not run or its checkers disagreed,
 2 usage error, 3 inconclusive or mostly invalid.`,

@@ -16,7 +16,10 @@ import (
 
 // Shape is the load every schedule runs: short TTLs and holds, as
 // Jepsen's lock workloads use 2 s leases, so that each schedule lasts
-// seconds and a fault of a few seconds outlives a lock.
+// seconds and a fault of a few seconds outlives a lock. Holds are a good
+// part of the TTL and longer than a node takes to restart, and the keys
+// few enough that a lock lost under its holder has a waiter to take it:
+// otherwise a lock the lab forgets goes unnoticed.
 type Shape struct {
 	Rate     float64 // per guard
 	Duration time.Duration
@@ -37,9 +40,9 @@ type Shape struct {
 // DefaultShape is the load of a schedule.
 func DefaultShape() Shape {
 	return Shape{
-		Rate: 20, Duration: 10 * time.Second, Keys: 8, Stock: 20,
+		Rate: 20, Duration: 10 * time.Second, Keys: 32, Stock: 5,
 		LockTTL: 2 * time.Second, AcquireTimeout: time.Second,
-		Hold:       loadspec.HoldSpec{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+		Hold:       loadspec.HoldSpec{Min: 200 * time.Millisecond, Max: 1500 * time.Millisecond},
 		FirstFault: 2 * time.Second, LastFault: 7 * time.Second, MaxFaults: 3,
 	}
 }

@@ -317,6 +317,10 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintln(w, "\nFindings, shrunk:")
 	}
 	for _, f := range r.Findings {
+		if f.Runbook == "" {
+			fmt.Fprintf(w, "  %s: %s %s; not shrunk: %s\n", f.Schedule, f.Guard, words[f.Harm], f.Note)
+			continue
+		}
 		fmt.Fprintf(w, "  %s: %s %s; %d → %d faults (%s); reproduced %d/%d; %s\n", f.Schedule, f.Guard, words[f.Harm],
 			len(f.Before), len(f.After), joinStrings(f.After), f.Reproduced, f.Runs, f.Runbook)
 	}
