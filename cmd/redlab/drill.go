@@ -60,7 +60,9 @@ dashboards of dashboards/grafana show the drill.
 Every spec is read before anything starts: a spec error is a usage error
 naming the file, the line and the field. With --check the specs are only read
 and validated, with the same messages, and nothing runs: a lint for runbooks
-in a CI of your own.
+in a CI of your own. With --check and --hosts every spec is also checked
+against the hosts inventory, and a table says which run over SSH (and which
+guards they leave out) and why the others do not.
 
 Exit 0 every expectation held, 1 one did not (each is named) or a drill could
 not run, 2 usage or spec error.`,
@@ -106,6 +108,12 @@ not run, 2 usage or spec error.`,
 						return usageErrorf("--machines: %v", err)
 					}
 				}
+			}
+			if check && ho.file != "" {
+				if err := hostsLabFlags(monitoring, machines); err != nil {
+					return err
+				}
+				return ho.checkHosts(e.stdout, specs)
 			}
 			hostsCfg, err := ho.config(e, specs, monitoring, machines)
 			if err != nil {
