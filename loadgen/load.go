@@ -10,7 +10,8 @@ import (
 
 // RunSpec is one load run into a directory.
 type RunSpec struct {
-	// Out is the run directory; it must not hold a run already.
+	// Out is the run directory; it must not hold a run already (PrepareDir
+	// clears an earlier one).
 	Out string
 	// Meta is the configuration to record; Execute fills in the engine
 	// settings, times and counts.

@@ -131,7 +131,32 @@ type Writer struct {
 	prevDG int64
 }
 
-// CreateRun makes dir (which must not hold a run already) and starts its
+// PrepareDir readies dir for a new run (sweep false) or a new sweep: it is
+// made if missing, and when it holds an earlier one of the same kind
+// (MetaFile, SweepFile) it is removed first, with everything in it, as
+// `redlab drill` replaces a drill's directory. A directory that holds the
+// other kind is refused, and one that holds neither is kept as it is.
+func PrepareDir(dir string, sweep bool) error {
+	own, other, otherName := MetaFile, SweepFile, "a sweep"
+	if sweep {
+		own, other, otherName = SweepFile, MetaFile, "a run"
+	}
+	if _, err := os.Stat(filepath.Join(dir, other)); err == nil {
+		return fmt.Errorf("loadgen: %s holds %s (%s), which this would not replace: choose another --out", dir, otherName, other)
+	}
+	if _, err := os.Stat(filepath.Join(dir, own)); err == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("loadgen: replace the earlier run in %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}
+
+// CreateRun makes dir (which must not hold a run already: PrepareDir
+// clears one) and starts its
 // record. The interval log is opened with the first interval, when the start
 // time is known.
 func CreateRun(dir string, meta Meta) (*Writer, error) {

@@ -18,6 +18,7 @@ func runDoctorArgs(t *testing.T, args ...string) (code int, stdout, stderr strin
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, append([]string{"doctor"}, args...))
+	noMapInOutput(t, args, out.String(), errOut.String())
 	return code, out.String(), errOut.String()
 }
 

@@ -89,7 +89,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the generator's own Prometheus metrics on this address (e.g. :9101)")
 	fs.Var(&f.worker, "worker", "this machine's share of a run split over M load machines: i/M (rate and keys are sharded)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the key and quantity draws (default: random, recorded in run.json)")
-	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; must not hold a run already")
+	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; an earlier run of the same kind there is replaced")
 	fs.BoolVar(&f.labCPU, "lab-cpu", false, "account the CPU time of the lab's node processes (redis-server, and the supervisor with its front; etcd members and theirs) in every run, read from /proc: the lab of $"+envStateDir+", else ./"+lab.DefaultStateDir)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (go tool pprof) to FILE, from the end of the set-up to the end of the runs")
 }
@@ -297,16 +297,6 @@ func (f *loadFlags) status(w io.Writer) (io.Writer, bool) {
 	return nil, false
 }
 
-// checkOut refuses an out directory that already holds a run.
-func checkOut(dir string) error {
-	for _, name := range []string{loadgen.MetaFile, loadgen.SweepFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return fmt.Errorf("%s already holds a run; choose a new --out", dir)
-		}
-	}
-	return nil
-}
-
 // loadRig is what load and sweep set up once before their runs: the out
 // directory, this worker's shard and keys, the target with its recorder,
 // the generator's metrics endpoint and the status line.
@@ -322,10 +312,10 @@ type loadRig struct {
 	close   func()
 }
 
-// setUp refuses an out directory that holds a run, creates it and builds the
-// rig. On success the caller must call rig.close.
-func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
-	if err := checkOut(f.out); err != nil {
+// setUp readies the out directory (an earlier run of the same kind there is
+// replaced) and builds the rig. On success the caller must call rig.close.
+func (f *loadFlags) setUp(ctx context.Context, e *env, sweep bool) (*loadRig, error) {
+	if err := loadgen.PrepareDir(f.out, sweep); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
