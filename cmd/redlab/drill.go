@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/drill"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 func newDrillCmd(e *env) *cobra.Command {
@@ -247,8 +248,12 @@ func printResult(w io.Writer, r *drill.Result, dir string) {
 	for _, g := range r.GuardOrder {
 		gr := r.Guards[g]
 		c := gr.Counts
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%.1f ms\t\n", g, c.Requests, c.Reserved, c.Unavailable, c.Overloaded,
-			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, gr.Availability*100, gr.AcquireP99Ms)
+		acquire := "-" // a guard that takes no lock has no acquire to time
+		if inventory.Guard(g).TimesLock() {
+			acquire = fmt.Sprintf("%.1f ms", gr.AcquireP99Ms)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%s\t\n", g, c.Requests, c.Reserved, c.Unavailable, c.Overloaded,
+			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, gr.Availability*100, acquire)
 	}
 	tw.Flush()
 	for _, g := range r.GuardOrder {

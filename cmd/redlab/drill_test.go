@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redlocklab/redlocklab/drill"
 )
 
 // TestDrillCheck: --check validates every runbook without a lab (exit 0),
@@ -113,5 +115,25 @@ func TestDrillCheckHosts(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "2 of 2 drill specs cannot run over SSH") ||
 		!strings.Contains(stderr, "client-pause") || !strings.Contains(stderr, "etcd-leader-loss") {
 		t.Errorf("got exit %d, stderr %q; want 2 naming both refusals", code, stderr)
+	}
+}
+
+// TestPrintResultNoAcquireWithoutALock: the drill's table prints no acquire
+// p99 for a guard that takes no lock, rather than 0.0 ms.
+func TestPrintResultNoAcquireWithoutALock(t *testing.T) {
+	res := &drill.Result{Drill: "one-node-loss", Passed: true, GuardOrder: []string{"redlock", "db-atomic"}, Guards: map[string]*drill.GuardResult{
+		"redlock":   {Passed: true, Availability: 1, AcquireP99Ms: 7.9},
+		"db-atomic": {Passed: true, Availability: 1},
+	}}
+	var b strings.Builder
+	printResult(&b, res, "runs/drills/one-node-loss")
+	for line := range strings.Lines(b.String()) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "redlock" && !strings.HasSuffix(strings.TrimSpace(line), "7.9 ms"):
+			t.Errorf("redlock's row %q: want its acquire p99, 7.9 ms", line)
+		case len(f) > 0 && f[0] == "db-atomic" && (strings.Contains(line, " ms") || f[len(f)-1] != "-"):
+			t.Errorf("db-atomic's row %q: want - for its acquire p99", line)
+		}
 	}
 }

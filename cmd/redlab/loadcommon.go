@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -452,7 +453,27 @@ func (f *loadFlags) runSpec(r *loadRig, dir string, profile []loadgen.Stage, sch
 			MaxInFlight: f.maxInFlight, LateTolerance: f.lateTolerance, Interval: f.interval, Recorder: r.rec, Watch: r.watch,
 		},
 		Status: r.status, StatusTTY: r.tty, Metrics: r.metrics, Thresholds: thresholds, Stop: stop,
+		FaultLog: f.labFaultLog(),
 	}
+}
+
+// labFaultLog is the fault log of the lab the run loads (the lab of the
+// state directory, when the run's lock nodes or etcd endpoints are its),
+// so that the report shades the faults injected during the run; "" for
+// any other target.
+func (f *loadFlags) labFaultLog() string {
+	dir := stateDir("")
+	l, err := lab.Open(dir)
+	if err != nil {
+		return ""
+	}
+	ours := append(l.Addrs(), l.EtcdEndpoints()...)
+	for _, a := range append(slices.Clone(f.addrs), f.etcdURLs...) {
+		if slices.Contains(ours, a) {
+			return filepath.Join(dir, lab.FaultsFile)
+		}
+	}
+	return ""
 }
 
 // report prints a run's text summary and its verdict: a threshold error

@@ -23,7 +23,7 @@ func newNodeCmd(e *env) *cobra.Command {
 		// The lab's Terraform runs it; people use lab, fault and drill.
 		// Hidden from redlab's help, it still answers --help.
 		Hidden: true,
-		Short: "one lab node's or etcd member's supervisor: start | run | stop | etcd-start | etcd-run | etcd-stop (run by infra/envs/local)",
+		Short:  "one lab node's or etcd member's supervisor: start | run | stop | etcd-start | etcd-run | etcd-stop (run by infra/envs/local)",
 		Long: `One lab node's supervisor. The lab's Terraform provisioners call these; a
 person needs them only to repair a lab by hand ('redlab lab up' is the usual
 way in).`,
