@@ -420,7 +420,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		const fix = "Log in as the node set's monitoring user, which may run INFO, CONFIG GET and TIME (WithAuth)."
 		add("login", Unchecked, fmt.Sprintf("%s (%v): no setting of this node was read", who, pingErr), fix)
 		for _, check := range settingChecks {
-			add(check, Unchecked, "not read: the node refused the login", fix)
+			add(check, Unchecked, "not read: the node refused the login", "See the login line above.")
 		}
 		checkClient(node, c.timeout, add)
 		return info, fs
