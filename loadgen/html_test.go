@@ -79,7 +79,7 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	dom := dumpDOM(t, filepath.Join(dir, HTMLFile))
 	got := charts(t, dom)
-	for _, name := range []string{"throughput", "acquire", "outcomes", "nodes", "spectrum", "e2e"} {
+	for _, name := range []string{"throughput", "acquire", "outcomes", "nodes", "node-failed", "spectrum", "e2e"} {
 		c, ok := got[name]
 		if !ok {
 			t.Errorf("chart %s missing from the DOM", name)
@@ -96,7 +96,7 @@ func TestReportRendersInChromium(t *testing.T) {
 	if n := strings.Count(dom, `class="fault"`); n < 5 {
 		t.Errorf("fault phase shaded on %d charts, want 5", n)
 	}
-	for _, want := range []string{"kill node1", "acquire.p99&lt;1s", "FAIL", "node1 SET 127.0.0.1:7001"} {
+	for _, want := range []string{"kill node1", "acquire.p99&lt;1s", "FAIL", "node1 SET 127.0.0.1:7001", "What the words mean", "abandoned", `id="late-card"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %q", want)
 		}

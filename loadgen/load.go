@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 )
 
 // RunSpec is one load run into a directory.
 type RunSpec struct {
-	// Out is the run directory; it must not hold a run already.
+	// Out is the run directory; it must not hold a run already (PrepareDir
+	// clears an earlier one).
 	Out string
 	// Meta is the configuration to record; Execute fills in the engine
 	// settings, times and counts.
@@ -35,6 +39,11 @@ type RunSpec struct {
 	// abandoned when it returns an error. Runs that must start at one instant
 	// (the guards of a drill) share a barrier here.
 	Gate func(ctx context.Context) error
+	// FaultLog, when set, is the faults.jsonl of the lab the run loaded:
+	// the faults it recorded during the run are copied into the run
+	// directory before the report is rendered, so that its charts shade
+	// them as a drill's do. A missing file is no faults.
+	FaultLog string
 }
 
 // ErrAborted is returned when ctx ended before the run was recorded.
@@ -152,6 +161,11 @@ func Execute(ctx context.Context, spec RunSpec) (*Report, []ThresholdResult, err
 	if err := w.Finish(info, safety); err != nil {
 		return nil, nil, err
 	}
+	if spec.FaultLog != "" {
+		if err := copyFaults(spec.FaultLog, spec.Out, info.Start, info.End); err != nil {
+			return nil, nil, err
+		}
+	}
 	r, err := LoadReport(spec.Out)
 	if err != nil {
 		return nil, nil, err
@@ -161,4 +175,24 @@ func Execute(ctx context.Context, spec RunSpec) (*Report, []ThresholdResult, err
 		return r, failed, err
 	}
 	return r, failed, nil
+}
+
+// copyFaults appends to the run directory dir's fault log the faults of the
+// log at src that were in force at some time in [from, to].
+func copyFaults(src, dir string, from, to time.Time) error {
+	faults, err := faultlog.Read(src)
+	if err != nil {
+		return fmt.Errorf("loadgen: the lab's faults: %w", err)
+	}
+	var evs []faultlog.Event
+	for _, f := range faults {
+		if f.Start.After(to) || (!f.Active() && f.End.Before(from)) {
+			continue
+		}
+		evs = append(evs, f.Events()...)
+	}
+	if err := faultlog.Append(filepath.Join(dir, FaultsFile), evs...); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
 }

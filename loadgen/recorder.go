@@ -29,30 +29,57 @@ func newAttemptsHist() *hdr.Histogram { return hdr.New(1, attemptsHighest, sigFi
 // Outcome is how one scheduled operation ended.
 type Outcome uint8
 
-// Outcomes, in report order. Refused, Unknown, HTTP4xx and HTTP5xx come
-// only from a remote target: they tell a request that never arrived (safe to
-// retry) from one whose fate is unknown (it may have committed; the store
-// audit looks it up) from an answer that is not the API's.
+// Outcomes, in report order; outcomeMeanings says what each means.
+// Refused, Unknown, HTTP4xx and HTTP5xx come only from a remote target: they
+// tell a request that never arrived (safe to retry) from one whose fate is
+// unknown (it may have committed; the store audit looks it up) from an
+// answer that is not the API's.
 const (
-	Reserved    Outcome = iota // the reservation committed
-	OutOfStock                 // the SKU had too few units
-	Contended                  // the lock was held by someone else until the acquire gave up
-	Unavailable                // too few lock nodes answered
-	Overloaded                 // the lock client turned the request away at once: its nodes had been too slow for the load
-	Fenced                     // the store rejected a stale holder's write
-	Conflict                   // an optimistic reservation (db-version) found the row changed on every try
-	Error                      // anything else (a store failure, an invalid request, a cancelled operation)
-	Refused                    // never arrived: the connection was refused or broke before the request was written
-	Unknown                    // sent, no answer (reset, EOF, timeout): it may have committed
-	HTTP4xx                    // a 4xx answer that is not the API's (a rate limiter's 429)
-	HTTP5xx                    // a 5xx answer that is not the API's (a proxy's 502)
-	Late                       // never sent: no in-flight slot within the lateness tolerance
+	Reserved Outcome = iota
+	OutOfStock
+	Contended
+	Unavailable
+	Overloaded
+	Fenced
+	Conflict
+	Error
+	Refused
+	Unknown
+	HTTP4xx
+	HTTP5xx
+	Late
 	numOutcomes
 )
 
 // outcomeNames are loadspec.Outcomes: the conversion panics at start-up if
 // the two ever differ in length.
 var outcomeNames = [numOutcomes]string(loadspec.Outcomes)
+
+// outcomeMeanings says what each outcome means, in the words the reports
+// and loadgen/README.md use (a test keeps the README equal).
+var outcomeMeanings = [numOutcomes]string{
+	Reserved:    "the reservation committed",
+	OutOfStock:  "the SKU had too few units left",
+	Contended:   "another holder kept the lock until this acquire gave up",
+	Unavailable: "too few lock nodes answered for a quorum",
+	Overloaded:  "the lock client gave up on the acquire without sending it: it waited in line for a place under its limit on attempts in flight, and none came before the deadline, because the nodes had been too slow for the load",
+	Fenced:      "the store refused the write of a holder whose lock had passed to another (its fencing token was stale)",
+	Conflict:    "an optimistic reservation (db-version) found the row changed on every try",
+	Error:       "anything else: a store failure, an invalid request, a cancelled operation",
+	Refused:     "never arrived: the connection was refused or broke before the request was written (remote targets)",
+	Unknown:     "sent and never answered (reset, EOF, timeout): it may have committed; the store audit looks it up (remote targets)",
+	HTTP4xx:     "a 4xx answer that is not the API's, such as a rate limiter's 429 (remote targets)",
+	HTTP5xx:     "a 5xx answer that is not the API's, such as a proxy's 502 (remote targets)",
+	Late:        "never sent: no in-flight slot freed within the lateness tolerance after its scheduled time",
+}
+
+// Meaning says what the outcome means, in one line.
+func (o Outcome) Meaning() string {
+	if o < numOutcomes {
+		return outcomeMeanings[o]
+	}
+	return ""
+}
 
 // String is the outcome's name in summary.json.
 func (o Outcome) String() string {
@@ -78,7 +105,8 @@ func parseOutcome(s string) (Outcome, bool) {
 // reports it.
 type NodeOutcome uint8
 
-// Node outcomes, matching redlock.Outcome.
+// Node outcomes, matching redlock.Outcome; nodeOutcomeMeanings says what
+// each means.
 const (
 	NodeGranted NodeOutcome = iota
 	NodeTaken
@@ -89,6 +117,29 @@ const (
 )
 
 var nodeOutcomeNames = [numNodeOutcomes]string{"granted", "taken", "error", "timeout", "abandoned"}
+
+// nodeOutcomeMeanings says what each node outcome means (see
+// outcomeMeanings).
+var nodeOutcomeMeanings = [numNodeOutcomes]string{
+	NodeGranted:   "the node set the lock key (SET NX PX answered OK)",
+	NodeTaken:     "the node answered that another holder has the key",
+	NodeError:     "the node answered with an error, or the connection failed (refused, reset): a down node's SETs end here",
+	NodeTimeout:   "the node did not answer within the per-node timeout",
+	NodeAbandoned: "the acquire was decided before the node answered (a quorum had granted, or could no longer), so the client stopped waiting for it; usual on a healthy run, not a failure",
+}
+
+// Meaning says what the node outcome means, in one line.
+func (o NodeOutcome) Meaning() string {
+	if o < numNodeOutcomes {
+		return nodeOutcomeMeanings[o]
+	}
+	return ""
+}
+
+// answered reports whether the node replied to the SET: only replies have
+// a latency worth drawing; a refused connection fails fast and a timeout
+// lasts the timeout, neither says how fast the node is.
+func (o NodeOutcome) answered() bool { return o == NodeGranted || o == NodeTaken }
 
 // String is the node outcome's name in summary.json.
 func (o NodeOutcome) String() string {
@@ -367,9 +418,9 @@ type NodeResult struct {
 	Latency time.Duration
 }
 
-// RecordNodes adds the per-node results of one lock attempt. Abandoned
-// requests (the decision came before the node answered) are counted but have
-// no latency.
+// RecordNodes adds the per-node results of one lock attempt. Every result
+// is counted; only answers (granted, taken) are timed: an error, a timeout
+// or an abandoned request says nothing of how fast the node answers.
 func (r *Recorder) RecordNodes(results []NodeResult) {
 	sh := &r.shards[int(r.nodeRR.Add(1))%len(r.shards)]
 	sh.mu.Lock()
@@ -379,7 +430,7 @@ func (r *Recorder) RecordNodes(results []NodeResult) {
 			continue
 		}
 		h.NodeOutcomes[nr.Node][nr.Outcome]++
-		if nr.Outcome != NodeAbandoned {
+		if nr.Outcome.answered() {
 			h.recordLatency(h.Nodes[nr.Node], nr.Latency)
 		}
 	}

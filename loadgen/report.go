@@ -38,6 +38,9 @@ type Series struct {
 	DoubleGrants []int64                          `json:"double_grants"` // running total
 	Outcomes     map[string][]int64               `json:"outcomes"`
 	Latency      map[string]map[string][]optFloat `json:"latency"` // tag → p50|p90|p99|p999|max → ms
+	// NodeFailed is, per lock node (index 0: node1) and interval, its SETs
+	// that failed: errors and timeouts, which have no latency to draw.
+	NodeFailed [][]int64 `json:"node_failed,omitempty"`
 }
 
 // optFloat is a number that is null in JSON when NaN (no samples).
@@ -180,6 +183,12 @@ func (r *Report) initSeries(recs []IntervalRecord) {
 		s.LateStarts[i] = rec.LateStarts
 		dg += rec.DoubleGrants
 		s.DoubleGrants[i] = dg
+		for j, no := range rec.NodeOutcomes {
+			for len(s.NodeFailed) <= j {
+				s.NodeFailed = append(s.NodeFailed, make([]int64, n))
+			}
+			s.NodeFailed[j][i] = no[NodeError.String()] + no[NodeTimeout.String()]
+		}
 	}
 }
 

@@ -37,6 +37,9 @@ func (t *lockTarget) Do(_ context.Context, op Op) Result {
 		nr[i] = NodeResult{Node: i, Outcome: NodeGranted, Latency: time.Duration(100+50*i+r.IntN(200)) * time.Microsecond}
 	}
 	nr[t.nodes-1].Outcome = NodeAbandoned
+	if op.Seq%5 == 0 { // node2 refuses now and then
+		nr[1].Outcome, nr[1].Latency = NodeError, 30*time.Microsecond
+	}
 	t.rec.RecordNodes(nr)
 	return res
 }

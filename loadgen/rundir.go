@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 // Files of a run directory. run.json, intervals.jsonl, latency.hlog and
@@ -69,6 +70,36 @@ type Meta struct {
 	Processes []ProcessCPU `json:"processes,omitempty"`
 	// Sources lists the run directories a merged run was made from.
 	Sources []string `json:"sources,omitempty"`
+	// Drill is set on a guard's run in a drill: the drill's name and
+	// verdict, which title the report (RecordDrill).
+	Drill *DrillInfo `json:"drill,omitempty"`
+}
+
+// DrillInfo names the drill a run was one guard's load in, with the
+// verdicts, in the drill's own words.
+type DrillInfo struct {
+	// Name is the drill's ("one-node-loss").
+	Name string `json:"name"`
+	// Verdict is the drill's: "PASS", "FAIL" or another word the drill
+	// uses ("INVALID").
+	Verdict string `json:"verdict"`
+	// Guard is this guard's part of it, one line: "every expectation
+	// held", or the expectations that did not.
+	Guard string `json:"guard,omitempty"`
+}
+
+// Passed reports whether the drill's verdict is PASS.
+func (d *DrillInfo) Passed() bool { return d != nil && d.Verdict == "PASS" }
+
+// lockService says on what the run's guard takes its lock, as a report
+// names it: the Redis lock nodes, the etcd members, or nothing. A guard
+// this version does not know locks on the nodes the run lists; known is
+// false when the run names neither a guard nor nodes (a no-op target).
+func (m *Meta) lockService() (redis, etcd, known bool) {
+	if g, err := inventory.ParseAnyGuard(m.Guard); err == nil {
+		return g.Locks() && !g.NeedsEtcd(), g.NeedsEtcd(), true
+	}
+	return len(m.Nodes) > 0, len(m.Etcd) > 0, len(m.Nodes)+len(m.Etcd) > 0
 }
 
 // Interval returns the collection period.
@@ -131,7 +162,32 @@ type Writer struct {
 	prevDG int64
 }
 
-// CreateRun makes dir (which must not hold a run already) and starts its
+// PrepareDir readies dir for a new run (sweep false) or a new sweep: it is
+// made if missing, and when it holds an earlier one of the same kind
+// (MetaFile, SweepFile) it is removed first, with everything in it, as
+// `redlab drill` replaces a drill's directory. A directory that holds the
+// other kind is refused, and one that holds neither is kept as it is.
+func PrepareDir(dir string, sweep bool) error {
+	own, other, otherName := MetaFile, SweepFile, "a sweep"
+	if sweep {
+		own, other, otherName = SweepFile, MetaFile, "a run"
+	}
+	if _, err := os.Stat(filepath.Join(dir, other)); err == nil {
+		return fmt.Errorf("loadgen: %s holds %s (%s), which this would not replace: choose another --out", dir, otherName, other)
+	}
+	if _, err := os.Stat(filepath.Join(dir, own)); err == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("loadgen: replace the earlier run in %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}
+
+// CreateRun makes dir (which must not hold a run already: PrepareDir
+// clears one) and starts its
 // record. The interval log is opened with the first interval, when the start
 // time is known.
 func CreateRun(dir string, meta Meta) (*Writer, error) {
@@ -203,6 +259,24 @@ func RecordSafety(dir string, s Safety) error {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, SafetyFile), s); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}
+
+// RecordDrill writes the drill's name and verdicts into the finished run
+// in dir (run.json), for a drill that judged the run after it ended.
+// Render the report again (LoadReport, Write) for its title to show them.
+func RecordDrill(dir string, d DrillInfo) error {
+	m, err := readMeta(dir)
+	if err != nil {
+		return err
+	}
+	if d.Name == "" || d.Verdict == "" {
+		return fmt.Errorf("loadgen: drill info for %s: want a name and a verdict, got %+v", dir, d)
+	}
+	m.Drill = &d
+	if err := writeJSON(filepath.Join(dir, MetaFile), m); err != nil {
 		return fmt.Errorf("loadgen: %w", err)
 	}
 	return nil

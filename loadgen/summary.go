@@ -166,7 +166,14 @@ func buildSummary(r *Report) Summary {
 		s.Attempts = AttemptStats{Count: n, Mean: math.Round(mean*1000) / 1000,
 			P99: atPercentile(t.Attempts, 99), Max: t.Attempts.Max()}
 	}
+	// Per-node figures belong to a guard that locks on the Redis nodes; a
+	// drill lists the nodes for every guard, an etcd guard's too.
+	redis, _, known := r.Meta.lockService()
+	redis = redis || !known
 	for i, h := range t.Nodes {
+		if !redis {
+			break
+		}
 		ns := NodeSummary{Node: nodeNumber(i), LatencyMs: percentilesOf(h), Outcomes: make(map[string]int64, numNodeOutcomes)}
 		if i < len(r.Meta.Nodes) {
 			ns.Addr = r.Meta.Nodes[i]
@@ -199,6 +206,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(m.Sources) > 0 {
 		fmt.Fprintf(&b, ", merged from %d runs", len(m.Sources))
 	}
+	if d := m.Drill; d != nil {
+		fmt.Fprintf(&b, "; drill %s: %s", d.Name, d.Verdict)
+		if d.Guard != "" {
+			fmt.Fprintf(&b, " (this guard: %s)", d.Guard)
+		}
+	}
 	b.WriteString("\n")
 	stopped := ""
 	if s.Stopped {
@@ -220,11 +233,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", name, p.Count, p.P50, p.P90, p.P99, p.P999, p.Max)
 	}
-	row("e2e (corrected)", s.E2ELatencyMs)
-	row("e2e (uncorrected)", s.E2EUncorrectedLatencyMs)
-	row("lock acquire", s.AcquireLatencyMs)
-	row("lock hold", s.HoldLatencyMs)
-	row("lock release", s.ReleaseLatencyMs)
+	for _, lr := range latencyRows(s) {
+		row(lr.Name, lr.P)
+	}
 	for _, n := range s.PerNode {
 		name := fmt.Sprintf("node%d SET", n.Node)
 		if n.Addr != "" {

@@ -14,6 +14,11 @@ import (
 	"time"
 )
 
+// DefaultMaxLateRatio is the share of a run's operations that may be late
+// (never sent) before the run says more about the generator than about the
+// target: a sweep step over it fails, and a report draws it red.
+const DefaultMaxLateRatio = 0.01
+
 // SweepSpec runs the same load at rising rates to find the knee: the highest
 // rate whose step met the SLO.
 type SweepSpec struct {
@@ -99,7 +104,7 @@ func RunSweep(ctx context.Context, spec SweepSpec, stop <-chan struct{}) (*Sweep
 		return nil, errors.New("loadgen: sweep needs rates and a step")
 	}
 	if spec.MaxLateRatio <= 0 {
-		spec.MaxLateRatio = 0.01
+		spec.MaxLateRatio = DefaultMaxLateRatio
 	}
 	if _, err := os.Stat(filepath.Join(spec.Out, SweepFile)); err == nil {
 		return nil, fmt.Errorf("loadgen: %s already holds a sweep; choose a new --out", spec.Out)

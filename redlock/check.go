@@ -17,7 +17,7 @@ import (
 // Severity grades a Finding.
 type Severity uint8
 
-// Severities, least to most severe.
+// Severities, least to most severe, then Unchecked.
 const (
 	// Info: the check passed; the message states what was seen.
 	Info Severity = iota
@@ -26,6 +26,10 @@ const (
 	Warning
 	// Critical: the lock can be granted twice, or a node is unusable.
 	Critical
+	// Unchecked is not a grade: the check could not run, because the audit
+	// could not log in or was denied a read, so the practice it audits may
+	// hold or not.
+	Unchecked
 )
 
 // String returns "info", "warning" or "critical".
@@ -37,13 +41,15 @@ func (s Severity) String() string {
 		return "warning"
 	case Critical:
 		return "critical"
+	case Unchecked:
+		return "unchecked"
 	}
 	return "severity(" + strconv.Itoa(int(s)) + ")"
 }
 
 // MarshalText renders s as its String, so JSON carries "critical", not 2.
 func (s Severity) MarshalText() ([]byte, error) {
-	if s > Critical {
+	if s > Unchecked {
 		return nil, fmt.Errorf("redlock: unknown severity %d", uint8(s))
 	}
 	return []byte(s.String()), nil
@@ -51,7 +57,7 @@ func (s Severity) MarshalText() ([]byte, error) {
 
 // UnmarshalText parses what MarshalText writes.
 func (s *Severity) UnmarshalText(b []byte) error {
-	for v := Info; v <= Critical; v++ {
+	for v := Info; v <= Unchecked; v++ {
 		if string(b) == v.String() {
 			*s = v
 			return nil
@@ -64,9 +70,9 @@ func (s *Severity) UnmarshalText(b []byte) error {
 type Finding struct {
 	// Node is the 0-based node index, or -1 for the node set as a whole.
 	Node int `json:"node"`
-	// Check names what was audited: "reachable", "role", "replicas", "run_id",
-	// "tls", "config", "appendonly", "appendfsync", "maxmemory-policy",
-	// "clock", "client", "nodes", "timeouts".
+	// Check names what was audited: "reachable", "login", "role",
+	// "replicas", "run_id", "tls", "appendonly", "appendfsync",
+	// "maxmemory-policy", "clock", "client", "nodes", "timeouts".
 	Check string `json:"check"`
 	// Severity grades the finding.
 	Severity Severity `json:"severity"`
@@ -82,10 +88,15 @@ type NodeInfo struct {
 	// Node is the 0-based node index; Addr its address.
 	Node int
 	Addr string
-	// Reachable reports whether the node answered PING.
+	// Reachable reports whether the node answered PING, even with a refusal.
 	Reachable bool
-	// Err is why the node could not be reached.
+	// Err is why the node could not be reached or, for a reachable node,
+	// why the audit could not log in to it (LoginFailed).
 	Err error
+	// LoginFailed reports that the node refused the audit's login (NOAUTH:
+	// none given, WRONGPASS: a wrong user or password), so no setting of
+	// it was read.
+	LoginFailed bool
 	// Version and RunID come from INFO server.
 	Version string
 	RunID   string
@@ -121,6 +132,7 @@ func (n NodeInfo) MarshalJSON() ([]byte, error) {
 		Node            int    `json:"node"`
 		Addr            string `json:"addr"`
 		Reachable       bool   `json:"reachable"`
+		LoginFailed     bool   `json:"login_failed,omitempty"`
 		Err             string `json:"error,omitempty"`
 		Version         string `json:"version,omitempty"`
 		RunID           string `json:"run_id,omitempty"`
@@ -133,7 +145,7 @@ func (n NodeInfo) MarshalJSON() ([]byte, error) {
 		RTTNs           int64  `json:"rtt_ns"`
 		TLS             string `json:"tls,omitempty"`
 		CertNotAfter    string `json:"cert_not_after,omitempty"`
-	}{n.Node, n.Addr, n.Reachable, errText, n.Version, n.RunID, n.Role, n.Replicas,
+	}{n.Node, n.Addr, n.Reachable, n.LoginFailed, errText, n.Version, n.RunID, n.Role, n.Replicas,
 		n.AppendOnly, n.AppendFsync, n.MaxmemoryPolicy, int64(n.ClockOffset), int64(n.RTT), n.TLS, notAfter})
 }
 
@@ -149,12 +161,16 @@ type Summary struct {
 	// not answer.
 	Nodes       int `json:"nodes"`
 	Unreachable int `json:"unreachable"`
-	// Critical, Warning and OK count the findings by severity (OK: Info, the
-	// check passed). Findings cover single nodes and the node set as a
-	// whole, so they do not add up to a multiple of Nodes.
-	Critical int `json:"critical"`
-	Warning  int `json:"warning"`
-	OK       int `json:"ok"`
+	// LoginFailed counts the reachable nodes that refused the audit's login.
+	LoginFailed int `json:"login_failed,omitempty"`
+	// Critical, Warning, OK and Unchecked count the findings by severity
+	// (OK: Info, the check passed; Unchecked: it could not run). Findings
+	// cover single nodes and the node set as a whole, so they do not add up
+	// to a multiple of Nodes.
+	Critical  int `json:"critical"`
+	Warning   int `json:"warning"`
+	OK        int `json:"ok"`
+	Unchecked int `json:"unchecked,omitempty"`
 }
 
 // Summary counts the report's nodes and findings.
@@ -164,6 +180,9 @@ func (r Report) Summary() Summary {
 		if !n.Reachable {
 			s.Unreachable++
 		}
+		if n.LoginFailed {
+			s.LoginFailed++
+		}
 	}
 	for _, f := range r.Findings {
 		switch f.Severity {
@@ -171,6 +190,8 @@ func (r Report) Summary() Summary {
 			s.Critical++
 		case Warning:
 			s.Warning++
+		case Unchecked:
+			s.Unchecked++
 		default:
 			s.OK++
 		}
@@ -179,14 +200,27 @@ func (r Report) Summary() Summary {
 }
 
 // String renders the summary as one line, e.g.
-// "3 nodes (2 unreachable); 27 findings: 2 critical, 1 warning, 24 ok".
+// "3 nodes (2 unreachable); 27 findings: 2 critical, 1 warning, 24 ok", or
+// "3 nodes (3 refused the login); 23 findings: 0 critical, 0 warnings,
+// 14 unchecked, 9 ok".
 func (s Summary) String() string {
 	nodes := plural(s.Nodes, "node")
+	var why []string
 	if s.Unreachable > 0 {
-		nodes += fmt.Sprintf(" (%d unreachable)", s.Unreachable)
+		why = append(why, fmt.Sprintf("%d unreachable", s.Unreachable))
 	}
-	return fmt.Sprintf("%s; %s: %d critical, %s, %d ok", nodes, plural(s.Critical+s.Warning+s.OK, "finding"),
-		s.Critical, plural(s.Warning, "warning"), s.OK)
+	if s.LoginFailed > 0 {
+		why = append(why, fmt.Sprintf("%d refused the login", s.LoginFailed))
+	}
+	if len(why) > 0 {
+		nodes += " (" + strings.Join(why, ", ") + ")"
+	}
+	unchecked := ""
+	if s.Unchecked > 0 {
+		unchecked = fmt.Sprintf(", %d unchecked", s.Unchecked)
+	}
+	return fmt.Sprintf("%s; %s: %d critical, %s%s, %d ok", nodes, plural(s.Critical+s.Warning+s.Unchecked+s.OK, "finding"),
+		s.Critical, plural(s.Warning, "warning"), unchecked, s.OK)
 }
 
 func plural(n int, noun string) string {
@@ -204,6 +238,18 @@ func (r Report) Critical() bool {
 		}
 	}
 	return false
+}
+
+// Complete reports whether every check ran: no finding is Unchecked. An
+// audit that is not complete has not shown the nodes safe, whatever its
+// other findings say.
+func (r Report) Complete() bool {
+	for _, f := range r.Findings {
+		if f.Severity == Unchecked {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckOption configures Check.
@@ -236,9 +282,12 @@ func WithTTL(ttl time.Duration) CheckOption {
 // master without replicas, distinct run_ids (really independent servers), a
 // clock close to the client's (TIME), and client timeouts small against the
 // TTL; it also flags an even or too small number of nodes. It uses read-only
-// monitoring commands (PING, INFO, CONFIG GET, TIME); a node that denies
-// CONFIG GET gets a Warning, a node that cannot be reached a Critical.
-// The error is non-nil only when ctx ended.
+// monitoring commands (PING, INFO, CONFIG GET, TIME), which the node's
+// monitoring user may run. A check that could not read what it needs (no
+// login, a wrong password, a command the user may not run) is Unchecked,
+// with the reason; a node that refuses the login gets one "login" finding
+// and its settings' checks Unchecked. A node that cannot be reached is
+// Critical. The error is non-nil only when ctx ended.
 func (c *Client) Check(ctx context.Context, opts ...CheckOption) (Report, error) {
 	cfg := checkConfig{ttl: DefaultCheckTTL}
 	for _, o := range opts {
@@ -351,19 +400,41 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 	// Any reply, even an ACL refusal (a monitoring user may lack PING), means
 	// the node is up.
 	var reply redis.Error
-	if err := node.Ping(ctx).Err(); err != nil && !errors.As(err, &reply) {
-		info.Err = err
-		add("reachable", Critical, "no answer to PING: "+err.Error(), "") // Check fills in the fix
+	pingErr := node.Ping(ctx).Err()
+	if pingErr != nil && !errors.As(pingErr, &reply) {
+		info.Err = pingErr
+		add("reachable", Critical, "no answer to PING: "+pingErr.Error(), "") // Check fills in the fix
 		return info, fs
 	}
 	info.Reachable = true
 	checkTLS(ctx, node, &info, time.Now(), add)
+	if loginRefused(pingErr) {
+		info.Err, info.LoginFailed = pingErr, true
+		user := node.Options().Username
+		who := "no login was given"
+		if user != "" {
+			who = "the login as " + user + " was refused"
+		} else if node.Options().Password != "" {
+			who = "the login as the default user was refused"
+		}
+		const fix = "Log in as the node set's monitoring user, which may run INFO, CONFIG GET and TIME (WithAuth)."
+		add("login", Unchecked, fmt.Sprintf("%s (%v): no setting of this node was read", who, pingErr), fix)
+		for _, check := range settingChecks {
+			add(check, Unchecked, "not read: the node refused the login", "See the login line above.")
+		}
+		checkClient(node, c.timeout, add)
+		return info, fs
+	}
 
 	if s, err := node.Info(ctx, "server").Result(); err == nil {
 		info.Version, info.RunID = infoField(s, "redis_version"), infoField(s, "run_id")
+	} else {
+		add("run_id", Unchecked, "cannot read INFO server: "+err.Error(), readFix(err, "INFO (+info)"))
 	}
 	if s, err := node.Info(ctx, "replication").Result(); err != nil {
-		add("role", Warning, "cannot read INFO replication: "+err.Error(), "Allow INFO for the monitoring user (+info).")
+		for _, check := range []string{"role", "replicas"} {
+			add(check, Unchecked, "cannot read INFO replication: "+err.Error(), readFix(err, "INFO (+info)"))
+		}
 	} else {
 		info.Role = infoField(s, "role")
 		info.Replicas, _ = strconv.Atoi(infoField(s, "connected_slaves"))
@@ -392,7 +463,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 
 	t0 := time.Now()
 	if srv, err := node.Time(ctx).Result(); err != nil {
-		add("clock", Warning, "cannot read TIME: "+err.Error(), "Allow TIME for the monitoring user (+time).")
+		add("clock", Unchecked, "cannot read TIME: "+err.Error(), readFix(err, "TIME (+time)"))
 	} else {
 		info.RTT = time.Since(t0)
 		info.ClockOffset = srv.Sub(t0.Add(info.RTT / 2))
@@ -406,20 +477,46 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		}
 	}
 
+	checkClient(node, c.timeout, add)
+	return info, fs
+}
+
+// settingChecks are the checks that read the node's settings, all
+// Unchecked when the node refuses the login.
+var settingChecks = []string{"role", "replicas", "run_id", "appendonly", "appendfsync", "maxmemory-policy", "clock"}
+
+// loginRefused reports whether err says that the node wants a login
+// (NOAUTH) or refused the one given (WRONGPASS, or requirepass's "invalid
+// password" before Redis 6).
+func loginRefused(err error) bool {
+	return redis.IsAuthError(err) || redis.HasErrorPrefix(err, "ERR invalid password")
+}
+
+// readFix is the fix for a read of what that failed with err: the
+// monitoring user's missing permission, or nothing to do but try again.
+func readFix(err error, what string) string {
+	if redis.IsPermissionError(err) {
+		return "Allow " + what + " for the monitoring user."
+	}
+	return "Audit the node again once it answers; if it keeps failing, read its log."
+}
+
+// checkClient audits the client's own settings for the node: what the
+// lock client would do, whatever the node says.
+func checkClient(node *redis.Client, timeout time.Duration, add func(check string, sev Severity, msg, fix string)) {
 	o := node.Options()
 	var issues []string
 	if o.MaxRetries > 0 {
 		issues = append(issues, fmt.Sprintf("go-redis retries %d times, spending validity", o.MaxRetries))
 	}
-	if !o.ContextTimeoutEnabled && (o.ReadTimeout <= 0 || o.ReadTimeout > c.timeout) {
-		issues = append(issues, fmt.Sprintf("read timeout %v ignores the %v request deadline, so a slow node holds connections", o.ReadTimeout, c.timeout))
+	if !o.ContextTimeoutEnabled && (o.ReadTimeout <= 0 || o.ReadTimeout > timeout) {
+		issues = append(issues, fmt.Sprintf("read timeout %v ignores the %v request deadline, so a slow node holds connections", o.ReadTimeout, timeout))
 	}
 	if len(issues) > 0 {
 		add("client", Warning, strings.Join(issues, "; "), "Build node clients with NewNodes: no command retries (MaxRetries -1) and timeouts from the request deadline.")
 	} else {
 		add("client", Info, "no command retries; timeouts follow the request deadline", "")
 	}
-	return info, fs
 }
 
 // certWarning is how long before its certificate expires a node gets a
@@ -477,8 +574,13 @@ func auditConfig(ctx context.Context, node *redis.Client, info *NodeInfo, ttl ti
 	}
 	var err error
 	if info.AppendOnly, err = get("appendonly"); err != nil {
-		add("config", Warning, "cannot read config: "+err.Error(),
-			"Grant the monitoring user +config|get, or audit appendonly, appendfsync and maxmemory-policy in redis.conf by hand.")
+		fix := readFix(err, "CONFIG GET (+config|get)")
+		if redis.IsPermissionError(err) {
+			fix = "Allow CONFIG GET for the monitoring user (+config|get), or audit appendonly, appendfsync and maxmemory-policy in redis.conf by hand."
+		}
+		for _, check := range []string{"appendonly", "appendfsync", "maxmemory-policy"} {
+			add(check, Unchecked, "cannot read CONFIG GET: "+err.Error(), fix)
+		}
 		return
 	}
 	info.AppendFsync, _ = get("appendfsync")

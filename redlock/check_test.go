@@ -194,8 +194,47 @@ func TestCheckConfigDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := check(t, c)
-	wantFinding(t, rep, 0, "config", redlock.Warning)
+	for _, name := range []string{"appendonly", "appendfsync", "maxmemory-policy"} {
+		wantFinding(t, rep, 0, name, redlock.Unchecked)
+	}
 	wantFinding(t, rep, 0, "role", redlock.Info) // reachable although PING is denied too
+	if rep.Complete() {
+		t.Error("Complete() = true for a report with unchecked findings")
+	}
+}
+
+// TestCheckLoginRefused checks that a node that wants a login the audit
+// did not give is reachable but has every setting Unchecked, and that the
+// report says so.
+func TestCheckLoginRefused(t *testing.T) {
+	cl := redistest.Start(t, 1, redistest.Options{Extra: []string{"user default off resetpass resetkeys resetchannels -@all"}})
+	nodes := redlock.NewNodes(cl.Addrs(), redlock.WithNodeTimeout(calmTimeout))
+	t.Cleanup(func() { nodes[0].Close() })
+	c, err := redlock.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := check(t, c)
+	if n := rep.Nodes[0]; !n.Reachable || !n.LoginFailed || n.Err == nil {
+		t.Errorf("node: reachable %v, login failed %v, err %v; want reachable, login failed, with the error", n.Reachable, n.LoginFailed, n.Err)
+	}
+	wantFinding(t, rep, 0, "login", redlock.Unchecked)
+	for _, name := range []string{"role", "replicas", "run_id", "appendonly", "appendfsync", "maxmemory-policy", "clock"} {
+		wantFinding(t, rep, 0, name, redlock.Unchecked)
+	}
+	wantFinding(t, rep, 0, "client", redlock.Info)
+	sum := rep.Summary()
+	if sum.LoginFailed != 1 || sum.Unchecked != 8 || sum.Warning != 2 {
+		t.Errorf("summary %+v: want 1 login failed, 8 unchecked and the 2 warnings of one node", sum)
+	}
+	if got, want := sum.String(), "1 node (1 refused the login); 12 findings: 0 critical, 2 warnings, 8 unchecked, 2 ok"; got != want {
+		t.Errorf("summary line %q, want %q", got, want)
+	}
+	for _, f := range rep.Findings {
+		if strings.Contains(f.Fix, "+info") || strings.Contains(f.Fix, "+config") {
+			t.Errorf("finding %s's fix %q asks for a permission, but there was no login", f.Check, f.Fix)
+		}
+	}
 }
 
 // deadAddrs returns n distinct loopback addresses nothing listens on (a

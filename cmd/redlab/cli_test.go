@@ -26,11 +26,24 @@ func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), &env{stdout: &out, stderr: &errOut}, args)
+	noMapInOutput(t, args, out.String(), errOut.String())
 	return code, out.String(), errOut.String()
 }
 
-// commandPaths lists the path of every visible command of the tree, the
-// root ("") included, as the words a user types.
+// noMapInOutput fails the test when a command printed a map in Go's form
+// ("map[a:1]"): every test that runs a command checks its output so.
+func noMapInOutput(t *testing.T, args []string, outs ...string) {
+	t.Helper()
+	for _, o := range outs {
+		if i := strings.Index(o, "map["); i >= 0 {
+			t.Errorf("redlab %s printed a map in Go's form: %q", strings.Join(args, " "), o[max(0, i-40):min(len(o), i+40)])
+		}
+	}
+}
+
+// commandPaths lists the path of every command of the tree as the words a
+// user types: the root (""), and hidden commands too (node, which the lab
+// runs), since they answer --help as well.
 func commandPaths(t *testing.T) [][]string {
 	t.Helper()
 	var paths [][]string
@@ -38,9 +51,7 @@ func commandPaths(t *testing.T) [][]string {
 	walk = func(c *cobra.Command, path []string) {
 		paths = append(paths, path)
 		for _, sub := range c.Commands() {
-			if !sub.Hidden {
-				walk(sub, append(slices.Clone(path), sub.Name()))
-			}
+			walk(sub, append(slices.Clone(path), sub.Name()))
 		}
 	}
 	walk(newRoot(&env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}), nil)
@@ -385,5 +396,25 @@ func TestLoadRecordsItsCommandLine(t *testing.T) {
 	}
 	if got, want := r.Meta.Command, strings.Join(args, " "); got != want {
 		t.Errorf("run.json command: got %q, want %q", got, want)
+	}
+}
+
+// TestNodeHiddenFromHelp: redlab's help lists the commands people use; node,
+// which the lab's Terraform runs, is not among them but answers --help.
+func TestNodeHiddenFromHelp(t *testing.T) {
+	code, stdout, _ := runArgs(t, "--help")
+	if code != exitOK {
+		t.Fatalf("redlab --help: exit %d", code)
+	}
+	for line := range strings.Lines(stdout) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "node" {
+			t.Errorf("redlab --help lists node: %q", line)
+		}
+	}
+	if !strings.Contains(stdout, "  doctor ") {
+		t.Errorf("redlab --help lacks doctor:\n%s", stdout)
+	}
+	if code, stdout, _ := runArgs(t, "node", "--help"); code != exitOK || !strings.Contains(stdout, "supervisor") {
+		t.Errorf("redlab node --help: exit %d\n%s", code, stdout)
 	}
 }

@@ -2,14 +2,17 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -36,12 +39,19 @@ rediss:// nodes, each node's TLS version and certificate expiry (a warning
 under 30 days), and for a node whose handshake fails, why.
 
 Prints one finding per line and a summary: how many nodes were audited and
-how many did not answer, then the findings by severity (ok: the check
-passed). Findings are about single nodes and about the node set as a whole.
-With --json the same report goes to stdout as JSON: "nodes", "findings"
-(each "node" is an index into "nodes", -1 for the node set) and "summary".
+how many did not answer or refused the login, then the findings by
+severity (ok: the check passed; unchecked: the check could not read what it
+needs, so the practice may hold or not). Findings are about single nodes and
+about the node set as a whole. With --json the same report goes to stdout as
+JSON: "nodes", "findings" (each "node" is an index into "nodes", -1 for the
+node set) and "summary".
 
-Exit 0 when no finding is critical, 1 otherwise, 2 on a usage error.`,
+The nodes' settings are readable only to their monitoring user: log in as
+it with $` + lab.CredentialsEnv + ` (the lab's credentials file, which ` + "`redlab lab up`" + `
+exports), or with --username and the password in $` + envPassword + `.
+
+Exit 0 when no finding is critical or unchecked, 1 otherwise (an audit that
+could not log in has shown nothing), 2 on a usage error.`,
 		Example: `  redlab doctor                                  # the nodes of $REDLAB_NODES
   redlab doctor --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --ttl 30s
   redlab doctor --nodes rediss://10.0.0.1:6379,rediss://10.0.0.2:6379,rediss://10.0.0.3:6379 --tls-ca ca.crt
@@ -111,10 +121,39 @@ func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, tlsCfg *tl
 	if err != nil {
 		return err
 	}
-	if sum.Critical > 0 {
-		return fmt.Errorf("%s: see the FIX column", countOf(sum.Critical, "critical finding"))
+	return auditError(rep, sum, user)
+}
+
+// auditError says why an audit fails: critical findings, checks that could
+// not run and, first, nodes that refused the login, with the way to log in.
+func auditError(rep redlock.Report, sum redlock.Summary, user string) error {
+	var why []string
+	if sum.LoginFailed > 0 {
+		var first error
+		for _, n := range rep.Nodes {
+			if n.LoginFailed {
+				first = n.Err
+				break
+			}
+		}
+		as := "without a login"
+		if user != "" {
+			as = "as " + user
+		}
+		why = append(why, fmt.Sprintf("could not log in to %d of %d nodes %s (%v), so their settings are unchecked: "+
+			"log in as the monitoring user with $%s (the lab's credentials file, which `redlab lab up` exports), "+
+			"or with --username %s and its password in $%s",
+			sum.LoginFailed, sum.Nodes, as, first, lab.CredentialsEnv, node.UserMonitor, envPassword))
+	} else if sum.Unchecked > 0 {
+		why = append(why, countOf(sum.Unchecked, "unchecked finding")+": see the FIX column")
 	}
-	return nil
+	if sum.Critical > 0 {
+		why = append(why, countOf(sum.Critical, "critical finding")+": see the FIX column")
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(why, "; "))
 }
 
 // printReport writes the findings as an aligned table, then the summary.

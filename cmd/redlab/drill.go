@@ -62,7 +62,9 @@ dashboards of dashboards/grafana show the drill.
 Every spec is read before anything starts: a spec error is a usage error
 naming the file, the line and the field. With --check the specs are only read
 and validated, with the same messages, and nothing runs: a lint for runbooks
-in a CI of your own.
+in a CI of your own. With --check and --hosts every spec is also checked
+against the hosts inventory, and a table says which run over SSH (and which
+guards they leave out) and why the others do not.
 
 Before its first fault a drill checks that the host kept its schedule: every
 guard served at least 90% of the operations due, sent on time and answered by
@@ -113,6 +115,12 @@ not run, 2 usage or spec error, 3 a drill was INVALID and none failed.`,
 						return usageErrorf("--machines: %v", err)
 					}
 				}
+			}
+			if check && ho.file != "" {
+				if err := hostsLabFlags(monitoring, machines); err != nil {
+					return err
+				}
+				return ho.checkHosts(e.stdout, specs)
 			}
 			hostsCfg, err := ho.config(e, specs, monitoring, machines)
 			if err != nil {
@@ -352,12 +360,12 @@ func printResult(w io.Writer, r *drill.Result, dir string) {
 	for _, g := range r.GuardOrder {
 		gr := r.Guards[g]
 		c := gr.Counts
-		p99 := "–"
-		if guard, err := inventory.ParseAnyGuard(g); err == nil && guard.Locks() {
-			p99 = fmt.Sprintf("%.1f ms", gr.AcquireP99Ms)
+		acquire := "-" // a guard that takes no lock has no acquire to time
+		if inventory.Guard(g).TimesLock() {
+			acquire = fmt.Sprintf("%.1f ms", gr.AcquireP99Ms)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f%%\t%s\t\n", g, c.Requests, c.Reserved, c.Unavailable, c.Overloaded,
-			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, modelWord(gr.Model), gr.Availability*100, p99)
+			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, modelWord(gr.Model), gr.Availability*100, acquire)
 	}
 	tw.Flush()
 	for _, g := range r.GuardOrder {

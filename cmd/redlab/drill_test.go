@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redlocklab/redlocklab/drill"
 )
 
 // TestDrillCheck: --check validates every runbook without a lab (exit 0),
@@ -52,5 +54,86 @@ func TestDrillCheck(t *testing.T) {
 	}
 	if stdout != "" {
 		t.Errorf("stdout on a usage error: got %q, want nothing", stdout)
+	}
+}
+
+// TestDrillCheckHosts: --check --hosts reports every spec at once: which run
+// over SSH, with the etcd guards they leave out, and why the others do not;
+// a run without --check refuses with every reason too.
+func TestDrillCheckHosts(t *testing.T) {
+	var hs []string
+	for i := 1; i <= 5; i++ {
+		hs = append(hs, fmt.Sprintf(`{"address": "10.0.%d.10", "redis": "10.0.%d.10:6379", "user": "admin", "type": "vm"}`, i, i))
+	}
+	file := filepath.Join(t.TempDir(), "hosts.json")
+	if err := os.WriteFile(file, []byte(`{"drill_environment": true, "hosts": [`+strings.Join(hs, ",")+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs(t, "drill", "--check", "--hosts", file, "--matrix", "../../runbooks/drills")
+	if code != exitUsage {
+		t.Fatalf("got exit %d, want %d (some drills are the lab's)\nstdout:\n%s\nstderr:\n%s", code, exitUsage, stdout, stderr)
+	}
+	rows := map[string]string{}
+	for line := range strings.Lines(stdout) {
+		if f := strings.Fields(line); len(f) >= 2 && (f[1] == "yes" || f[1] == "no") {
+			rows[f[0]] = strings.TrimSpace(line)
+		}
+	}
+	files, _ := filepath.Glob("../../runbooks/drills/*.md")
+	if len(rows) != len(files) {
+		t.Errorf("got %d rows for %d drills:\n%s", len(rows), len(files), stdout)
+	}
+	for name, want := range map[string][]string{
+		"one-node-loss":     {"yes", "runs without etcd, etcd-fenced"},
+		"clock-jump":        {"yes"},
+		"client-pause":      {"no", "scope process"},
+		"etcd-leader-loss":  {"no", "faults on etcd members"},
+		"replicas-as-nodes": {"no", "replicas"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[name], w) {
+				t.Errorf("row of %s: got %q, want %q in it", name, rows[name], w)
+			}
+		}
+	}
+	refused := strings.Count(stdout, "  no  ")
+	if want := fmt.Sprintf("%d of %d drill specs run over SSH", len(files)-refused, len(files)); !strings.Contains(stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, stdout)
+	}
+	if !strings.Contains(stderr, fmt.Sprintf("%d of %d drill specs cannot run over SSH", refused, len(files))) {
+		t.Errorf("stderr: got %q, want the count of refused specs", stderr)
+	}
+
+	// Only specs that run: exit 0.
+	code, stdout, stderr = runArgs(t, "drill", "--check", "--hosts", file, "../../runbooks/drills/one-node-loss.md", "../../runbooks/drills/clock-jump.md")
+	if code != exitOK || !strings.Contains(stdout, "2 of 2 drill specs run over SSH") {
+		t.Errorf("got exit %d, stdout %q, stderr %q; want 0 and both running", code, stdout, stderr)
+	}
+
+	// Without --check, every refusal is named before anything runs.
+	code, _, stderr = runArgs(t, "drill", "--hosts", file, "../../runbooks/drills/client-pause.md", "../../runbooks/drills/etcd-leader-loss.md")
+	if code != exitUsage || !strings.Contains(stderr, "2 of 2 drill specs cannot run over SSH") ||
+		!strings.Contains(stderr, "client-pause") || !strings.Contains(stderr, "etcd-leader-loss") {
+		t.Errorf("got exit %d, stderr %q; want 2 naming both refusals", code, stderr)
+	}
+}
+
+// TestPrintResultNoAcquireWithoutALock: the drill's table prints no acquire
+// p99 for a guard that takes no lock, rather than 0.0 ms.
+func TestPrintResultNoAcquireWithoutALock(t *testing.T) {
+	res := &drill.Result{Drill: "one-node-loss", Passed: true, GuardOrder: []string{"redlock", "db-atomic"}, Guards: map[string]*drill.GuardResult{
+		"redlock":   {Passed: true, Availability: 1, AcquireP99Ms: 7.9},
+		"db-atomic": {Passed: true, Availability: 1},
+	}}
+	var b strings.Builder
+	printResult(&b, res, "runs/drills/one-node-loss")
+	for line := range strings.Lines(b.String()) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "redlock" && !strings.HasSuffix(strings.TrimSpace(line), "7.9 ms"):
+			t.Errorf("redlock's row %q: want its acquire p99, 7.9 ms", line)
+		case len(f) > 0 && f[0] == "db-atomic" && (strings.Contains(line, " ms") || f[len(f)-1] != "-"):
+			t.Errorf("db-atomic's row %q: want - for its acquire p99", line)
+		}
 	}
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,17 +36,22 @@ func (o *drillHostsOptions) config(e *env, specs []*drill.Spec, monitoring, mach
 	if o.file == "" {
 		return nil, nil
 	}
-	if monitoring || machines {
-		return nil, usageErrorf("--hosts runs on real hosts: --monitoring and --machines are for the lab")
+	if err := hostsLabFlags(monitoring, machines); err != nil {
+		return nil, err
 	}
 	inv, err := hosts.Load(o.file)
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
+	var refused []string
 	for _, s := range specs {
 		if err := drill.CheckHosts(s, inv); err != nil {
-			return nil, usageErrorf("--hosts: %v", err)
+			refused = append(refused, strings.TrimPrefix(err.Error(), "drill: "))
 		}
+	}
+	if len(refused) > 0 {
+		return nil, usageErrorf("--hosts: %d of %d drill specs cannot run over SSH on %s:\n  %s",
+			len(refused), len(specs), o.file, strings.Join(refused, "\n  "))
 	}
 	if o.deadMan <= 0 {
 		return nil, usageErrorf("--dead-man must be positive")
@@ -64,4 +73,61 @@ func (o *drillHostsOptions) config(e *env, specs []*drill.Spec, monitoring, mach
 		Password:  password,
 		DeadMan:   o.deadMan,
 	}, nil
+}
+
+// hostsLabFlags refuses the lab's flags beside --hosts.
+func hostsLabFlags(monitoring, machines bool) error {
+	if monitoring || machines {
+		return usageErrorf("--hosts runs on real hosts: --monitoring and --machines are for the lab")
+	}
+	return nil
+}
+
+// checkHosts is `drill --check --hosts`: for every spec, whether it runs
+// over SSH on the inventory's hosts, with the guards it leaves out, or why
+// it does not. It is a usage error, after the table, when one does not.
+func (o *drillHostsOptions) checkHosts(w io.Writer, specs []*drill.Spec) error {
+	inv, err := hosts.Load(o.file)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DRILL\tOVER SSH\tWHY NOT, OR WHAT IS LEFT OUT")
+	refused := 0
+	for _, s := range specs {
+		if err := drill.CheckHosts(s, inv); err != nil {
+			refused++
+			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "drill: "), "not on real hosts: ")
+			fmt.Fprintf(tw, "%s\tno\t%s\n", s.Name, why)
+			continue
+		}
+		note := "-"
+		if left := etcdGuards(s); len(left) > 0 {
+			note = "runs without " + strings.Join(left, ", ") + ": they lock on etcd members, which a hosts inventory does not list (they run in the lab)"
+		}
+		fmt.Fprintf(tw, "%s\tyes\t%s\n", s.Name, note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d of %d drill specs run over SSH on %s (%d hosts).\n", len(specs)-refused, len(specs), o.file, len(inv.Hosts))
+	if refused > 0 {
+		return usageErrorf("%d of %d drill specs cannot run over SSH on %s: the table says why", refused, len(specs), o.file)
+	}
+	return nil
+}
+
+// etcdGuards are the guards of a spec that runs on hosts with etcd members
+// that carry guards only: they are left out (see drill.CheckHosts).
+func etcdGuards(s *drill.Spec) []string {
+	if s.Lab.Etcd == 0 {
+		return nil
+	}
+	var out []string
+	for _, g := range s.Workload.Guards {
+		if g.NeedsEtcd() {
+			out = append(out, string(g))
+		}
+	}
+	return out
 }

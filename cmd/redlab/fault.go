@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
+	"github.com/redlocklab/redlocklab/infra/node"
 )
 
 // faultOptions are the flags every `redlab fault` subcommand shares.
@@ -269,7 +271,8 @@ func newFaultKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		printFaultResult(e.stdout, c.Name(), nodes, res)
+		delay := crashDelay(l, d.Kind, params)
+		printFaultResult(e.stdout, c.Name(), nodes, res, delay)
 		return nil
 	}
 	return c
@@ -285,7 +288,7 @@ func nodeArgs(min, max int) cobra.PositionalArgs {
 		case len(args) >= min && (max < 0 || len(args) <= max):
 			return nil
 		case max == 0:
-			return usageErrorf("takes no node, got %q", args)
+			return usageErrorf("takes no node, got %s", strings.Join(args, " "))
 		case min == max:
 			return usageErrorf("takes exactly %s, got %d", nodeNumbers(min), len(args))
 		}
@@ -312,14 +315,16 @@ func parseNodeNumbers(args []string) ([]int, error) {
 	return nodes, nil
 }
 
-func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult) {
+// printFaultResult says what the fault did and what state it left the
+// node in; delay is how long its restart guard holds a crashed node down.
+func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult, delay time.Duration) {
 	switch {
 	case kind == "partition" || kind == "heal":
 		if len(nodes) == 0 {
 			fmt.Fprintf(w, "%s: all nodes\n", kind)
 			return
 		}
-		fmt.Fprintf(w, "%s: nodes %v\n", kind, nodes)
+		fmt.Fprintf(w, "%s: nodes %s\n", kind, intList(nodes))
 		return
 	case res.ClockJump != nil:
 		fmt.Fprintf(w, "clock-jump node %d: %d keys' TTLs moved, %d keys expired\n", nodes[0], res.ClockJump.Adjusted, res.ClockJump.Deleted)
@@ -334,14 +339,14 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		return
 	case res.PowerLoss != nil:
 		pl := res.PowerLoss
-		fmt.Fprintf(w, "power-loss node %d (%s, %s model): cut %d unsynced bytes, %d acknowledged writes from %v", nodes[0], pl.Persistence, pl.Model, pl.CutBytes, pl.CutCommands, pl.CutFiles)
+		fmt.Fprintf(w, "power-loss node %d (%s, %s model): cut %d unsynced bytes, %d acknowledged writes from %s", nodes[0], pl.Persistence, pl.Model, pl.CutBytes, pl.CutCommands, listOrNone(pl.CutFiles))
 		if len(pl.Vanished)+len(pl.Returned) > 0 {
-			fmt.Fprintf(w, ", vanished %v, returned %v", pl.Vanished, pl.Returned)
+			fmt.Fprintf(w, ", vanished %s, returned %s", listOrNone(pl.Vanished), listOrNone(pl.Returned))
 		}
-		fmt.Fprintf(w, "; now %s\n", res.Status.State)
+		fmt.Fprintf(w, "; %s\n", stateText(res.Status.State, "Redis", delay))
 		return
 	}
-	fmt.Fprintf(w, "%s node %d: now %s", kind, nodes[0], res.Status.State)
+	fmt.Fprintf(w, "%s node %d: %s", kind, nodes[0], stateText(res.Status.State, "Redis", delay))
 	if res.Fault != nil {
 		fmt.Fprintf(w, " (fault %s from %s)", res.Fault.ID, res.Fault.Start.Format("15:04:05.000"))
 	}
@@ -364,7 +369,69 @@ func listFaults(w io.Writer, l *lab.Lab) error {
 		if m := f.Params[faultlog.EtcdMemberParam]; m != "" && f.Node == 0 {
 			node = "etcd" + m
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", node, f.Kind, f.Start.Format("15:04:05.000"), end, f.Params)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", node, f.Kind, f.Start.Format("15:04:05.000"), end, paramList(f.Params))
 	}
 	return tw.Flush()
+}
+
+// intList writes numbers as people do: "2", "1, 3".
+func intList(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// listOrNone is "a, b", or "none".
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// paramList writes a fault's parameters as the flags give them, in name
+// order: "add=200ms jitter=0s", or "-" for none.
+func paramList(p map[string]string) string {
+	if len(p) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + p[k]
+	}
+	return strings.Join(keys, " ")
+}
+
+// crashDelay is how long the restart guard holds a node or member down
+// after the fault: restart's own delay, else the lab's.
+func crashDelay(l *lab.Lab, kind fault.Kind, params fault.Params) time.Duration {
+	switch {
+	case kind == fault.Restart:
+		return params.D("delay")
+	case l.NoRestartDelay():
+		return 0
+	}
+	return l.RestartDelay()
+}
+
+// stateText says in words what the state of a node or member (the server
+// is Redis or etcd) after a fault means.
+func stateText(st node.State, server string, delay time.Duration) string {
+	switch st {
+	case node.Waiting:
+		return fmt.Sprintf("down; its restart guard holds %s back for the %v restart delay, as after a crash in production", server, delay)
+	case node.Starting:
+		return "restarting"
+	case node.Stopped:
+		return "stopped, until redlab fault start"
+	case node.Down:
+		return "down: its supervisor is not running"
+	}
+	return string(st) // up, paused
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -64,7 +65,7 @@ removes them (every member's by default).`,
 				fmt.Fprintln(e.stdout, "heal: all etcd members")
 				return nil
 			}
-			fmt.Fprintln(e.stdout, "heal: etcd members", ms)
+			fmt.Fprintln(e.stdout, "heal: etcd members", intList(ms))
 			return nil
 		},
 	})
@@ -105,14 +106,15 @@ func newFaultEtcdKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		printEtcdFaultResult(e.stdout, c.Name(), res)
+		delay := crashDelay(l, d.Kind, params)
+		printEtcdFaultResult(e.stdout, c.Name(), res, delay)
 		return nil
 	}
 	return c
 }
 
-func printEtcdFaultResult(w io.Writer, kind string, res lab.EtcdFaultResult) {
-	fmt.Fprintf(w, "%s etcd member %d: now %s", kind, res.Status.ID, res.Status.State)
+func printEtcdFaultResult(w io.Writer, kind string, res lab.EtcdFaultResult, delay time.Duration) {
+	fmt.Fprintf(w, "%s etcd member %d: %s", kind, res.Status.ID, stateText(res.Status.State, "etcd", delay))
 	if f := res.Fault; f != nil {
 		if f.Params["target"] == "leader" {
 			fmt.Fprint(w, ", chosen as the leader")

@@ -157,9 +157,9 @@ func TestHostsDrillRefusals(t *testing.T) {
 		{[]string{"drill", "--check", "--hosts", one, "../../runbooks/drills/one-node-loss.md"}, "wants 5 nodes, the inventory has 1 hosts"},
 		{[]string{"drill", "--hosts", one, "--monitoring", "../../runbooks/drills/one-node-loss.md"}, "--monitoring and --machines are for the lab"},
 	} {
-		code, _, stderr := runArgs(t, tc.args...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		code, stdout, stderr := runArgs(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tc.args, code, stdout, stderr, exitUsage, tc.want)
 		}
 	}
 }

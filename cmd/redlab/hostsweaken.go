@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,7 +49,7 @@ func newHostsWeakenCmd(e *env) *cobra.Command {
 			if err := hostfault.Weaken(ctx, s.inv, cl, names...); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "host %d: weakened: %v (redlab hosts restore undoes it)\n", s.nums[i], names)
+			fmt.Fprintf(e.stdout, "host %d: weakened: %s (redlab hosts restore undoes it)\n", s.nums[i], strings.Join(names, ", "))
 			return nil
 		})
 	}

@@ -428,7 +428,7 @@ func printLabStatus(w io.Writer, l *lab.Lab, sts []lab.NodeStatus) {
 	if l.NoRestartDelay() {
 		delay = "0s (a crashed node restarts at once)"
 	}
-	fmt.Fprintf(w, "\nrestart delay %s. Power-loss fidelity: %s\n", delay, l.Persistence().KillNote())
+	fmt.Fprintf(w, "\nrestart delay %s.\nWhat a crash loses, by persistence profile: %s\n", delay, l.Persistence().KillNote())
 	if l.Machines() {
 		fmt.Fprintln(w, "Nodes are systemd-nspawn machines: redlock-redis.service, chrony and the restart guard under real systemd; REDIS PID is the host's view.")
 	}

@@ -80,7 +80,7 @@ func (o *loadOptions) run(ctx context.Context, e *env, stop <-chan struct{}) err
 	if err != nil {
 		return err
 	}
-	rig, err := o.setUp(ctx, e)
+	rig, err := o.setUp(ctx, e, false)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ func runCmd(t *testing.T, signals <-chan os.Signal, args ...string) (code int, s
 	t.Helper()
 	var out, errOut syncBuffer
 	code = run(context.Background(), &env{stdout: &out, stderr: &errOut, signals: signals}, args)
+	noMapInOutput(t, args, out.String(), errOut.String())
 	return code, out.String(), errOut.String()
 }
 
@@ -121,10 +122,7 @@ func TestLoadThresholdExitCodes(t *testing.T) {
 	if len(s.Thresholds) != 2 || s.Thresholds[0].Pass || !s.Thresholds[1].Pass {
 		t.Errorf("summary.json thresholds = %+v", s.Thresholds)
 	}
-	// The same directory again is refused; report re-judges it.
-	if code, _, _ := runCmd(t, nil, "load", "--target", "noop", "--rate", "10", "--duration", "100ms", "--out", filepath.Join(dir, "fail")); code != exitFailure {
-		t.Errorf("reusing a run directory: exit %d, want %d", code, exitFailure)
-	}
+	// report re-judges it.
 	if code, _, stderr := runCmd(t, nil, "report", filepath.Join(dir, "fail"), "--threshold", "requests==100"); code != exitOK {
 		t.Errorf("report with a passing threshold: exit %d, stderr %s", code, stderr)
 	}
@@ -137,6 +135,13 @@ func TestLoadThresholdExitCodes(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, nil, "report", filepath.Join(dir, "nothing")); code != exitUsage {
 		t.Errorf("report of a missing directory: exit %d, want %d", code, exitUsage)
+	}
+	// A load into the same directory replaces the run.
+	if code, _, stderr := runCmd(t, nil, "load", "--target", "noop", "--rate", "10", "--duration", "500ms", "--out", filepath.Join(dir, "fail")); code != exitOK {
+		t.Errorf("a load into an earlier run's directory: exit %d, want %d (the run replaced); stderr %s", code, exitOK, stderr)
+	}
+	if s := readSummary(t, filepath.Join(dir, "fail")); s.Requests != 5 || len(s.Thresholds) != 0 {
+		t.Errorf("after the second load: %d requests and thresholds %+v, want the new run's 5 and none", s.Requests, s.Thresholds)
 	}
 }
 
@@ -198,6 +203,9 @@ func TestSweepAndMergeCommands(t *testing.T) {
 	}
 	if code, stdout, _ := runCmd(t, nil, "report", sweepDir); code != exitOK || !strings.Contains(stdout, "knee: 100/s") {
 		t.Errorf("report of a sweep: exit %d\n%s", code, stdout)
+	}
+	if code, _, stderr := runCmd(t, nil, "load", "--target", "noop", "--rate", "10", "--duration", "100ms", "--out", sweepDir); code != exitFailure || !strings.Contains(stderr, "holds a sweep") {
+		t.Errorf("a load into a sweep's directory: exit %d, stderr %s; want %d, refused", code, stderr, exitFailure)
 	}
 	if code, _, _ := runCmd(t, nil, "sweep", "--target", "noop", "--rates", "100", "--step-duration", "200ms", "--slo", "requests>1000", "--out", filepath.Join(dir, "sweep2")); code != exitThreshold {
 		t.Errorf("sweep with no rate meeting the SLO: exit %d, want %d", code, exitThreshold)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +90,7 @@ func (f *loadFlags) register(fs *pflag.FlagSet, outDefault string) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve the generator's own Prometheus metrics on this address (e.g. :9101)")
 	fs.Var(&f.worker, "worker", "this machine's share of a run split over M load machines: i/M (rate and keys are sharded)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the key and quantity draws (default: random, recorded in run.json)")
-	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; must not hold a run already")
+	fs.StringVar(&f.out, "out", outDefault, "run directory for the outputs; an earlier run of the same kind there is replaced")
 	fs.BoolVar(&f.labCPU, "lab-cpu", false, "account the CPU time of the lab's node processes (redis-server, and the supervisor with its front; etcd members and theirs) in every run, read from /proc: the lab of $"+envStateDir+", else ./"+lab.DefaultStateDir)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (go tool pprof) to FILE, from the end of the set-up to the end of the runs")
 }
@@ -297,16 +298,6 @@ func (f *loadFlags) status(w io.Writer) (io.Writer, bool) {
 	return nil, false
 }
 
-// checkOut refuses an out directory that already holds a run.
-func checkOut(dir string) error {
-	for _, name := range []string{loadgen.MetaFile, loadgen.SweepFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return fmt.Errorf("%s already holds a run; choose a new --out", dir)
-		}
-	}
-	return nil
-}
-
 // loadRig is what load and sweep set up once before their runs: the out
 // directory, this worker's shard and keys, the target with its recorder,
 // the generator's metrics endpoint and the status line.
@@ -322,10 +313,10 @@ type loadRig struct {
 	close   func()
 }
 
-// setUp refuses an out directory that holds a run, creates it and builds the
-// rig. On success the caller must call rig.close.
-func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
-	if err := checkOut(f.out); err != nil {
+// setUp readies the out directory (an earlier run of the same kind there is
+// replaced) and builds the rig. On success the caller must call rig.close.
+func (f *loadFlags) setUp(ctx context.Context, e *env, sweep bool) (*loadRig, error) {
+	if err := loadgen.PrepareDir(f.out, sweep); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
@@ -462,7 +453,27 @@ func (f *loadFlags) runSpec(r *loadRig, dir string, profile []loadgen.Stage, sch
 			MaxInFlight: f.maxInFlight, LateTolerance: f.lateTolerance, Interval: f.interval, Recorder: r.rec, Watch: r.watch,
 		},
 		Status: r.status, StatusTTY: r.tty, Metrics: r.metrics, Thresholds: thresholds, Stop: stop,
+		FaultLog: f.labFaultLog(),
 	}
+}
+
+// labFaultLog is the fault log of the lab the run loads (the lab of the
+// state directory, when the run's lock nodes or etcd endpoints are its),
+// so that the report shades the faults injected during the run; "" for
+// any other target.
+func (f *loadFlags) labFaultLog() string {
+	dir := stateDir("")
+	l, err := lab.Open(dir)
+	if err != nil {
+		return ""
+	}
+	ours := append(l.Addrs(), l.EtcdEndpoints()...)
+	for _, a := range append(slices.Clone(f.addrs), f.etcdURLs...) {
+		if slices.Contains(ours, a) {
+			return filepath.Join(dir, lab.FaultsFile)
+		}
+	}
+	return ""
 }
 
 // report prints a run's text summary and its verdict: a threshold error

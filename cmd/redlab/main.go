@@ -207,7 +207,7 @@ func runGroup(c *cobra.Command, args []string) error {
 // noArgs refuses positional arguments.
 func noArgs(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("unexpected arguments %q", args)
+		return usageErrorf("unexpected arguments: %s", strings.Join(args, " "))
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/loadgen"
@@ -30,7 +32,12 @@ Exit 0 ok, 1 failure, 2 usage error, 99 a threshold failed.`,
 			if out == "" {
 				return usageErrorf("--out is required")
 			}
-			if err := checkOut(out); err != nil {
+			for _, d := range dirs {
+				if filepath.Clean(d) == filepath.Clean(out) {
+					return usageErrorf("--out %s is one of the runs to merge: choose another", out)
+				}
+			}
+			if err := loadgen.PrepareDir(out, false); err != nil {
 				return err
 			}
 			if err := loadgen.Merge(dirs, out, ths); err != nil {
@@ -47,7 +54,7 @@ Exit 0 ok, 1 failure, 2 usage error, 99 a threshold failed.`,
 			return report(e, r, failed)
 		},
 	}
-	c.Flags().StringVar(&out, "out", "", "directory for the merged run (required; must not hold a run)")
+	c.Flags().StringVar(&out, "out", "", "directory for the merged run (required; an earlier run there is replaced)")
 	c.Flags().Var(&ths, "threshold", "pass/fail condition on the merged run, repeatable: 'acquire.p99<20ms'")
 	return c
 }

@@ -19,8 +19,11 @@ import (
 // infra/envs/local's provisioners pass: renaming one breaks every lab.
 func newNodeCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "node",
-		Short: "one lab node's or etcd member's supervisor: start | run | stop | etcd-start | etcd-run | etcd-stop (run by infra/envs/local)",
+		Use: "node",
+		// The lab's Terraform runs it; people use lab, fault and drill.
+		// Hidden from redlab's help, it still answers --help.
+		Hidden: true,
+		Short:  "one lab node's or etcd member's supervisor: start | run | stop | etcd-start | etcd-run | etcd-stop (run by infra/envs/local)",
 		Long: `One lab node's supervisor. The lab's Terraform provisioners call these; a
 person needs them only to repair a lab by hand ('redlab lab up' is the usual
 way in).`,

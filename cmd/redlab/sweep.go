@@ -73,7 +73,7 @@ func (o *sweepOptions) validate(fs *pflag.FlagSet) error {
 func (o *sweepOptions) run(ctx context.Context, e *env, stop <-chan struct{}) error {
 	// One target for every step: each step re-seeds the stock and starts a
 	// fresh double-grant check, so steps are audited separately.
-	rig, err := o.setUp(ctx, e)
+	rig, err := o.setUp(ctx, e, true)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,10 @@
 //     starts when the package is installed, before the user data masks it;
 //     here it would bind the host's 127.0.0.1:6379).
 //   - APT has no sources: the packages the user data asks for are already
-//     installed, and nothing is downloaded at boot.
+//     installed, and nothing is downloaded at boot. The image holds what a
+//     Debian cloud image holds and those packages, nothing more
+//     (UserDataPackages), so a program the user data forgets to install is
+//     missing in the lab as on a VM.
 //   - Devices: a container has no udev, so a data volume (a block device in
 //     /etc/fstab) cannot be mounted. A host directory can stand in for one
 //     (Config.Binds); without it, data stays on the root file system.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,19 +48,36 @@ type recipe struct {
 	Remove   []string          `json:"remove"`   // unit symlinks and files taken out
 }
 
-// theRecipe is the Debian 12 node: what the user data of
-// infra/modules/redis-node expects on a Debian cloud image (redis-server,
-// chrony, cloud-init, systemd), with the container differences of the
-// package documentation.
+// cloudImagePackages are what a Debian 12 cloud image (the image modules/aws
+// boots) carries beyond debootstrap's minbase and a node uses: cloud-init,
+// which runs the user data; openssh-server, the way in for the faults over
+// SSH; and, of the base system's priority-important packages, iproute2 (ip,
+// tc) and procps. e2fsprogs is priority required, in minbase already, named
+// for the data volume's mkfs.
+var cloudImagePackages = []string{"cloud-init", "openssh-server", "iproute2", "procps", "e2fsprogs"}
+
+// userDataPackages are the packages the node's user data installs on a VM
+// (the "packages:" infra/modules/redis-node renders, without
+// extra_packages). A machine's APT has no sources, so the image carries
+// them and cloud-init finds them installed; nothing else is preinstalled,
+// so a program the user data forgets is missing in the lab as on a VM.
+// infra/verify checks the list against the rendered user data.
+var userDataPackages = []string{"redis-server", "chrony", "iptables", "python3"}
+
+// UserDataPackages returns the packages a machine's image carries because
+// the node's user data installs them (see the package documentation).
+func UserDataPackages() []string { return slices.Clone(userDataPackages) }
+
+// theRecipe is the Debian 12 node: a Debian cloud image with the packages
+// the user data of infra/modules/redis-node installs, and nothing more, with
+// the container differences of the package documentation.
 var theRecipe = recipe{
-	Version: 2,
+	Version: 3,
 	Suite:   "bookworm",
 	Base:    []string{"systemd", "systemd-sysv", "dbus"},
 	// debootstrap alone cannot resolve cloud-init's dependencies (it does
 	// not follow virtual packages), so apt-get installs them in a second step.
-	// openssh-server, iptables and iproute2's tc are what the faults over
-	// SSH (infra/hostfault) use on a machine of its own network namespace.
-	Packages: []string{"redis-server", "chrony", "cloud-init", "e2fsprogs", "procps", "iproute2", "openssh-server", "iptables"},
+	Packages: slices.Concat(cloudImagePackages, userDataPackages),
 	Files: map[string]string{
 		"/etc/cloud/cloud.cfg.d/90-redlock-machine.cfg": "# A machine of infra/machine: the NoCloud seed is the only data source,\n" +
 			"# the network is the host's (nothing to configure), and no locale to generate.\n" +

@@ -172,6 +172,7 @@ var functions = map[string]function.Function{
 	"join":            stdlib.JoinFunc,
 	"length":          lengthFunc,
 	"max":             stdlib.MaxFunc,
+	"merge":           stdlib.MergeFunc,
 	"min":             stdlib.MinFunc,
 	"regex":           stdlib.RegexFunc,
 	"regexall":        stdlib.RegexAllFunc,
@@ -459,6 +460,12 @@ func TestAWSModuleVariables(t *testing.T) {
 		{"placement_group_name", cty.NullVal(cty.String), true},
 		{"placement_group_name", cty.StringVal("redlock-spread"), true},
 		{"placement_group_name", cty.StringVal("two words"), false},
+		{"ssh_ingress", sshIngress(nil, nil), true},
+		{"ssh_ingress", sshIngress([]string{"10.0.0.5/32", "2001:db8::5/128"}, []string{"sg-0123abcd"}), true},
+		{"ssh_ingress", sshIngress([]string{"0.0.0.0/0"}, nil), false},
+		{"ssh_ingress", sshIngress([]string{"::/0"}, nil), false},
+		{"ssh_ingress", sshIngress([]string{"10.0.0.300/32"}, nil), false},
+		{"ssh_ingress", sshIngress(nil, []string{"subnet-0a"}), false},
 	}
 	for _, c := range cases {
 		if got := validates(t, m, c.variable, c.value); got != c.want {
@@ -778,6 +785,10 @@ func TestAWSModuleSecurityGroup(t *testing.T) {
 	}
 	for _, r := range rules {
 		name := strings.Join(r.Labels, ".")
+		if r.Labels[1] == "ssh" {
+			checkSSHRule(t, m, r)
+			continue
+		}
 		fe, ok := r.Body.Attributes["for_each"]
 		if !ok || !hasRef(fe.Expr, "var.client_cidrs") {
 			t.Errorf("%s: for_each must range over var.client_cidrs", name)
@@ -811,6 +822,80 @@ func TestAWSModuleSecurityGroup(t *testing.T) {
 			t.Errorf("%s: ip_protocol must be tcp", name)
 		}
 	}
+}
+
+// checkSSHRule checks that the SSH rule opens port 22 only, to the sources
+// var.ssh_ingress names, one rule per source.
+func checkSSHRule(t *testing.T, m *tfModule, r *hclsyntax.Block) {
+	t.Helper()
+	fe, ok := r.Body.Attributes["for_each"]
+	if !ok {
+		t.Fatal("ssh rule: no for_each")
+	}
+	for _, ref := range refs(fe.Expr) {
+		if !strings.HasPrefix(ref, "var.ssh_ingress") && ref != "c" && ref != "g" {
+			t.Errorf("ssh rule: for_each reads %s, want var.ssh_ingress only", ref)
+		}
+	}
+	for _, attr := range []string{"cidr_ipv4", "cidr_ipv6", "referenced_security_group_id"} {
+		a, ok := r.Body.Attributes[attr]
+		if !ok {
+			t.Errorf("ssh rule: no %s", attr)
+			continue
+		}
+		for _, ref := range refs(a.Expr) {
+			if !strings.HasPrefix(ref, "each.value") {
+				t.Errorf("ssh rule: %s = %s, want it from each.value (an ssh_ingress source) only", attr, m.text(a.Expr))
+			}
+		}
+	}
+	if _, ok := r.Body.Attributes["prefix_list_id"]; ok {
+		t.Error("ssh rule: prefix_list_id admits sources ssh_ingress does not name")
+	}
+	for _, attr := range []string{"from_port", "to_port"} {
+		if a, ok := r.Body.Attributes[attr]; !ok || !literal(t, m, a.Expr).RawEquals(cty.NumberIntVal(22)) {
+			t.Errorf("ssh rule: %s must be 22", attr)
+		}
+	}
+	if a, ok := r.Body.Attributes["ip_protocol"]; !ok || literal(t, m, a.Expr).AsString() != "tcp" {
+		t.Error("ssh rule: ip_protocol must be tcp")
+	}
+
+	// One rule per source, with the address family or the group filled in.
+	ev := newEvaluator(t, m, map[string]cty.Value{"ssh_ingress": sshIngress([]string{"10.0.0.5/32", "2001:db8::5/128"}, []string{"sg-0abc"})}, nil)
+	got, diags := ev.eval(fe.Expr)
+	if diags.HasErrors() {
+		t.Fatalf("ssh rule: evaluate for_each: %v", diags)
+	}
+	want := map[string][3]string{
+		"10.0.0.5/32":     {"10.0.0.5/32", "", ""},
+		"2001:db8::5/128": {"", "2001:db8::5/128", ""},
+		"sg-0abc":         {"", "", "sg-0abc"},
+	}
+	if n := got.LengthInt(); n != len(want) {
+		t.Errorf("ssh rule: %d rules, want %d", n, len(want))
+	}
+	str := func(v cty.Value) string {
+		if v.IsNull() {
+			return ""
+		}
+		return v.AsString()
+	}
+	for key, w := range want {
+		if !got.Type().HasAttribute(key) {
+			t.Errorf("ssh rule: no rule for %s", key)
+			continue
+		}
+		v := got.GetAttr(key)
+		if g := [3]string{str(v.GetAttr("ipv4")), str(v.GetAttr("ipv6")), str(v.GetAttr("group"))}; g != w {
+			t.Errorf("ssh rule for %s: ipv4, ipv6, group = %q, want %q", key, g, w)
+		}
+	}
+}
+
+// sshIngress is a value of variable ssh_ingress.
+func sshIngress(cidrs, groups []string) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{"cidrs": strList(cidrs...), "security_group_ids": strList(groups...)})
 }
 
 // TestAWSModuleInterface checks the outputs, the provider bounds and that the
@@ -917,5 +1002,52 @@ func checkModuleCall(t *testing.T, m *tfModule, call, dir string) {
 		if _, ok := b.Body.Attributes[name]; !ok {
 			t.Errorf("module %s does not pass the required variable %s of %s", call, name, dir)
 		}
+	}
+}
+
+// TestAWSTfvarsExample checks that envs/aws's terraform.tfvars.example sets
+// only variables envs/aws declares, and shows the way in for drills: a key
+// pair and an ssh_ingress that modules/aws's validation accepts.
+func TestAWSTfvarsExample(t *testing.T) {
+	envDir := filepath.Join(moduleDir(t, "aws"), "..", "..", "envs", "aws")
+	env := parseModule(t, envDir)
+	path := filepath.Join(envDir, "terraform.tfvars.example")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, diags := hclparse.NewParser().ParseHCL(src, path)
+	if diags.HasErrors() {
+		t.Fatalf("parse %s: %v", path, diags)
+	}
+	attrs := file.Body.(*hclsyntax.Body).Attributes
+	for name := range attrs {
+		if len(env.find("variable", name)) == 0 {
+			t.Errorf("%s sets %s, which envs/aws does not declare", path, name)
+		}
+	}
+	for _, name := range []string{"key_name", "ssh_ingress"} {
+		if _, ok := attrs[name]; !ok {
+			t.Errorf("%s does not show %s: the control host needs a key and a way in for drills over SSH", path, name)
+		}
+	}
+	a, ok := attrs["ssh_ingress"]
+	if !ok {
+		return
+	}
+	v := literal(t, env, a.Expr)
+	full := map[string]cty.Value{"cidrs": strList(), "security_group_ids": strList()}
+	for k := range full {
+		if v.Type().HasAttribute(k) {
+			if full[k], err = convert.Convert(v.GetAttr(k), cty.List(cty.String)); err != nil {
+				t.Fatalf("ssh_ingress.%s: %v", k, err)
+			}
+		}
+	}
+	if full["cidrs"].LengthInt()+full["security_group_ids"].LengthInt() == 0 {
+		t.Errorf("%s: ssh_ingress names no source", path)
+	}
+	if !validates(t, parseModule(t, moduleDir(t, "aws")), "ssh_ingress", cty.ObjectVal(full)) {
+		t.Errorf("%s: ssh_ingress = %s fails modules/aws's validation", path, env.text(a.Expr))
 	}
 }

@@ -60,6 +60,8 @@ func TestRuleRemovalFailsModuleTests(t *testing.T) {
 			"redis_conf", "must never evict keys"},
 		{"replica of another node", "templates/redis.conf.tftpl", "protected-mode yes\n", "protected-mode yes\nreplicaof 10.0.0.9 6379\n",
 			"redis_conf", "must not make the node a replica"},
+		{"partitions' iptables not installed", "main.tf", `"chrony", "iptables", "python3"`, `"chrony", "python3"`,
+			"cloud_init", "must install what the faults over SSH run"},
 		{"default user on", "main.tf", `"user default off resetpass resetkeys resetchannels -@all"`, `"user default on nopass ~* +@all"`,
 			"redis_conf", "default user must be off"},
 		{"redlock user gets every key", "main.tf", "~${var.lock_key_prefix}*", "~*",

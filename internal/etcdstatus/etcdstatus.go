@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,9 +163,27 @@ func Leader(ctx context.Context, clientURLs []string) (leader int, statuses []St
 			return i, statuses, nil
 		}
 	}
-	err = fmt.Errorf("%w among %d members (votes by leader ID %v)", ErrNoLeader, len(clientURLs), votes)
+	err = fmt.Errorf("%w among %d members (votes by leader ID: %s)", ErrNoLeader, len(clientURLs), voteList(votes))
 	if e := errors.Join(errs...); e != nil {
 		err = fmt.Errorf("%w; %w", err, e)
 	}
 	return -1, statuses, err
+}
+
+// voteList writes votes by leader ID as "8e9e05c52164694d: 2, ...", in ID
+// order, or "none".
+func voteList(votes map[uint64]int) string {
+	if len(votes) == 0 {
+		return "none"
+	}
+	ids := make([]uint64, 0, len(votes))
+	for id := range votes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatUint(id, 16) + ": " + strconv.Itoa(votes[id])
+	}
+	return strings.Join(out, ", ")
 }

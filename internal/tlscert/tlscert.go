@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
@@ -101,7 +102,7 @@ func (ca *CA) Issue(hosts []string, notBefore, notAfter time.Time) (Pair, error)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("tlscert: certificate for %v: %w", hosts, err)
+		return Pair{}, fmt.Errorf("tlscert: certificate for %s: %w", strings.Join(hosts, ", "), err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {

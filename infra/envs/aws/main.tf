@@ -30,5 +30,6 @@ module "redlock" {
   redlock_password     = var.redlock_password
   monitor_password     = var.monitor_password
   key_name             = var.key_name
+  ssh_ingress          = var.ssh_ingress
   tls                  = var.tls
 }

@@ -66,9 +66,19 @@ variable "placement_group_name" {
 }
 
 variable "key_name" {
-  description = "EC2 key pair for SSH, or null."
+  description = "EC2 key pair for SSH (drills and faults over SSH), or null. It opens no port: see ssh_ingress."
   type        = string
   default     = null
+}
+
+variable "ssh_ingress" {
+  description = "Who may reach SSH (TCP 22) on the nodes: cidrs (the drill control host's addresses, e.g. 10.0.0.5/32) and/or security_group_ids (the control host's group). Empty: no SSH. Validated by modules/aws."
+  type = object({
+    cidrs              = optional(list(string), [])
+    security_group_ids = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
 }
 
 variable "redlock_password" {

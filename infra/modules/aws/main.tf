@@ -181,7 +181,8 @@ resource "aws_security_group" "this" {
   }
 }
 
-# The only ingress: Redis from the clients. The nodes never talk to each other.
+# Redis from the clients, the only ingress besides SSH when ssh_ingress asks
+# for it. The nodes never talk to each other.
 resource "aws_vpc_security_group_ingress_rule" "redis" {
   for_each = toset(var.client_cidrs)
 
@@ -193,6 +194,25 @@ resource "aws_vpc_security_group_ingress_rule" "redis" {
   cidr_ipv4         = strcontains(each.value, ":") ? null : each.value
   cidr_ipv6         = strcontains(each.value, ":") ? each.value : null
   tags              = local.tags
+}
+
+# SSH for drills and faults over SSH, from what ssh_ingress names only: the
+# control host's addresses or its security groups.
+resource "aws_vpc_security_group_ingress_rule" "ssh" {
+  for_each = merge(
+    { for c in var.ssh_ingress.cidrs : c => { ipv4 = strcontains(c, ":") ? null : c, ipv6 = strcontains(c, ":") ? c : null, group = null } },
+    { for g in var.ssh_ingress.security_group_ids : g => { ipv4 = null, ipv6 = null, group = g } },
+  )
+
+  security_group_id            = aws_security_group.this.id
+  description                  = "SSH from the drill control host"
+  ip_protocol                  = "tcp"
+  from_port                    = 22
+  to_port                      = 22
+  cidr_ipv4                    = each.value.ipv4
+  cidr_ipv6                    = each.value.ipv6
+  referenced_security_group_id = each.value.group
+  tags                         = local.tags
 }
 
 resource "aws_vpc_security_group_egress_rule" "this" {

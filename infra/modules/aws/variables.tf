@@ -253,9 +253,31 @@ variable "kms_key_id" {
 }
 
 variable "key_name" {
-  description = "EC2 key pair for SSH, or null for none (no SSH rule is created either way; add one through additional_security_group_ids)."
+  description = "EC2 key pair for SSH, or null for none. It opens no port: ssh_ingress says who may reach SSH."
   type        = string
   default     = null
+}
+
+variable "ssh_ingress" {
+  description = "Who may reach SSH (TCP 22) on the nodes, for drills and faults over SSH (redlab drill/fault/heal --hosts): cidrs, the control host's addresses, and security_group_ids, groups whose members (the control host) may connect. Both empty, the default: no SSH rule."
+  type = object({
+    cidrs              = optional(list(string), [])
+    security_group_ids = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
+  validation {
+    condition     = alltrue([for c in var.ssh_ingress.cidrs : can(cidrhost(c, 0))])
+    error_message = "ssh_ingress.cidrs must be valid CIDR blocks (10.0.0.5/32)."
+  }
+  validation {
+    condition     = length(setintersection(toset(var.ssh_ingress.cidrs), toset(["0.0.0.0/0", "::/0"]))) == 0
+    error_message = "ssh_ingress.cidrs must not open SSH to the whole internet (0.0.0.0/0, ::/0): name the control host's addresses or its security group."
+  }
+  validation {
+    condition     = alltrue([for s in var.ssh_ingress.security_group_ids : can(regex("^sg-[0-9a-f]+$", s))])
+    error_message = "ssh_ingress.security_group_ids must look like sg-0123abcd."
+  }
 }
 
 variable "ssh_user" {

@@ -113,8 +113,14 @@ locals {
     dirs = distinct([var.data_dir, var.guard_state_dir, var.guard_runtime_dir])
   })
 
+  # Redis and chrony, and what the faults over SSH run that a Debian cloud
+  # image lacks (infra/hostfault): iptables for partitions, python3 for the
+  # clock step (cloud-init's own dependency, named so that nothing relies
+  # on it by accident). tc (iproute2) and the rest are Debian's base system.
+  packages = distinct(concat(["redis-server", "chrony", "iptables", "python3"], var.extra_packages))
+
   cloud_init = templatefile("${path.module}/templates/cloud-init.yaml.tftpl", {
-    packages         = distinct(concat(["redis-server", "chrony"], var.extra_packages))
+    packages         = local.packages
     tls_fetch_path   = local.tls_fetch_path
     tls_fetch_script = var.tls_fetch_script
     tls_fetch_unit   = local.tls_fetch_unit

@@ -216,7 +216,7 @@ variable "tls_fetch_path" {
 }
 
 variable "extra_packages" {
-  description = "Debian packages the user data installs besides redis-server and chrony (modules/aws with tls: awscli, for the fetch script)."
+  description = "Debian packages the user data installs besides redis-server, chrony, iptables and python3 (modules/aws with tls: awscli, for the fetch script)."
   type        = list(string)
   default     = []
   validation {

@@ -19,6 +19,10 @@ run "files" {
     error_message = "User data must install redis-server and chrony."
   }
   assert {
+    condition     = length(setsubtract(["iptables", "python3"], yamldecode(output.cloud_init).packages)) == 0
+    error_message = "User data must install what the faults over SSH run beyond Debian's base system: iptables (partition) and python3 (clock-jump)."
+  }
+  assert {
     condition = alltrue([
       for path, want in {
         "/etc/redis/redlock.conf"                   = output.redis_conf
