@@ -287,7 +287,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 				Out: filepath.Join(gr.dir, "run"),
 				Meta: loadgen.Meta{
 					Command: "redlab drill " + spec.File, Target: target, Guard: string(gr.guard),
-					Nodes: l.Addrs(), Replicas: w.Replicas, Stages: loadgen.FormatStages(stages),
+					Nodes: l.Addrs(), Etcd: etcdEndpoints(l, gr.guard), Replicas: w.Replicas, Stages: loadgen.FormatStages(stages),
 					Keys: w.Keys.String(), Quantity: w.Quantity.String(), LockTTLMs: float64(w.LockTTL) / 1e6,
 					Store: "sqlite:inventory.db (in the guard's directory)",
 				},
@@ -385,7 +385,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 		res.Passed = false
 	}
 	for _, gr := range runs {
-		if err := finishRunDir(gr, labFaults, hist); err != nil {
+		if err := finishRunDir(gr, labFaults, hist, drillInfo(spec, res, gr.guard)); err != nil {
 			return nil, err
 		}
 	}
@@ -397,9 +397,12 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 // drill's faults (the lab's, and the client pauses of this guard), and
 // renders its report again, so that summary.json and report.html count what
 // result.json counts and its charts shade the faults.
-func finishRunDir(gr *guardRun, labFaults []lab.Fault, hist *History) error {
+func finishRunDir(gr *guardRun, labFaults []lab.Fault, hist *History, info loadgen.DrillInfo) error {
 	runDir := filepath.Join(gr.dir, "run")
 	if err := loadgen.RecordSafety(runDir, gr.report.Safety); err != nil {
+		return err
+	}
+	if err := loadgen.RecordDrill(runDir, info); err != nil {
 		return err
 	}
 	var evs []faultlog.Event
@@ -423,6 +426,27 @@ func finishRunDir(gr *guardRun, labFaults []lab.Fault, hist *History) error {
 		return err
 	}
 	return r.Write()
+}
+
+// drillInfo is what guard g's page says of the drill: its name, its
+// verdict and the guard's own part.
+func drillInfo(spec *Spec, res *Result, g inventory.Guard) loadgen.DrillInfo {
+	info := loadgen.DrillInfo{Name: spec.Name, Verdict: res.Verdict(), Guard: "every expectation held"}
+	var failed []string
+	if gr := res.Guards[string(g)]; gr != nil {
+		for _, x := range gr.Expectations {
+			if !x.Held {
+				failed = append(failed, fmt.Sprintf("%s (observed %s)", x.Expr, x.Observed))
+			}
+		}
+	}
+	switch {
+	case res.Invalid != "":
+		info.Guard = "not judged: " + res.Invalid
+	case len(failed) > 0:
+		info.Guard = "did not hold: " + strings.Join(failed, "; ")
+	}
+	return info
 }
 
 // barrier releases its waiters when n have arrived, after calling

@@ -56,7 +56,7 @@ func TestRunDirCountsWhatResultCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := finishRunDir(gr, nil, hist); err != nil {
+	if err := finishRunDir(gr, nil, hist, drillInfo(spec, res, gr.guard)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -67,6 +67,9 @@ func TestRunDirCountsWhatResultCounts(t *testing.T) {
 	back, err := loadgen.LoadReport(filepath.Join(dir, res.Guards[string(gr.guard)].RunDir))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d := back.Meta.Drill; d == nil || d.Name != "unit" || d.Verdict != res.Verdict() {
+		t.Errorf("the guard's page names drill %+v, want unit, %s", d, res.Verdict())
 	}
 	got := back.Summary.Safety
 	if got.DoubleGrants != want.DoubleGrants || got.LockViolations != want.LockViolations || got.LostUpdates != want.LostUpdates ||
