@@ -14,8 +14,9 @@ import (
 )
 
 // HistoryHTML is Porcupine's view of a drill's operations, written when a
-// guard's history is not linearizable: every SKU's operations on the
-// history's clock, the faults on a lane of their own.
+// guard's history is not linearizable or a guard lost its lock or its
+// data: every SKU's operations on the history's clock, the faults on a
+// lane of their own.
 const HistoryHTML = "history.html"
 
 // modelTimeout bounds the model check of one drill: beyond it a guard's
@@ -84,7 +85,14 @@ func checkModel(ctx context.Context, spec *Spec, res *Result, hist *History, run
 		}
 		out.Model = &m
 	}
-	if v.Linearizable || v.Unknown {
+	// The view is for a person looking at what went wrong: written when a
+	// guard's history is not linearizable, or when a guard lost its lock
+	// or its data.
+	harm := false
+	for _, gr := range res.Guards {
+		harm = harm || gr.Counts.LockViolations > 0 || gr.Counts.LostUpdates > 0 || gr.Counts.Oversell > 0
+	}
+	if v.Unknown || (v.Linearizable && !harm) {
 		return nil
 	}
 	var faults []linear.Fault

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/redlocklab/redlocklab/drill"
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // TestDrillCheck: --check validates every runbook without a lab (exit 0),
@@ -134,6 +138,43 @@ func TestPrintResultNoAcquireWithoutALock(t *testing.T) {
 			t.Errorf("redlock's row %q: want its acquire p99, 7.9 ms", line)
 		case len(f) > 0 && f[0] == "db-atomic" && (strings.Contains(line, " ms") || f[len(f)-1] != "-"):
 			t.Errorf("db-atomic's row %q: want - for its acquire p99", line)
+		}
+	}
+}
+
+// TestDrillRepeat: --repeat replays each drill on one lab and says how
+// often its expectations held: a drill that holds every time reproduces
+// 2/2, one whose harm never shows 0/2, and the command then fails.
+func TestDrillRepeat(t *testing.T) {
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
+	dir := t.TempDir()
+	write := func(name, expect string) string {
+		path := filepath.Join(dir, name+".md")
+		body := fmt.Sprintf(`---
+drill: %s
+lab: {nodes: 3, restart_delay: 3s}
+workload: {guards: [redlock], rate: 10, duration: 3s, keys: uniform:10, lock_ttl: 2s}
+expect:
+  redlock: [%q]
+---
+`, name, expect)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	held := write("repeat-held", "safety.lock_violations==0")
+	never := write("repeat-never", "safety.lock_violations>0")
+	cmd := exec.Command(bin, "drill", "--repeat", "2", "--out", filepath.Join(dir, "out"), held, never)
+	cmd.Dir = testenv.RepoRoot(t)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure {
+		t.Fatalf("drill --repeat 2: %v, want exit %d\n%s", err, exitFailure, out)
+	}
+	for _, want := range []string{"drill repeat-held: reproduced 2/2", "Successful reproduction", "drill repeat-never: reproduced 0/2", "Failed to reproduce"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

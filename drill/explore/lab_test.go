@@ -103,3 +103,31 @@ func TestExploreOnLab(t *testing.T) {
 		t.Errorf("the log does not report every schedule:\n%s", log.String())
 	}
 }
+
+// TestLatencyAloneIsInconclusive: latency slows a lock but breaks none, so
+// a search of latency alone implies no state it must reach, and says it is
+// inconclusive rather than pass.
+func TestLatencyAloneIsInconclusive(t *testing.T) {
+	bin, tf := testenv.RequireLab(t, lab.FindTerraform)
+	out := t.TempDir()
+	c := DefaultConfig()
+	c.Seed, c.MaxSchedules, c.Budget, c.Shrink = 5, 2, 0, false
+	c.Families = []string{"latency"}
+	c.Guards = c.Guards[:3] // redis-single, redlock, redlock-fenced: no etcd members to start
+	c.Out, c.Found = out, filepath.Join(out, "found")
+	c.Drill = drill.Options{Lab: lab.Config{Redlab: bin, Terraform: tf, InfraDir: "../../infra"}}
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != "inconclusive" || !strings.Contains(res.Problem(), "inconclusive") || len(res.Properties) != 0 {
+		t.Errorf("latency alone: verdict %q, problem %q, %d properties; want inconclusive, none implied", res.Verdict, res.Problem(), len(res.Properties))
+	}
+	var text bytes.Buffer
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "verdict: inconclusive") {
+		t.Errorf("the summary does not say inconclusive:\n%s", text.String())
+	}
+}

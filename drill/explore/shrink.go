@@ -32,27 +32,41 @@ func (r *runner) shrinkAll(ctx context.Context) error {
 	began := time.Now()
 	deadline := began.Add(c.ShrinkBudget)
 	defer func() { r.res.ShrinkS += time.Since(began).Seconds() }()
-	// Lock violations first (the lock itself failed), then lost data; the
+	// Every (guard, harm) a schedule showed is a candidate finding: lock
+	// violations first (the lock itself failed), then lost data; a guard
+	// that promises more first (etcd before Redlock before one node); the
 	// fewest faults first.
-	var failing []*Outcome
+	type job struct {
+		o *Outcome
+		g inventory.Guard
+		h Harm
+	}
+	var jobs []job
 	for _, o := range r.res.Schedules {
-		if _, _, ok := c.target(o); ok && o.Failing() {
-			failing = append(failing, o)
+		if !o.Failing() {
+			continue
+		}
+		for _, h := range []Harm{HarmLockViolation, HarmLostUpdate} {
+			for _, g := range c.Guards {
+				if o.Guards[string(g)].Has(h) {
+					jobs = append(jobs, job{o, g, h})
+				}
+			}
 		}
 	}
-	rank := func(o *Outcome) int {
-		_, h, _ := c.target(o)
-		if h == HarmLockViolation {
-			return len(o.Faults)
+	rank := func(j job) int {
+		r := len(j.o.Faults) + 10*strength(j.g)
+		if j.h != HarmLockViolation {
+			r += 1000
 		}
-		return 100 + len(o.Faults)
+		return r
 	}
-	slices.SortStableFunc(failing, func(a, b *Outcome) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(jobs, func(a, b job) int { return rank(a) - rank(b) })
 	// shrunk are the findings written: a schedule whose guard, harm and
 	// fault kinds include one's is the same finding again.
 	var shrunk []finding
-	for _, o := range failing {
-		g, h, _ := c.target(o)
+	for _, j := range jobs {
+		o, g, h := j.o, j.g, j.h
 		s, err := c.schedule(o.Index)
 		if err != nil {
 			return err
@@ -79,17 +93,15 @@ func (r *runner) shrinkAll(ctx context.Context) error {
 	return nil
 }
 
-// target is the harm shrinking keeps: the first guard, in the workload's
-// order, that lost its lock, else the first that lost data.
-func (c *Config) target(o *Outcome) (inventory.Guard, Harm, bool) {
-	for _, h := range []Harm{HarmLockViolation, HarmLostUpdate} {
-		for _, g := range c.Guards {
-			if o.Guards[string(g)].Has(h) {
-				return g, h, true
-			}
-		}
+// strength ranks a guard by what it promises, most first: a failure of a
+// lock that promises more is shrunk first.
+func strength(g inventory.Guard) int {
+	order := []inventory.Guard{inventory.GuardEtcdFenced, inventory.GuardEtcd, inventory.GuardRedlockFenced, inventory.GuardRedlock,
+		inventory.GuardRedsync, inventory.GuardRedisSingle}
+	if i := slices.Index(order, g); i >= 0 {
+		return i
 	}
-	return "", "", false
+	return len(order)
 }
 
 // finding is what a shrunk schedule found: a guard, a harm, and the fault
