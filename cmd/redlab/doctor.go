@@ -109,6 +109,9 @@ func (o *doctorOptions) run(c *cobra.Command, e *env, addrs []string, tlsCfg *tl
 	if err != nil {
 		return err
 	}
+	if w := restartDelayWarning(o.ttl); w != "" {
+		fmt.Fprintln(e.stderr, w)
+	}
 	sum := rep.Summary()
 	if o.asJSON {
 		err = writeJSON(e.stdout, struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/node"
@@ -354,4 +355,23 @@ func (f *targetFlag) Set(s string) error {
 	}
 	*f = out
 	return nil
+}
+
+// restartDelayWarning says, when the lab in the environment's state
+// directory restarts a crashed node sooner than ttl, what that risks; ""
+// when it does not, or when there is no such lab. The Redlock page asks
+// that a restarted node wait "at least a bit more than the max TTL".
+func restartDelayWarning(ttl time.Duration) string {
+	l, err := lab.Open(stateDir(""))
+	if err != nil {
+		return ""
+	}
+	p := l.Profile()
+	switch {
+	case p.NoRestartDelay:
+		return fmt.Sprintf("warning: the lab in %s restarts a crashed node at once, with locks of %v in use: a node that lost its keys can hand a held lock out again (the Redlock page: a restarted node waits a bit more than the max TTL; lab up --restart-delay)", l.StateDir(), ttl)
+	case p.RestartDelay < ttl:
+		return fmt.Sprintf("warning: the lab in %s restarts a crashed node after %v, less than the lock TTL of %v in use: a node that lost its keys can hand a held lock out again (the Redlock page: a restarted node waits a bit more than the max TTL; lab up --restart-delay)", l.StateDir(), p.RestartDelay, ttl)
+	}
+	return ""
 }

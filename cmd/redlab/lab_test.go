@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,6 +203,9 @@ func checkExports(t *testing.T, bin, line, nodes, dir string) {
 		want string
 	}{
 		{[]string{"doctor", "--timeout", "250ms"}, "3 nodes; "},
+		// The lab restarts a crashed node after 1s: locks of 30s would
+		// outlive the restart, and doctor says so.
+		{[]string{"doctor", "--timeout", "250ms", "--ttl", "30s"}, "restarts a crashed node after 1s, less than the lock TTL of 30s in use"},
 		{[]string{"load", "--rate", "20", "--duration", "500ms", "--node-timeout", "1s", "--acquire-timeout", "20s",
 			"--out", runDir, "--threshold", "node3.p50>0s", "--threshold", "outcomes.error==0"}, "threshold node3.p50>0s: pass"},
 		{[]string{"fault", "list"}, "NODE"},
@@ -293,5 +297,23 @@ func TestLabReplicasCLI(t *testing.T) {
 				t.Errorf("redlab %s: output lacks %q:\n%s", strings.Join(s.args, " "), w, out)
 			}
 		}
+	}
+}
+
+// TestDefaultRestartDelayOutlivesTheDefaultTTL: the lab a user gets with
+// no flags follows the rule the project teaches: a crashed node waits more
+// than the longest lock TTL before it comes back.
+func TestDefaultRestartDelayOutlivesTheDefaultTTL(t *testing.T) {
+	e := &env{stdout: io.Discard, stderr: io.Discard}
+	ttl, err := newLoadCmd(e).Flags().GetDuration("lock-ttl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delay, err := newLabUpCmd(e, new(string)).Flags().GetDuration("restart-delay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if delay <= ttl {
+		t.Errorf("lab up's default restart delay %v, load's default lock TTL %v: want the delay longer", delay, ttl)
 	}
 }

@@ -323,6 +323,9 @@ func (f *loadFlags) setUp(ctx context.Context, e *env, sweep bool) (*loadRig, er
 		return nil, err
 	}
 	r := &loadRig{shard: loadgen.Shard(f.worker)}
+	if w := restartDelayWarning(f.lockTTL); w != "" {
+		fmt.Fprintln(e.stderr, w)
+	}
 	var err error
 	if r.keys, err = loadgen.NewKeyGen(loadgen.KeySpec(f.keys), r.shard); err != nil {
 		return nil, err
