@@ -2,7 +2,6 @@ package explore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -189,6 +188,3 @@ func prune(dir string) {
 		}
 	}
 }
-
-// errInconclusive is a search that reached none of its properties.
-var errInconclusive = errors.New("explore: inconclusive")
