@@ -112,7 +112,25 @@ func checkModel(ctx context.Context, spec *Spec, res *Result, hist *History, run
 		faults = append(faults, linear.Fault{StartNs: s.AtNs, EndNs: int64(spec.Workload.Duration), Desc: faultDesc(s)})
 	}
 	sort.Slice(faults, func(i, j int) bool { return faults[i].StartNs < faults[j].StartNs })
-	return v.Visualize(filepath.Join(dir, HistoryHTML), faults)
+	// The view shows the guards that went wrong, not every guard's keys.
+	shown := func(key string) bool {
+		g, _, _ := strings.Cut(key, ".")
+		gr := res.Guards[g]
+		return len(bad[g]) > 0 || (gr != nil && (gr.Counts.LockViolations > 0 || gr.Counts.LostUpdates > 0 || gr.Counts.Oversell > 0))
+	}
+	var ops2 []linear.Op
+	for _, o := range checked {
+		if shown(o.Key) {
+			ops2 = append(ops2, o)
+		}
+	}
+	st2 := linear.Store{Initial: map[string]int64{}, Final: map[string]int64{}, Committed: all.Committed}
+	for k := range all.Initial {
+		if shown(k) {
+			st2.Initial[k], st2.Final[k] = all.Initial[k], all.Final[k]
+		}
+	}
+	return linear.Check(ops2, st2, modelTimeout).Visualize(filepath.Join(dir, HistoryHTML), faults)
 }
 
 func faultDesc(f FaultRecord) string {
