@@ -551,6 +551,9 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
 		return nil, err
 	}
+	if err := WriteTimeline(dir); err != nil {
+		return nil, err
+	}
 	verdict := "PASS"
 	if !res.Passed {
 		verdict = "FAIL"

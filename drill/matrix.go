@@ -331,7 +331,7 @@ td.broken{background:#fde8e8}td.unexpected{outline:3px solid #c00}td.empty{color
 <h1>Drill matrix</h1>
 <p>Each cell: did the lock itself fail (two holders inside their validity), did a holder outlive its lock, was data lost; then availability and acquire p99. Green: lock held and data kept; yellow: a holder outlived its lock; red: the lock failed or data was lost; a red outline: not what the drill expected. Generated {{.M.Generated}}.</p>
 <table><tr><th>drill</th>{{range .M.Guards}}<th><code>{{.}}</code></th>{{end}}</tr>
-{{range .Rows}}<tr><td><b>{{.Drill}}</b><div class="title">{{.Title}}</div>{{if .Error}}<div class="fail">did not run: {{.Error}}</div>{{end}}{{if .Invalid}}<div class="fail">INVALID, not judged: {{.Invalid}}</div>{{end}}</td>
+{{range .Rows}}<tr><td><b>{{.Drill}}</b>{{if not .Error}} · <a href="{{.Drill}}/timeline.html">timeline</a>{{end}}<div class="title">{{.Title}}</div>{{if .Error}}<div class="fail">did not run: {{.Error}}</div>{{end}}{{if .Invalid}}<div class="fail">INVALID, not judged: {{.Invalid}}</div>{{end}}</td>
 {{range .Cells}}{{if .Empty}}<td class="empty">–</td>{{else}}<td class="{{.Class}}">{{range .Lines}}{{.}}<br>{{end}}{{range .Fails}}<div class="fail">{{.}}</div>{{end}}</td>{{end}}{{end}}</tr>
 {{end}}</table></body></html>
 `))

@@ -115,6 +115,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
 		return nil, err
 	}
+	if err := WriteTimeline(dir); err != nil {
+		return nil, err
+	}
 	logf("%s (%s)", res.Verdict(), dir)
 	return res, nil
 }

@@ -176,6 +176,9 @@ func (s *Session) Run(ctx context.Context, spec *Spec, dir string, seed uint64) 
 	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
 		return nil, err
 	}
+	if err := WriteTimeline(dir); err != nil {
+		return nil, err
+	}
 	logf("%s (%s)", res.Verdict(), dir)
 	return res, nil
 }
