@@ -27,8 +27,9 @@ if (nodes.length === 0) fail('REDLAB_NODES is empty');
 function tlsOptions(node) {
 	if (!node.tls) return undefined;
 	const read = (name) => (env[name] ? fs.readFileSync(env[name]) : undefined);
+	// Without a server name the certificate is checked against the host.
 	return { ca: read('REDLAB_TLS_CA'), cert: read('REDLAB_TLS_CERT'), key: read('REDLAB_TLS_KEY'),
-		servername: env.REDLAB_TLS_SERVER_NAME || node.host };
+		servername: env.REDLAB_TLS_SERVER_NAME || undefined };
 }
 
 // One client per independent node, as the README's Configuration does.
