@@ -52,12 +52,17 @@ redlock.on('clientError', (err) => console.error('A redis error has occurred:', 
 const held = new Map();
 const quorum = Math.floor(clients.length / 2) + 1;
 
-// classify names a failure's class: node-redlock's LockError does not say
-// whether the key was held elsewhere or the nodes failed, so a quorum of
-// connected clients makes it contended, fewer unavailable.
-function classify(err) {
-	if (!(err instanceof Redlock.LockError)) return 'other';
-	return clients.filter((c) => c.connected).length >= quorum ? 'contended' : 'unavailable';
+// classify resolves to a failure's class. node-redlock's LockError does not
+// say whether the key was held elsewhere or the nodes failed, so the
+// adapter asks every node for the key (GET, 500 ms at most): a quorum
+// answering makes it contended, fewer unavailable.
+function classify(err, key) {
+	if (!(err instanceof Redlock.LockError)) return Promise.resolve('other');
+	const probes = clients.map((c) => new Promise((resolve) => {
+		const timer = setTimeout(() => resolve(false), 500);
+		c.get(key, (e) => { clearTimeout(timer); resolve(!e); });
+	}));
+	return Promise.all(probes).then((ok) => (ok.filter(Boolean).length >= quorum ? 'contended' : 'unavailable'));
 }
 
 function answer(a) { process.stdout.write(JSON.stringify(a) + '\n'); }
@@ -67,8 +72,8 @@ function granted(id, lock, received) {
 	answer({ id, ok: true, token: lock.value, validity_ms: lock.expiration - received, attempts: lock.attempts });
 }
 
-function failed(id, err) {
-	answer({ id, ok: false, error: classify(err), message: err.message, attempts: err.attempts });
+function failed(id, key, err) {
+	return classify(err, key).then((error) => answer({ id, ok: false, error, message: err.message, attempts: err.attempts }));
 }
 
 let inFlight = 0;
@@ -79,17 +84,17 @@ function handle(req, received) {
 	const lock = held.get(token);
 	switch (op) {
 	case 'acquire':
-		return track(redlock.lock(key, req.ttl_ms).then((l) => granted(id, l, received), (err) => failed(id, err)));
+		return track(redlock.lock(key, req.ttl_ms).then((l) => granted(id, l, received), (err) => failed(id, key, err)));
 	case 'extend':
 		if (!lock) return answer({ id, ok: false, error: 'contended', message: `no lock with token ${token} is held` });
-		return track(lock.extend(req.ttl_ms).then((l) => granted(id, l, received), (err) => failed(id, err)));
+		return track(lock.extend(req.ttl_ms).then((l) => granted(id, l, received), (err) => failed(id, key, err)));
 	case 'release': {
 		if (!lock) return answer({ id, ok: false, error: 'contended', message: `no lock with token ${token} is held` });
 		held.delete(token);
 		const done = releaseWithDel
 			? Promise.all(clients.map((c) => new Promise((resolve) => c.del(key, resolve))))
 			: lock.unlock();
-		return track(done.then(() => answer({ id, ok: true }), (err) => failed(id, err)));
+		return track(done.then(() => answer({ id, ok: true }), (err) => failed(id, key, err)));
 	}
 	default:
 		return answer({ id, ok: false, error: 'other', message: `unknown op ${JSON.stringify(op)}` });

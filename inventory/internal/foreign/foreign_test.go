@@ -230,6 +230,39 @@ func TestNodeRedlockConcurrent(t *testing.T) {
 	}
 }
 
+// TestNodeRedlockClassifies: node-redlock's failures carry the class the
+// lab counts: a key held elsewhere is contended, nodes that refuse the
+// login are unavailable.
+func TestNodeRedlockClassifies(t *testing.T) {
+	argv := nodeRedlock(t)
+	// The default user off, as in the lab: a refused login can do nothing.
+	cluster := redlocktest.Start(t, 3, redlocktest.Options{Extra: append([]string{"user default off"}, aclUser...)})
+	bad, err := Start(Config{Name: "node-redlock", Command: argv, Nodes: nodeaddr.List{Addrs: cluster.Addrs()}, Username: "redlock", Password: "wrong"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { bad.Close() })
+	good := startOn(t, cluster, argv)
+	ctx := testCtx(t)
+	if _, err := good.Acquire(ctx, "lock:c", time.Minute); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		c    *Client
+		want Class
+	}{
+		{"held elsewhere", good, Contended},
+		{"login refused", bad, Unavailable},
+	} {
+		_, err := tt.c.Acquire(ctx, "lock:c", time.Minute)
+		var ae *AnswerError
+		if !errors.As(err, &ae) || ae.Class != tt.want {
+			t.Errorf("%s: got %v, want an answer of class %s", tt.name, err, tt.want)
+		}
+	}
+}
+
 // TestAbandonedGrantIsReleased: an acquire given up by its caller that the
 // client grants later is released by the lab, not left to its TTL.
 func TestAbandonedGrantIsReleased(t *testing.T) {
