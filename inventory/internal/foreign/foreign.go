@@ -209,6 +209,7 @@ func Start(cfg Config) (*Client, error) {
 	case <-c.dead:
 	case <-timer.C:
 		c.fail(fmt.Errorf("foreign: adapter %s: no hello within %v; its stderr ends: %s", cfg.Name, cfg.StartTimeout, c.stderr))
+		c.kill()
 	}
 	c.Close()
 	return nil, c.Err()
