@@ -74,7 +74,8 @@ func NewMatrix(specs []*Spec) *Matrix {
 func guardOrder() []inventory.Guard {
 	return []inventory.Guard{
 		inventory.GuardNone, inventory.GuardRedisSingle, inventory.GuardRedlockDel, inventory.GuardRedlock,
-		inventory.GuardRedsync, inventory.GuardRedlockFenced, inventory.GuardEtcd, inventory.GuardEtcdFenced,
+		inventory.GuardRedsync, inventory.GuardNodeRedlockDel, inventory.GuardNodeRedlock,
+		inventory.GuardRedlockFenced, inventory.GuardEtcd, inventory.GuardEtcdFenced,
 		inventory.GuardDBVersion, inventory.GuardDBForUpdate,
 		inventory.GuardDBAtomic,
 	}

@@ -262,7 +262,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 					Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), Guard: g, StoreDSN: store,
 					LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
 					Registerer: targetReg, PauseHook: gr.pause.hook,
-					Username: creds.Redlock.Name, Password: creds.Redlock.Password, TLS: tlsCfg,
+					Username: creds.Redlock.Name, Password: creds.Redlock.Password, TLS: tlsCfg, TLSFiles: l.TLSFiles(), LogDir: gr.dir,
 					OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
 				},
 				Replicas: w.Replicas, Recorder: gr.rec, Hold: w.Hold,

@@ -61,6 +61,15 @@ const (
 	// row still carries it.
 	GuardEtcdFenced Guard = "etcd-fenced"
 
+	// GuardNodeRedlock is the critical section of GuardRedlock under a lock
+	// client nobody here wrote: node-redlock (npm redlock) over node redis,
+	// as its README sets them up, with its own defaults (10 retries 200 ms
+	// ± 100 ms apart, drift factor 0.01, no command timeout), run as an
+	// adapter speaking the foreign lock client protocol
+	// (inventory/foreign/README.md). Its holds are timed on this process's
+	// clock, its validity as the client claimed it.
+	GuardNodeRedlock Guard = "node-redlock"
+
 	// GuardRedlockDel is GuardRedlock released with a plain DEL of the key,
 	// without checking that the key still holds this holder's token: the
 	// mistake the Redlock docs warn against. A holder whose lock expired
@@ -68,6 +77,12 @@ const (
 	// be compared with GuardRedlock (Comparisons), never to protect
 	// anything: ParseGuard, and so `redlab serve`, refuse it.
 	GuardRedlockDel Guard = "redlock-del"
+
+	// GuardNodeRedlockDel is GuardNodeRedlock whose adapter releases with a
+	// plain DEL of the key on every node instead of node-redlock's
+	// token-checking unlock: GuardRedlockDel's mistake in a foreign
+	// client, a comparison guard like it.
+	GuardNodeRedlockDel Guard = "node-redlock-del"
 
 	// guardRedlockFencedNaive checks the token only at write time
 	// (last_fence <= t, then last_fence = t). It is here to show that this
@@ -117,6 +132,9 @@ type guardEntry struct {
 	dbLock bool
 	// etcd: the guard locks on an etcd cluster (NeedsEtcd).
 	etcd bool
+	// foreign: the guard's lock is a foreign client's, run as an adapter
+	// (guard_foreign.go).
+	foreign bool
 	// fence: the row's column the guard fences with, "" for none. Tokens
 	// from different sources live in different columns and are never
 	// compared with each other.
@@ -137,7 +155,9 @@ var guardTable = []guardEntry{
 	{name: GuardDBForUpdate, dbLock: true, build: newDBForUpdateGuard},
 	{name: GuardEtcd, etcd: true, build: newEtcdGuard},
 	{name: GuardEtcdFenced, etcd: true, fence: fenceEtcd, build: newEtcdFencedGuard},
+	{name: GuardNodeRedlock, redisNodes: true, foreign: true, build: foreignGuardOf(nodeRedlockAdapter)},
 	{name: GuardRedlockDel, use: useComparison, redisNodes: true, redlock: true, build: newRedlockGuard},
+	{name: GuardNodeRedlockDel, use: useComparison, redisNodes: true, foreign: true, build: foreignGuardOf(nodeRedlockDelAdapter)},
 	{name: guardRedlockFencedNaive, use: useHidden, redisNodes: true, redlock: true, fence: fenceStore, build: newRedlockFencedGuard},
 }
 
@@ -279,6 +299,13 @@ func (g Guard) TimesNodes() bool { return g.redlock() }
 func (g Guard) redlock() bool {
 	e, _ := g.entry()
 	return e.redlock
+}
+
+// foreign reports whether the guard's lock is a foreign client's, run as
+// an adapter (and so whether it needs the adapter, not node clients).
+func (g Guard) foreign() bool {
+	e, _ := g.entry()
+	return e.foreign
 }
 
 // lockKey is the lock's Redis key for a SKU.

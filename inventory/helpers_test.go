@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/redlocklab/redlocklab/internal/pgtest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
 	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
@@ -95,6 +96,9 @@ func replica(t *testing.T, store *Store, guard Guard, c *redlocktest.Cluster, op
 			opts = append([]ServiceOption{WithSingleNode(nodes[0])}, opts...)
 		case GuardRedlockDel:
 			opts = append([]ServiceOption{WithDeleteNodes(nodes)}, opts...)
+		case GuardNodeRedlock, GuardNodeRedlockDel:
+			requireNodeRedlock(t)
+			opts = append([]ServiceOption{WithAdapter(AdapterConfig{Nodes: c.Addrs()})}, opts...)
 		case GuardRedsync:
 			// As redsync's users build them: go-redis's defaults.
 			plain := redsyncNodes(ReplicaConfig{Nodes: c.Addrs()})
@@ -110,7 +114,18 @@ func replica(t *testing.T, store *Store, guard Guard, c *redlocktest.Cluster, op
 	if err != nil {
 		t.Fatalf("NewService(%s): %v", guard, err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// requireNodeRedlock ends the test by testenv.Missing when the node-redlock
+// adapter cannot run: node, or its npm packages, missing.
+func requireNodeRedlock(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, "node")
+	if _, err := os.Stat(filepath.Join("foreign", "node-redlock", "node_modules", "redlock", "package.json")); err != nil {
+		testenv.Missing(t, "the node-redlock adapter's packages are not installed: run `npm ci --prefix inventory/foreign/node-redlock` (scripts/setup.sh test does)")
+	}
 }
 
 // gate is a PauseHook the test drives: a request whose ID was blocked stops

@@ -100,6 +100,8 @@ func TestDeleteReleaseFreesAnotherHoldersLock(t *testing.T) {
 	}{
 		{GuardRedlockDel, 0, "none: A's DEL removed it"},
 		{GuardRedlock, -1, "all: A's compare-and-delete saw another token and left it"},
+		{GuardNodeRedlockDel, 0, "none: A's adapter's DEL removed it"},
+		{GuardNodeRedlock, -1, "all: node-redlock's unlock script saw another token and left it"},
 	} {
 		t.Run(string(tt.guard), func(t *testing.T) {
 			dsn := sqliteDSN(t)

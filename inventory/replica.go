@@ -1,10 +1,12 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 	"github.com/redlocklab/redlocklab/redlock/redlockprom"
 )
 
@@ -40,6 +43,14 @@ type ReplicaConfig struct {
 	// (redlock.WithTLS; nodeaddr builds it from a rediss:// node list and
 	// PEM files), the redsync guard's clients too. Nil: plain TCP.
 	TLS *tls.Config
+	// TLSFiles are the PEM files and server name behind TLS, for the
+	// guards whose lock client is not this process's: a foreign guard's
+	// adapter verifies the nodes with them (see AdapterConfig).
+	TLSFiles nodeaddr.TLSFiles
+	// LogDir, when set, receives the logs of what the replica runs beside
+	// it: a foreign guard's adapter writes its stderr to
+	// adapter-<Holder>.log there. Empty: this process's stderr.
+	LogDir string
 	// Etcd are the etcd cluster's client URLs (http://host:port), for the
 	// guards that lock on etcd (Guard.NeedsEtcd). Ignored otherwise.
 	Etcd []string
@@ -149,7 +160,13 @@ func OpenReplica(ctx context.Context, cfg ReplicaConfig) (_ *Replica, err error)
 	if cfg.Holder != "" {
 		opts = append(opts, WithHolder(cfg.Holder))
 	}
-	if cfg.Guard == GuardRedsync {
+	if cfg.Guard.foreign() {
+		ac := AdapterConfig{Nodes: cfg.Nodes, TLS: cfg.TLS != nil, TLSFiles: cfg.TLSFiles, Username: cfg.Username, Password: cfg.Password}
+		if cfg.LogDir != "" {
+			ac.LogFile = filepath.Join(cfg.LogDir, "adapter-"+cmp.Or(cfg.Holder, "replica")+".log")
+		}
+		opts = append(opts, WithAdapter(ac))
+	} else if cfg.Guard == GuardRedsync {
 		r.nodes = redsyncNodes(cfg)
 		opts = append(opts, WithRedsyncNodes(r.nodes))
 	} else if cfg.Guard.NeedsNodes() {

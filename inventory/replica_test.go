@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
+	"github.com/redlocklab/redlocklab/inventory/internal/foreign"
 	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
@@ -56,9 +57,12 @@ func TestOpenReplicaGuards(t *testing.T) {
 	c := startRedis(t, 3)
 	ec := etcdtest.Start(t, 1, etcdtest.Options{})
 	wantNodes := map[Guard]int{GuardNone: 0, GuardDBAtomic: 0, GuardDBVersion: 0, GuardDBForUpdate: 0, GuardRedisSingle: 1, GuardRedlock: 3, GuardRedlockFenced: 3,
-		GuardRedsync: 3, GuardRedlockDel: 3}
+		GuardRedsync: 3, GuardRedlockDel: 3, GuardNodeRedlock: 0, GuardNodeRedlockDel: 0}
 	for _, g := range append(Guards(), Comparisons()...) {
 		t.Run(string(g), func(t *testing.T) {
+			if g.foreign() {
+				requireNodeRedlock(t)
+			}
 			ctx := context.Background()
 			var holds, pauses atomic.Int64
 			r, err := OpenReplica(ctx, ReplicaConfig{
@@ -114,6 +118,9 @@ func TestOpenReplicaGuards(t *testing.T) {
 				if ls, err := ec.Client().Leases(ctx); err != nil || len(ls.Leases) != 0 {
 					t.Errorf("leases after Close: got %v, %v; want none", ls, err)
 				}
+			}
+			if fg, ok := r.Service().g.(*foreignGuard); ok && !errors.Is(fg.c.Err(), foreign.ErrClosed) {
+				t.Errorf("adapter after Close: got %v, want it closed", fg.c.Err())
 			}
 			if _, err := r.Service().Reserve(ctx, Request{SKU: "w", Quantity: 1, RequestID: "r2"}); err == nil {
 				t.Error("Reserve after Close: got nil error")

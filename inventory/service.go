@@ -145,6 +145,7 @@ type serviceConfig struct {
 	delNodes       []*redis.Client
 	redsync        *redsyncLocker
 	etcd           *clientv3.Client
+	adapter        *AdapterConfig
 	reg            prometheus.Registerer
 }
 
@@ -223,7 +224,8 @@ type Service struct {
 // NewService returns a replica reserving from store through guard. locker
 // is the Redlock client of the redlock guards and nil otherwise; the
 // redis-single guard needs WithSingleNode, the etcd guards WithEtcd (and a
-// lock TTL of at least MinEtcdLockTTL). Close it when done.
+// lock TTL of at least MinEtcdLockTTL), the foreign guards WithAdapter
+// (their adapter starts here). Close it when done.
 func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...ServiceOption) (*Service, error) {
 	cfg := serviceConfig{ttl: DefaultLockTTL, acquireTimeout: DefaultAcquireTimeout}
 	for _, o := range opts {
@@ -254,6 +256,7 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 	s.g = g
 	if cfg.reg != nil {
 		if s.m, err = newMetrics(cfg.reg); err != nil {
+			s.Close() // a foreign guard's adapter is running
 			return nil, err
 		}
 		// Every outcome from the start at 0, so that a ratio of one of
@@ -270,7 +273,8 @@ func NewService(store *Store, guard Guard, locker *redlock.Client, opts ...Servi
 }
 
 // Close ends what the guard keeps open between reservations (the etcd
-// guards' sessions: their keep-alives stop and their leases are revoked);
+// guards' sessions: their keep-alives stop and their leases are revoked;
+// a foreign guard's adapter: its input ends and it is waited for);
 // the clients handed to NewService stay open. Call it after the last
 // Reserve has returned. It is idempotent.
 func (s *Service) Close() error {

@@ -68,7 +68,7 @@ func TestParseGuard(t *testing.T) {
 			t.Errorf("ParseAnyGuard(%q): got nil, want an error", s)
 		}
 	}
-	if got, want := len(Guards()), 10; got != want {
+	if got, want := len(Guards()), 11; got != want {
 		t.Errorf("len(Guards()): got %d, want %d", got, want)
 	}
 	// A comparison guard is named by the load generator and the drills,
@@ -108,6 +108,7 @@ func TestNewServiceValidates(t *testing.T) {
 		{"redlock-del without client", s, GuardRedlockDel, nil},
 		{"redsync without nodes", s, GuardRedsync, nil},
 		{"etcd without client", s, GuardEtcd, nil},
+		{"node-redlock without adapter", s, GuardNodeRedlock, nil},
 		{"etcd-fenced without client", s, GuardEtcdFenced, nil},
 		{"zero ttl", s, GuardNone, []ServiceOption{WithLockTTL(0)}},
 		{"negative acquire timeout", s, GuardNone, []ServiceOption{WithAcquireTimeout(-time.Second)}},
@@ -230,7 +231,7 @@ func TestConservation(t *testing.T) {
 	const replicas, workers, perWorker = 3, 4, 5 // 60 requests
 	const initial = 45                           // fewer than requested: out-of-stock must be hit exactly
 	forEachStore(t, func(t *testing.T, dsn string) {
-		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync, GuardDBVersion, GuardDBForUpdate} {
+		for _, g := range []Guard{GuardRedlock, GuardRedlockFenced, GuardDBAtomic, GuardRedisSingle, GuardRedsync, GuardDBVersion, GuardDBForUpdate, GuardNodeRedlock} {
 			t.Run(string(g), func(t *testing.T) {
 				sku := "conserve-" + string(g)
 				tl := &tally{}

@@ -15,8 +15,9 @@
 #         systemd (systemd-analyze); debootstrap and systemd-container
 #         (systemd-nspawn: infra/verify boots the node's user data in
 #         Debian 12 machines); nodejs and npm; `npm ci` in each folder of
-#         npm_dirs (the tests' npm fixtures) that has a package.json and
-#         whose node_modules is missing or stale; tofu or terraform, else OpenTofu
+#         npm_dirs (the tests' npm fixtures, and the node-redlock adapter of
+#         the foreign guards) that has a package.json and whose
+#         node_modules is missing or stale; tofu or terraform, else OpenTofu
 #         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores);
 #         the etcd server and etcdctl built into ./bin by `make etcd` (about
 #         1.5 min on 2 cores) when either is missing or reports another
@@ -280,12 +281,13 @@ setup: create the role and database with: $(as_root_cmd "bash scripts/setup.sh t
 	fi
 }
 
-# --- npm packages of the test fixtures ----------------------------------------
+# --- npm packages of the test fixtures and the node-redlock adapter -----------
 
-# The folders whose package-lock.json the tests need installed:
-# hdr-histogram-js, an independent reader of loadgen's latency.hlog, and
-# @cdktf/provider-aws, the aws provider's schema for infra/verify.
-npm_dirs=(loadgen/testdata/hdrjs infra/verify/testdata/provider-aws)
+# The folders whose package-lock.json the tests and the drills need
+# installed: hdr-histogram-js, an independent reader of loadgen's
+# latency.hlog; @cdktf/provider-aws, the aws provider's schema for
+# infra/verify; npm redlock and node redis, the node-redlock guards' client.
+npm_dirs=(loadgen/testdata/hdrjs infra/verify/testdata/provider-aws inventory/foreign/node-redlock)
 
 # setup_npm DIR: npm ci in DIR. Its node_modules counts as fresh when the stamp
 # written after the last npm ci holds the hash of package.json and

@@ -251,7 +251,7 @@ func (f *loadFlags) newTarget(ctx context.Context, dir string, rec *loadgen.Reco
 			Nodes: f.addrs, Etcd: f.etcdURLs, Guard: f.g, StoreDSN: dsn,
 			LockTTL: f.lockTTL, AcquireTimeout: f.acquireTimeout, NodeTimeout: f.nodeTimeout,
 			MaxConcurrentAttempts: f.lockConc, NoOverloadControl: !f.overloadCtl, Registerer: reg,
-			Username: f.user, Password: f.password, TLS: f.tlsCfg,
+			Username: f.user, Password: f.password, TLS: f.tlsCfg, TLSFiles: f.tls.resolved,
 		},
 		Replicas: f.replicas, Recorder: rec, Hold: loadgen.HoldSpec(f.hold),
 		RunID: fmt.Sprintf("load-%s-w%d-%08x", time.Now().UTC().Format("20060102T150405"), f.worker.Index, rand.Uint32()),

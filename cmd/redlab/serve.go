@@ -174,7 +174,7 @@ func (o *serveOptions) run(ctx context.Context, e *env) error {
 	rcfg := inventory.ReplicaConfig{
 		StoreDSN: o.store, Guard: o.guard, Nodes: o.nodes, Etcd: o.etcd, NodeTimeout: o.nodeTimeout,
 		LockTTL: o.lockTTL, AcquireTimeout: o.acquireTimeout, Holder: o.holder,
-		Username: o.user, Password: o.password, TLS: o.tls,
+		Username: o.user, Password: o.password, TLS: o.tls, TLSFiles: o.tlsFlags.resolved,
 	}
 	var events *drill.EventWriter
 	if o.drillEvents != "" {

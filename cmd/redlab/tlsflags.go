@@ -23,6 +23,10 @@ const (
 // environment variable. They apply to rediss:// nodes only.
 type tlsFlags struct {
 	files nodeaddr.TLSFiles
+	// resolved are the files config used (the flags, else the
+	// environment), for a lock client that reads them itself (a foreign
+	// guard's adapter); zero for plain nodes.
+	resolved nodeaddr.TLSFiles
 }
 
 func (t *tlsFlags) register(fs *pflag.FlagSet) {
@@ -56,5 +60,6 @@ func (t *tlsFlags) config(nodes nodeaddr.List) (*tls.Config, error) {
 	if err != nil {
 		return nil, usageErrorf("TLS (--tls-ca %q, --tls-cert %q, --tls-key %q): %v", f.CA, f.Cert, f.Key, err)
 	}
+	t.resolved = f
 	return cfg, nil
 }

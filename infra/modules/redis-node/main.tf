@@ -30,8 +30,9 @@ locals {
   # SET NX PX to acquire; Lua compare-and-delete / compare-and-pexpire (EVALSHA,
   # EVAL on NOSCRIPT, SCRIPT LOAD) to release and extend; the script calls GET,
   # DEL and PEXPIRE, which the ACL checks too; PTTL and TIME for diagnostics.
+  # EXISTS: node-redlock's acquire script checks the key with it before its SET.
   redlock_commands = concat(local.connect_commands, [
-    "+set", "+get", "+del", "+pexpire", "+pttl",
+    "+set", "+get", "+del", "+pexpire", "+pttl", "+exists",
     "+eval", "+evalsha", "+script|load", "+script|exists", "+time",
   ])
   # Read-only: what the doctor (CONFIG GET, INFO, TIME) and an exporter read.

@@ -85,7 +85,7 @@ run "acl" {
   }
   assert {
     condition = alltrue([
-      for c in ["+set", "+get", "+del", "+pexpire", "+pttl", "+eval", "+evalsha", "+script|load", "+ping", "+time", "+hello", "+auth"] :
+      for c in ["+set", "+get", "+del", "+pexpire", "+pttl", "+exists", "+eval", "+evalsha", "+script|load", "+ping", "+time", "+hello", "+auth"] :
       contains(split(" ", regex("(?m)^user redlock .*$", output.redis_conf)), c)
     ])
     error_message = "The redlock user must be allowed every command the library sends."
