@@ -144,3 +144,13 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 	}()
 	return FaultResult{Fault: &f}, nil
 }
+
+// stopClockRate ends a clock-rate's goroutine.
+func (s *supervisor) stopClockRate() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rateStop != nil {
+		s.rateStop()
+		s.rateStop = nil
+	}
+}

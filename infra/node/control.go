@@ -196,29 +196,13 @@ func (s *supervisor) apply(ctx context.Context, kind string, req FaultRequest) (
 	return s.applyProcess(ctx, kind, req)
 }
 
-// applyProcess runs one fault request on a process node; a machine node
-// shares the faults that act on the front or the process alone.
+// applyProcess runs one fault request on a process node: the daemon's
+// faults, and the clock models and the failover.
 func (s *supervisor) applyProcess(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
+	if a, ok, err := s.applyShared(ctx, kind, req); ok {
+		return FaultResult{Fault: a.fault, PowerLoss: a.powerLoss}, err
+	}
 	switch kind {
-	case string(fault.Kill):
-		return s.kill(ctx, nil)
-	case string(fault.PowerLoss):
-		return s.powerLoss(ctx)
-	case string(fault.Restart):
-		d := time.Duration(*req.Delay) // CheckFault: given
-		return s.kill(ctx, &d)
-	case string(fault.Stop):
-		return s.stop(ctx)
-	case string(fault.Start):
-		return s.startNode(ctx)
-	case string(fault.Pause):
-		return s.pause(time.Duration(req.For))
-	case string(fault.Partition):
-		return s.partition(time.Duration(req.For))
-	case string(fault.Heal):
-		return s.heal(), nil
-	case string(fault.Latency):
-		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), time.Duration(req.For))
 	case string(fault.ClockJump):
 		return s.clockJump(ctx, time.Duration(req.By))
 	case string(fault.ClockRate):

@@ -84,11 +84,11 @@ func TestSupervisorRestartDoesNotResurrectExpiredFault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := prepareTestNode(t)
 			until := time.Now().Add(tc.until)
-			st := node.Status{
+			st := node.Status{DaemonStatus: node.DaemonStatus{
 				ID: spec.ID, State: node.Up, Partitioned: true,
 				Active: map[node.FaultKind]string{fault.Partition: "n1-partition-1-1"},
 				Until:  map[node.FaultKind]time.Time{fault.Partition: until},
-			}
+			}}
 			if err := atomicfile.WriteJSON(spec.Path(node.StatusFile), st, 0o644); err != nil {
 				t.Fatal(err)
 			}

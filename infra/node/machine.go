@@ -332,8 +332,6 @@ func (s *supervisor) onMachineExit(p *child) {
 // applyMachine runs one fault request on a machine node.
 func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
 	switch kind {
-	case string(fault.Kill):
-		return s.kill(ctx, nil)
 	case string(fault.PowerLoss):
 		return s.machinePowerLoss(ctx)
 	case string(fault.Restart): // delay 0 (checkFault)
@@ -342,8 +340,9 @@ func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultReq
 		return s.machineStop(ctx)
 	case string(fault.Start):
 		return s.machineStart(ctx)
-	case string(fault.Pause), string(fault.Partition), string(fault.Heal), string(fault.Latency):
-		return s.applyProcess(ctx, kind, req)
+	case string(fault.Kill), string(fault.Pause), string(fault.Partition), string(fault.Heal), string(fault.Latency):
+		a, _, err := s.applyShared(ctx, kind, req)
+		return FaultResult{Fault: a.fault}, err
 	}
 	// What a machine cannot apply (clock-jump, clock-rate, failover) the
 	// catalogue refused (checkFault).
@@ -408,7 +407,7 @@ func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st Status) bool { return st.State == Stopped })
+	err := s.waitFor(ctx, func() bool { return s.st.State == Stopped })
 	return FaultResult{Fault: &f}, err
 }
 
@@ -424,7 +423,7 @@ func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st Status) bool { return st.State == Up || st.State == Paused })
+	err := s.waitFor(ctx, s.startedLocked)
 	return FaultResult{}, err
 }
 
@@ -434,7 +433,7 @@ func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
 func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) {
 	mn := s.mach
 	s.mu.Lock()
-	p, prof, err := s.powerLossTargetLocked()
+	p, err := s.powerLossTargetLocked()
 	s.mu.Unlock()
 	if err != nil {
 		return FaultResult{}, err
@@ -451,7 +450,7 @@ func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) 
 		return FaultResult{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.faults.startLocked(fault.PowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(fault.PowerLoss, s.powerLossNote(map[string]string{}))
 	mn.leader = 0
 	s.mu.Unlock()
 
@@ -464,7 +463,7 @@ func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) 
 		return FaultResult{}, cut.err
 	}
 	// Return once the loop has seen the crash, as the process lab does.
-	if err := s.waitFor(ctx, func(st Status) bool { return st.RedisPID != p.pid }); err != nil {
+	if err := s.waitFor(ctx, func() bool { return s.st.RedisPID != p.pid }); err != nil {
 		return FaultResult{}, err
 	}
 	for k, v := range powerLossParams(cut.res) {
