@@ -25,12 +25,12 @@ import (
 	"github.com/redlocklab/redlocklab/dashboards"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/node"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 	"github.com/redlocklab/redlocklab/redlock"
 	"github.com/redlocklab/redlocklab/redlock/redlockprom"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // family is a metric family's name and type as a registry exposes it.
@@ -85,7 +85,7 @@ func projectFamilies(t *testing.T) []family {
 	o.ObserveAcquire(redlock.AcquireResult{Attempts: 1, Elapsed: time.Millisecond})
 	out = append(out, gatherFamilies(t, reg)...)
 
-	c := redistest.Start(t, 1, redistest.Options{})
+	c := redlocktest.Start(t, 1, redlocktest.Options{})
 	reg = prometheus.NewPedanticRegistry()
 	r, err := inventory.OpenReplica(context.Background(), inventory.ReplicaConfig{
 		StoreDSN: "sqlite:" + filepath.Join(t.TempDir(), "inv.db"), Guard: inventory.GuardRedlock, Nodes: c.Addrs(),
@@ -162,13 +162,13 @@ func runtimeFamilies(t *testing.T) []family {
 func exporterFamilies(t *testing.T) []family {
 	t.Helper()
 	bin := testenv.Require(t, "prometheus-redis-exporter")
-	node := redistest.Start(t, 1, redistest.Options{}).Nodes[0]
+	node := redlocktest.Start(t, 1, redlocktest.Options{}).Nodes[0]
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "passwords.json")
 	if err := os.WriteFile(pw, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", redlocktest.FreePort(t))
 	cmd := exec.Command(bin, lab.ExporterArgs(node.Addr, "", pw, addr, time.Second, "")...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

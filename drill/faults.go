@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,9 +124,9 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 	var steps []step
 	for _, f := range faults {
 		f := f
-		steps = append(steps, step{f.At, describeFault(f), func(ctx context.Context) error { return in.apply(ctx, f) }})
+		steps = append(steps, step{f.At, f.String(), func(ctx context.Context) error { return in.apply(ctx, f) }})
 		if def, _ := fault.Lookup(f.Kind); def.For == fault.ForEnds && f.For() > 0 && f.At+f.For() < end {
-			steps = append(steps, step{f.At + f.For(), "heal " + faultTargets(f), func(ctx context.Context) error {
+			steps = append(steps, step{f.At + f.For(), "heal " + f.Targets(), func(ctx context.Context) error {
 				return in.heal(ctx, f)
 			}})
 		}
@@ -182,7 +182,7 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 	case fault.ClientPause:
 		var errs []error
 		for g, p := range in.pausers {
-			if len(f.Guards) > 0 && !contains(f.Guards, g) {
+			if len(f.Guards) > 0 && !slices.Contains(f.Guards, g) {
 				continue
 			}
 			if sp, ok := in.procs[g]; ok {
@@ -223,57 +223,4 @@ func onEach(ids []int, what func(int) string, do func(id int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-func describeFault(f Fault) string {
-	var b strings.Builder
-	b.WriteString(string(f.Kind))
-	if len(f.Nodes) > 0 || len(f.Etcd) > 0 {
-		b.WriteString(" ")
-		b.WriteString(faultTargets(f))
-	}
-	p := f.Params
-	switch f.Kind {
-	case fault.Restart:
-		fmt.Fprintf(&b, " delay %v", p.D("delay"))
-	case fault.Latency:
-		fmt.Fprintf(&b, " +%v", p.D("add"))
-		if p.D("jitter") > 0 {
-			fmt.Fprintf(&b, " ±%v", p.D("jitter"))
-		}
-	case fault.ClockJump:
-		fmt.Fprintf(&b, " by %v", p.D("by"))
-	case fault.ClockRate:
-		fmt.Fprintf(&b, " ×%g", p.N("factor"))
-	case fault.Failover:
-		if p.D("lag") > 0 {
-			fmt.Fprintf(&b, " after %v of replication lag", p.D("lag"))
-		}
-	case fault.ClientPause:
-		if len(f.Guards) > 0 {
-			b.WriteString(" " + inventory.JoinGuards(f.Guards))
-		}
-		if f.Count > 1 {
-			fmt.Fprintf(&b, " %d holders", f.Count)
-		}
-		fmt.Fprintf(&b, " (scope %s)", f.Scope)
-	}
-	if f.For() > 0 {
-		fmt.Fprintf(&b, " for %v", f.For())
-	}
-	return b.String()
-}
-
-func nodeList(ns []int) string {
-	if len(ns) == 0 {
-		return "all nodes"
-	}
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	if len(ns) == 1 {
-		return "node " + s[0]
-	}
-	return "nodes " + strings.Join(s, ",")
 }

@@ -16,10 +16,12 @@ import (
 )
 
 // HistoryFile is the raw history of a drill in its directory: one JSON
-// object a line, every lock tenure and every fault event, with times in
-// nanoseconds since the start of the load on one monotonic clock. Anyone can
-// recompute the drill's double grants and lock violations from it alone
-// (loadgen.HoldChecker over its holds: checkHolds).
+// object a line, every lock tenure, every fault event and every operation
+// of the loads, with times in nanoseconds since the start of the load on
+// one monotonic clock. Anyone can recompute the drill's double grants and
+// lock violations from it alone (loadgen.HoldChecker over its holds:
+// checkHolds), and, with each guard's store for the ledger, check its
+// operations against a model of the stock (package linear).
 const HistoryFile = "history.jsonl"
 
 // HoldRecord is the wire form of an inventory.Hold, a lock tenure, in the
@@ -80,6 +82,25 @@ type FaultRecord struct {
 	AtNs       int64  `json:"at_ns"`
 }
 
+// OpRecord is one reservation of a guard's load ("type":"op"): what it
+// asked, when it was due, sent and answered, and how it ended.
+type OpRecord struct {
+	Type  string `json:"type"` // "op"
+	Guard string `json:"guard"`
+	Seq   uint64 `json:"seq"`
+	// RequestID is the ID the ledger keeps when it committed.
+	RequestID string `json:"request_id"`
+	Key       string `json:"key"`
+	Quantity  int64  `json:"quantity"`
+	// DueNs is when the schedule wanted it sent; SentNs and EndedNs when
+	// it was sent and answered, both -1 when it was never sent (late).
+	DueNs   int64 `json:"due_ns"`
+	SentNs  int64 `json:"sent_ns"`
+	EndedNs int64 `json:"ended_ns"`
+	// Outcome is the load generator's (reserved, out_of_stock, …).
+	Outcome string `json:"outcome"`
+}
+
 // History is a drill's record, filled concurrently while it runs.
 type History struct {
 	start time.Time
@@ -87,6 +108,7 @@ type History struct {
 	mu     sync.Mutex
 	holds  []HoldRecord
 	faults []FaultRecord
+	ops    []OpRecord
 }
 
 // NewHistory starts a history whose clock reads 0 at start.
@@ -136,6 +158,29 @@ func (h *History) AddPause(id string, g inventory.Guard, scope inventory.PauseSc
 	h.mu.Unlock()
 }
 
+// AddOp records guard g's operation op of run runID: sent at started and
+// answered at ended with res (both zero: never sent).
+func (h *History) AddOp(g inventory.Guard, runID string, op loadgen.Op, res loadgen.Result, started, ended time.Time) {
+	r := OpRecord{Type: "op", Guard: string(g), Seq: op.Seq, RequestID: loadgen.RequestID(runID, op.Seq), Key: op.Key,
+		Quantity: op.Quantity, DueNs: h.ns(op.Intended), SentNs: -1, EndedNs: -1, Outcome: res.Outcome.String()}
+	if !started.IsZero() {
+		r.SentNs, r.EndedNs = h.ns(started), h.ns(ended)
+	}
+	h.mu.Lock()
+	h.ops = append(h.ops, r)
+	h.mu.Unlock()
+}
+
+// Ops returns the operations recorded so far, ordered by when they were
+// due.
+func (h *History) Ops() []OpRecord {
+	h.mu.Lock()
+	out := append([]OpRecord(nil), h.ops...)
+	h.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].DueNs < out[j].DueNs })
+	return out
+}
+
 // Holds returns the holds recorded so far, ordered by grant.
 func (h *History) Holds() []HoldRecord {
 	h.mu.Lock()
@@ -154,24 +199,33 @@ func (h *History) Faults() []FaultRecord {
 	return out
 }
 
-// WriteFile writes the history, holds and fault events merged in time
-// order (a hold at its grant).
+// WriteFile writes the history: holds (at their grant), fault events and
+// operations (when due) merged in time order.
 func (h *History) WriteFile(path string) error {
-	holds, faults := h.Holds(), h.Faults()
+	type rec struct {
+		at  int64
+		val any
+	}
+	var recs []rec
+	for _, r := range h.Holds() {
+		recs = append(recs, rec{r.GrantedNs, r})
+	}
+	for _, r := range h.Faults() {
+		recs = append(recs, rec{r.AtNs, r})
+	}
+	for _, r := range h.Ops() {
+		recs = append(recs, rec{r.DueNs, r})
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].at < recs[j].at })
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("drill: %w", err)
 	}
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
-	i, j := 0, 0
-	for (i < len(holds) || j < len(faults)) && err == nil {
-		if j >= len(faults) || (i < len(holds) && holds[i].GrantedNs <= faults[j].AtNs) {
-			err = enc.Encode(holds[i])
-			i++
-		} else {
-			err = enc.Encode(faults[j])
-			j++
+	for _, r := range recs {
+		if err = enc.Encode(r.val); err != nil {
+			break
 		}
 	}
 	if err == nil {
@@ -186,12 +240,36 @@ func (h *History) WriteFile(path string) error {
 	return nil
 }
 
+// Records are a history file's records, each kind in file order.
+type Records struct {
+	Holds  []HoldRecord
+	Faults []FaultRecord
+	Ops    []OpRecord
+}
+
+// ReadRecords reads every record of a history file back.
+func ReadRecords(r io.Reader) (Records, error) {
+	var out Records
+	err := scanRecords(r, "history", func(h *HoldRecord, f *FaultRecord, o *OpRecord) {
+		switch {
+		case h != nil:
+			out.Holds = append(out.Holds, *h)
+		case f != nil:
+			out.Faults = append(out.Faults, *f)
+		default:
+			out.Ops = append(out.Ops, *o)
+		}
+	})
+	return out, err
+}
+
 // ReadHistory reads a history file back.
 func ReadHistory(r io.Reader) (holds []HoldRecord, faults []FaultRecord, err error) {
-	err = scanRecords(r, "history", func(h *HoldRecord, f *FaultRecord) {
-		if h != nil {
+	err = scanRecords(r, "history", func(h *HoldRecord, f *FaultRecord, _ *OpRecord) {
+		switch {
+		case h != nil:
 			holds = append(holds, *h)
-		} else {
+		case f != nil:
 			faults = append(faults, *f)
 		}
 	})
@@ -202,9 +280,9 @@ func ReadHistory(r io.Reader) (holds []HoldRecord, faults []FaultRecord, err err
 }
 
 // scanRecords reads the history's records from r, a line at a time, as
-// they come: each line is a hold (h set) or a fault event (f set). what
-// names the stream in errors.
-func scanRecords(r io.Reader, what string, fn func(h *HoldRecord, f *FaultRecord)) error {
+// they come: each line is a hold (h set), a fault event (f set) or an
+// operation (o set). what names the stream in errors.
+func scanRecords(r io.Reader, what string, fn func(h *HoldRecord, f *FaultRecord, o *OpRecord)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -224,13 +302,19 @@ func scanRecords(r io.Reader, what string, fn func(h *HoldRecord, f *FaultRecord
 			if err := json.Unmarshal(b, &h); err != nil {
 				return fmt.Errorf("drill: %s line %d: %w", what, line, err)
 			}
-			fn(&h, nil)
+			fn(&h, nil, nil)
 		case "fault":
 			var f FaultRecord
 			if err := json.Unmarshal(b, &f); err != nil {
 				return fmt.Errorf("drill: %s line %d: %w", what, line, err)
 			}
-			fn(nil, &f)
+			fn(nil, &f, nil)
+		case "op":
+			var o OpRecord
+			if err := json.Unmarshal(b, &o); err != nil {
+				return fmt.Errorf("drill: %s line %d: %w", what, line, err)
+			}
+			fn(nil, nil, &o)
 		default:
 			return fmt.Errorf("drill: %s line %d: unknown type %q", what, line, head.Type)
 		}

@@ -104,7 +104,7 @@ func TestEventStream(t *testing.T) {
 	}
 	var holds []HoldRecord
 	var faults []FaultRecord
-	err := scanRecords(&buf, "events", func(h *HoldRecord, f *FaultRecord) {
+	err := scanRecords(&buf, "events", func(h *HoldRecord, f *FaultRecord, _ *OpRecord) {
 		if h != nil {
 			holds = append(holds, *h)
 		} else {

@@ -79,7 +79,7 @@ func CheckHosts(spec *Spec, inv *hosts.Inventory) error {
 		return fmt.Errorf("%w: %s has faults on etcd members, which a hosts inventory does not list", errNotOnHosts, spec.Name)
 	case spec.Lab.Replicas > 0:
 		return fmt.Errorf("%w: %s needs replicas behind the nodes' addresses (the lab's failover)", errNotOnHosts, spec.Name)
-	case len(spec.processGuards()) > 0:
+	case len(spec.ProcessGuards()) > 0:
 		return fmt.Errorf("%w: %s pauses serve processes (scope process), which run in the lab", errNotOnHosts, spec.Name)
 	}
 	for _, f := range spec.Faults {
@@ -326,7 +326,7 @@ func (s *hostSite) take(id int, kinds ...string) []hostfault.Fault {
 	defer s.mu.Unlock()
 	var out, rest []hostfault.Fault
 	for _, f := range s.active[id] {
-		if contains(kinds, f.Kind) {
+		if slices.Contains(kinds, f.Kind) {
 			out = append(out, f)
 		} else {
 			rest = append(rest, f)

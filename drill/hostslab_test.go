@@ -49,8 +49,8 @@ func TestHostsDrillsOnSSHLab(t *testing.T) {
 		specs = append(specs, spec)
 	}
 	cfg.StateDir = filepath.Join(t.TempDir(), "lab")
-	cfg.Count = specs[0].Lab.Nodes
-	cfg.BasePort = redistest.FreeStableBasePort(t, cfg.Count, lab.PortOffsets(0)...)
+	cfg.Nodes = specs[0].Lab.Nodes
+	cfg.BasePort = redistest.FreeStableBasePort(t, cfg.Nodes, lab.PortOffsets(0)...)
 	cfg.RestartDelay = specs[0].Lab.RestartDelay
 	cfg.Machines, cfg.SSH = true, true
 	ctx := context.Background()
@@ -67,7 +67,7 @@ func TestHostsDrillsOnSSHLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d machines with SSH up in %v", cfg.Count, time.Since(started).Round(time.Second))
+	t.Logf("%d machines with SSH up in %v", cfg.Nodes, time.Since(started).Round(time.Second))
 	inv, err := hosts.Load(l.HostsFile())
 	if err != nil {
 		t.Fatal(err)

@@ -32,11 +32,14 @@ type Matrix struct {
 
 // MatrixItem is one drill of a matrix.
 type MatrixItem struct {
-	Drill  string  `json:"drill"`
-	Title  string  `json:"title,omitempty"`
-	File   string  `json:"file"`
-	Passed bool    `json:"passed"`
-	Result *Result `json:"result,omitempty"`
+	Drill  string `json:"drill"`
+	Title  string `json:"title,omitempty"`
+	File   string `json:"file"`
+	Passed bool   `json:"passed"`
+	// Invalid says why the drill could not be judged (Result.Invalid): it
+	// is counted apart, neither as expected nor not.
+	Invalid string  `json:"invalid,omitempty"`
+	Result  *Result `json:"result,omitempty"`
 	// Error is set when the drill could not run.
 	Error string  `json:"error,omitempty"`
 	TookS float64 `json:"took_s"`
@@ -80,9 +83,12 @@ func guardOrder() []inventory.Guard {
 // Add records a drill's outcome.
 func (m *Matrix) Add(s *Spec, r *Result, err error, took time.Duration) {
 	it := MatrixItem{Drill: s.Name, Title: s.Title, File: s.File, Result: r, TookS: took.Seconds()}
-	if err != nil {
+	switch {
+	case err != nil:
 		it.Error = err.Error()
-	} else {
+	case r.Invalid != "":
+		it.Invalid = r.Invalid
+	default:
 		it.Passed = r.Passed
 	}
 	m.Drills = append(m.Drills, it)
@@ -244,16 +250,27 @@ func (m *Matrix) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	passed := 0
+	passed, invalid := 0, 0
 	for _, d := range m.Drills {
-		if d.Passed {
+		switch {
+		case d.Invalid != "":
+			invalid++
+		case d.Passed:
 			passed++
 		}
 	}
-	fmt.Fprintf(w, "\n%d of %d drills as expected; the matrix took %s (generated %s).\n", passed, len(m.Drills), (time.Duration(m.TookS * float64(time.Second))).Round(time.Second), m.Generated)
+	judged := ""
+	if invalid > 0 {
+		judged = fmt.Sprintf(" (%d INVALID: the host could not keep their schedule, so they were not judged)", invalid)
+	}
+	fmt.Fprintf(w, "\n%d of %d drills as expected%s; the matrix took %s (generated %s).\n", passed, len(m.Drills), judged, (time.Duration(m.TookS * float64(time.Second))).Round(time.Second), m.Generated)
 	for _, d := range m.Drills {
 		if d.Error != "" {
 			fmt.Fprintf(w, "\n- %s did not run: %s\n", d.Drill, d.Error)
+		}
+		if d.Invalid != "" {
+			fmt.Fprintf(w, "\n- %s INVALID: %s\n", d.Drill, d.Invalid)
+			continue
 		}
 		if d.Result != nil {
 			for _, f := range d.Result.Failures() {
@@ -271,15 +288,15 @@ type htmlCell struct {
 }
 
 type htmlRow struct {
-	Drill, Title, Error string
-	Passed              bool
-	Cells               []htmlCell
+	Drill, Title, Error, Invalid string
+	Passed                       bool
+	Cells                        []htmlCell
 }
 
 func (m *Matrix) htmlData() map[string]any {
 	var rows []htmlRow
 	for _, d := range m.Drills {
-		r := htmlRow{Drill: d.Drill, Title: d.Title, Error: d.Error, Passed: d.Passed}
+		r := htmlRow{Drill: d.Drill, Title: d.Title, Error: d.Error, Invalid: d.Invalid, Passed: d.Passed}
 		for _, g := range m.Guards {
 			if d.Result == nil || d.Result.Guards[g] == nil {
 				r.Cells = append(r.Cells, htmlCell{Empty: true})
@@ -314,7 +331,7 @@ td.broken{background:#fde8e8}td.unexpected{outline:3px solid #c00}td.empty{color
 <h1>Drill matrix</h1>
 <p>Each cell: did the lock itself fail (two holders inside their validity), did a holder outlive its lock, was data lost; then availability and acquire p99. Green: lock held and data kept; yellow: a holder outlived its lock; red: the lock failed or data was lost; a red outline: not what the drill expected. Generated {{.M.Generated}}.</p>
 <table><tr><th>drill</th>{{range .M.Guards}}<th><code>{{.}}</code></th>{{end}}</tr>
-{{range .Rows}}<tr><td><b>{{.Drill}}</b><div class="title">{{.Title}}</div>{{if .Error}}<div class="fail">did not run: {{.Error}}</div>{{end}}</td>
+{{range .Rows}}<tr><td><b>{{.Drill}}</b><div class="title">{{.Title}}</div>{{if .Error}}<div class="fail">did not run: {{.Error}}</div>{{end}}{{if .Invalid}}<div class="fail">INVALID, not judged: {{.Invalid}}</div>{{end}}</td>
 {{range .Cells}}{{if .Empty}}<td class="empty">–</td>{{else}}<td class="{{.Class}}">{{range .Lines}}{{.}}<br>{{end}}{{range .Fails}}<div class="fail">{{.}}</div>{{end}}</td>{{end}}{{end}}</tr>
 {{end}}</table></body></html>
 `))

@@ -232,7 +232,7 @@ func (p *serveProc) waitReady(ctx context.Context) error {
 // read merges a process's events into the history until the process
 // closes its end of the pipe (it exited).
 func (s *serveProcs) read(p *serveProc, r *os.File) {
-	err := scanRecords(r, "events of "+p.holder, func(h *HoldRecord, f *FaultRecord) {
+	err := scanRecords(r, "events of "+p.holder, func(h *HoldRecord, f *FaultRecord, _ *OpRecord) {
 		if h != nil {
 			s.hist.AddHold(s.guard, h.Hold(s.clock.time))
 			return

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/proc"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // startTestProcs runs a guard's replicas as `redlab serve` processes, as
@@ -79,7 +79,7 @@ func healthz(p *serveProc) bool {
 // on, and the holds of both processes land in the history on the drill's
 // clock.
 func TestProcessPauseStopsTheProcess(t *testing.T) {
-	cluster := redistest.Start(t, 3, redistest.Options{})
+	cluster := redlocktest.Start(t, 3, redlocktest.Options{})
 	s, hist := startTestProcs(t, serveConfig{Guard: inventory.GuardRedlock, Replicas: 2, Nodes: nodeaddr.List{Addrs: cluster.Addrs()}, LockTTL: 10 * time.Second})
 	paused, other := s.procs[0], s.procs[1]
 	ctx := context.Background()

@@ -18,13 +18,26 @@ import (
 
 // Result is result.json: a drill's verdict with the counts behind it.
 type Result struct {
-	Drill     string  `json:"drill"`
-	Title     string  `json:"title,omitempty"`
-	Seed      uint64  `json:"seed"`
-	Passed    bool    `json:"passed"`
-	Started   string  `json:"started"`
-	DurationS float64 `json:"duration_s"`
-	Lab       LabInfo `json:"lab"`
+	Drill string `json:"drill"`
+	Title string `json:"title,omitempty"`
+	Seed  uint64 `json:"seed"`
+	// Passed: every expectation held. It means nothing when Invalid is
+	// set.
+	Passed bool `json:"passed"`
+	// Invalid, when set, says why the run cannot be judged: the host did
+	// not keep the schedule before the first fault (validity.go). The
+	// drill is then neither passed nor failed.
+	Invalid string `json:"invalid,omitempty"`
+	// Served is each guard's load before the first fault, which validity
+	// is judged on.
+	Served map[string]Served `json:"served,omitempty"`
+	// Disagreements name the guards whose two checkers of the protected
+	// resource, the store's audit and the model checker, disagree on lost
+	// updates: one of them is wrong, and the drill does not pass.
+	Disagreements []string `json:"disagreements,omitempty"`
+	Started       string   `json:"started"`
+	DurationS     float64  `json:"duration_s"`
+	Lab           LabInfo  `json:"lab"`
 	// Transport is how the faults reached the nodes: "ssh" on real hosts
 	// (TransportSSH); absent in the lab.
 	Transport string `json:"transport,omitempty"`
@@ -68,7 +81,7 @@ type LabInfo struct {
 	TLS bool `json:"tls,omitempty"`
 	// PlainDisks: the data directories were plain ones, not the power-loss
 	// filesystem; a drill without a power loss runs on them, so that the
-	// layer does not weigh on its latency (lab.Config.PlainDisks).
+	// layer does not weigh on its latency (profile.Profile.PowerLoss off).
 	PlainDisks bool `json:"plain_disks,omitempty"`
 	// EtcdUnsafeNoFsync: the etcd members never fsynced, a declared
 	// negative control (lab.Config.EtcdUnsafeNoFsync).
@@ -101,6 +114,8 @@ type GuardResult struct {
 	// replicas (a client-pause with scope process); 0: they ran inside the
 	// drill.
 	Processes int `json:"processes,omitempty"`
+	// Model is the model checker's verdict on the guard's operations.
+	Model *Model `json:"model,omitempty"`
 }
 
 // Counts are a guard's safety counts and outcomes over the whole drill.
@@ -178,7 +193,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		res.Lab.Persistence = append(res.Lab.Persistence, string(p))
 	}
 	for _, f := range spec.Faults {
-		res.Faults = append(res.Faults, FaultInfo{AtS: f.At.Seconds(), Fault: string(f.Kind), Scope: string(f.Scope), Desc: describeFault(f)})
+		res.Faults = append(res.Faults, FaultInfo{AtS: f.At.Seconds(), Fault: string(f.Kind), Scope: string(f.Scope), Desc: f.String()})
 	}
 	for _, gr := range runs {
 		g := string(gr.guard)
@@ -223,7 +238,14 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 			reports[ph] = loadgen.NewPhaseReport(len(nodes), t0.Add(time.Duration(sp.StartNs)), t0.Add(time.Duration(sp.EndNs)))
 		}
 		gr.mu.Lock()
+		if res.Served == nil {
+			res.Served = map[string]Served{}
+		}
+		res.Served[g] = servedBefore(gr.ops, t0, phases[PhaseBefore].EndNs)
 		for _, o := range gr.ops {
+			if o.started.IsZero() {
+				continue // never sent: counted by the run as late
+			}
 			at := int64(o.op.Intended.Sub(t0))
 			reports[phaseOf(phases, at)].Add(o.op, o.res, o.ended)
 			for _, w := range spec.Windows {
@@ -288,7 +310,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				}
 			case x.Ref != nil:
 				lhs, ref := reportOf(rep, reports, x.Phase), reportOf(rep, reports, x.Refs)
-				l, r := x.Metric.Measure(lhs), x.Ref.Measure(ref)
+				l, r := loadgen.Measure(x.Metric, lhs), loadgen.Measure(*x.Ref, ref)
 				er.Observed = fmt.Sprintf("%s vs %g×%s", l.Got, x.Factor, r.Got)
 				if l.OK && r.OK {
 					er.Held = loadgen.Compare(l.Value, x.Cmp.Op, x.Factor*r.Value)
@@ -298,10 +320,10 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 				er.Observed = strconv.FormatInt(n, 10)
 				er.Held = x.Cmp.Holds(float64(n))
 			case x.Phase == PhaseAll:
-				tr := x.Threshold.Eval(rep)
+				tr := loadgen.Evaluate(x.Threshold, rep)
 				er.Held, er.Observed = tr.Pass, tr.Got
 			default:
-				tr := x.Threshold.Eval(&reports[x.Phase].Report)
+				tr := loadgen.Evaluate(x.Threshold, &reports[x.Phase].Report)
 				er.Held, er.Observed = tr.Pass, tr.Got
 			}
 			out.Expectations = append(out.Expectations, er)
@@ -311,7 +333,19 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		}
 		res.Guards[g] = out
 	}
+	res.Invalid = invalidReason(res.Served, time.Duration(phases[PhaseBefore].EndNs))
 	return res, nil
+}
+
+// Verdict is the drill's verdict: INVALID, PASS or FAIL.
+func (r *Result) Verdict() string {
+	switch {
+	case r.Invalid != "":
+		return "INVALID"
+	case r.Passed:
+		return "PASS"
+	}
+	return "FAIL"
 }
 
 // reportOf is the report a phase's figures come from.
@@ -446,6 +480,9 @@ func (r *Result) Failures() []string {
 				out = append(out, fmt.Sprintf("%s: %s (observed %s)", g, e.Expr, e.Observed))
 			}
 		}
+	}
+	for _, d := range r.Disagreements {
+		out = append(out, "the checkers disagree: "+d)
 	}
 	return out
 }

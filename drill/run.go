@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/redlocklab/redlocklab/infra/fault"
-	"github.com/redlocklab/redlocklab/infra/node"
 	"io"
 	"net"
 	"os"
@@ -63,11 +61,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if opts.SeedSet {
 		seed = opts.Seed
 	}
-	logf := func(format string, a ...any) {
-		if opts.Log != nil {
-			fmt.Fprintf(opts.Log, "drill %s: "+format+"\n", append([]any{spec.Name}, a...)...)
-		}
-	}
+	logf := opts.logf(spec.Name)
 	dir := filepath.Join(opts.Out, spec.Name)
 	if err := prepareDir(dir); err != nil {
 		return nil, err
@@ -83,74 +77,19 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if opts.Hosts != nil {
 		return runOnHosts(ctx, spec, opts, seed, dir, state, logf)
 	}
-	cfg := opts.Lab
-	cfg.StateDir = state
-	// The lab lives for this process: killed (even by SIGKILL) it leaves
-	// no lab behind, and no directory (package node, owner.go).
-	cfg.Temporary = true
-	if cfg.Owner == nil {
-		self, err := lab.OwnerOf(os.Getpid())
-		if err != nil {
-			return nil, fmt.Errorf("drill: %w", err)
-		}
-		cfg.Owner = &self
-	}
-	cfg.Count = spec.Lab.Nodes
-	cfg.NodePersistence = spec.Lab.Persistence
-	cfg.NoRestartDelay = spec.Lab.RestartDelay == 0
-	cfg.RestartDelay = spec.Lab.RestartDelay
-	cfg.Replicas = spec.Lab.Replicas
-	cfg.Machines = cfg.Machines || spec.Lab.Machines
-	cfg.Etcd = spec.Lab.Etcd
-	cfg.EtcdUnsafeNoFsync = spec.Lab.EtcdUnsafeNoFsync
-	cfg.TLS = spec.Lab.TLS
-	if cfg.Machines {
+	if opts.Lab.Machines {
 		if err := CheckMachines(spec); err != nil {
 			return nil, err
 		}
 	}
-	cutsPower := slices.ContainsFunc(spec.Faults, func(f Fault) bool { return f.Kind == fault.PowerLoss })
+	prof := spec.Lab
 	// The power-loss filesystem only where a power loss needs it: every
 	// other drill measures the servers on plain data directories.
-	cfg.PlainDisks = !cutsPower
-	if cutsPower {
-		// No silent fallback to a weaker model: refuse before the lab comes up.
-		if err := node.CheckPowerLoss(); err != nil {
-			return nil, fmt.Errorf("drill %s: power-loss needs the power-loss filesystem on every node's data directory, which this host cannot mount: %w", spec.Name, err)
-		}
-	}
-	if cfg.BasePort, err = freeBasePort(spec.Lab.Nodes, spec.Lab.Replicas, spec.Lab.Etcd); err != nil {
-		return nil, err
-	}
-	replicas := ""
-	if spec.Lab.Replicas > 0 {
-		replicas = ", an asynchronous replica per node"
-	}
-	if cfg.Machines {
-		replicas = ", systemd-nspawn machines"
-	}
-	if cfg.TLS {
-		replicas += ", TLS only"
-	}
-	if cfg.EtcdUnsafeNoFsync {
-		replicas += ", etcd without fsync (a negative control)"
-	}
-	if cfg.PlainDisks {
-		replicas += ", plain data directories"
-	}
-	logf("lab up: %d nodes, persistence %s, restart delay %v%s, state %s (owner pid %d: the lab goes down when it ends)",
-		cfg.Count, persistenceList(spec.Lab.Persistence), spec.Lab.RestartDelay, replicas, state, cfg.Owner.PID)
-	l, err := lab.Up(ctx, cfg)
-	defer func() {
-		// Down even when ctx ended: nothing of the lab may be left behind.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		if derr := lab.Down(dctx, lab.Config{StateDir: state, Terraform: cfg.Terraform}); derr != nil {
-			logf("lab down: %v", derr)
-		}
-	}()
+	prof.PowerLoss = prof.PowerLoss || spec.CutsPower()
+	l, err := upLab(ctx, prof, opts, state, logf)
+	defer downLab(ctx, state, opts.Lab.Terraform, logf)
 	if err != nil {
-		return nil, fmt.Errorf("drill %s: lab up: %w", spec.Name, err)
+		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 	}
 	if opts.Monitoring != nil {
 		if err := startMonitoring(ctx, l, *opts.Monitoring, dir, logf); err != nil {
@@ -164,7 +103,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	}
 	res, err := runLoad(ctx, spec, seed, dir, l, scrape, logf)
 	if res != nil {
-		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), l.PlainDisks()
+		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), !l.PowerLossLayer()
 		res.Lab.EtcdUnsafeNoFsync = l.EtcdUnsafeNoFsync()
 	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
@@ -176,12 +115,17 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
 		return nil, err
 	}
-	verdict := "PASS"
-	if !res.Passed {
-		verdict = "FAIL"
-	}
-	logf("%s (%s)", verdict, dir)
+	logf("%s (%s)", res.Verdict(), dir)
 	return res, nil
+}
+
+// logf is how a drill named name logs its progress to Log.
+func (o Options) logf(name string) func(string, ...any) {
+	return func(format string, a ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "drill %s: "+format+"\n", append([]any{name}, a...)...)
+		}
+	}
 }
 
 // guardRun is one guard's load within a drill.
@@ -201,6 +145,10 @@ type guardRun struct {
 	// metrics is the guard's generator metrics (nil without monitoring).
 	metrics *loadgen.Metrics
 
+	// runID prefixes the guard's request IDs; hist records its operations.
+	runID string
+	hist  *History
+
 	mu  sync.Mutex
 	ops []opRecord
 
@@ -208,16 +156,18 @@ type guardRun struct {
 	err    error
 }
 
-// opRecord is one operation's result, kept for the phase split.
+// opRecord is one operation's result, kept for the phase split and the
+// validity check; started is zero for an operation never sent (late).
 type opRecord struct {
-	op    loadgen.Op
-	res   loadgen.Result
-	ended time.Time
+	op             loadgen.Op
+	res            loadgen.Result
+	started, ended time.Time
 }
 
-func (g *guardRun) onResult(op loadgen.Op, res loadgen.Result, ended time.Time) {
+func (g *guardRun) onResult(op loadgen.Op, res loadgen.Result, started, ended time.Time) {
+	g.hist.AddOp(g.guard, g.runID, op, res, started, ended)
 	g.mu.Lock()
-	g.ops = append(g.ops, opRecord{op, res, ended})
+	g.ops = append(g.ops, opRecord{op, res, started, ended})
 	g.mu.Unlock()
 }
 
@@ -267,11 +217,12 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 			}
 		}
 	}()
-	processGuards := spec.processGuards()
+	processGuards := spec.ProcessGuards()
 	for _, g := range w.Guards {
-		gr := &guardRun{guard: g, dir: filepath.Join(dir, string(g)), pause: newPauser(g, hist), stages: stages}
+		gr := &guardRun{guard: g, dir: filepath.Join(dir, string(g)), pause: newPauser(g, hist), stages: stages,
+			runID: "drill-" + spec.Name + "-" + string(g), hist: hist}
 		runs = append(runs, gr)
-		if gr.keys, err = w.Keys.Generator(loadgen.Shard{Index: 0, Count: 1}); err != nil {
+		if gr.keys, err = loadgen.NewKeyGen(w.Keys, loadgen.Shard{Index: 0, Count: 1}); err != nil {
 			return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 		}
 		gr.keys.Prefix(string(g) + ".")
@@ -291,7 +242,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 			}
 		}
 		store := "sqlite:" + filepath.Join(gr.dir, "inventory.db")
-		if contains(processGuards, g) {
+		if slices.Contains(processGuards, g) {
 			gr.procs, err = startServeProcs(ctx, serveConfig{
 				Redlab: l.Config().Redlab, Guard: g, Replicas: w.Replicas, Nodes: l.NodeList(), TLSCA: l.TLSFiles().CA, Etcd: etcdEndpoints(l, g), StoreDSN: store,
 				LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
@@ -301,7 +252,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 				return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
 			}
 			logf("guard %s: %d redlab serve processes (%s)", g, len(gr.procs.procs), strings.Join(gr.procs.URLs(), ", "))
-			gr.target, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store})
+			gr.target, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store, RunID: gr.runID})
 		} else {
 			gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 				ReplicaConfig: inventory.ReplicaConfig{
@@ -312,7 +263,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 					OnHold: func(h inventory.Hold) { hist.AddHold(g, h) },
 				},
 				Replicas: w.Replicas, Recorder: gr.rec, Hold: w.Hold,
-				RunID: "drill-" + spec.Name + "-" + string(g),
+				RunID: gr.runID,
 			})
 		}
 		if err != nil {
@@ -322,7 +273,7 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 
 	// Every guard seeds its stock, then waits here; the last one in starts
 	// them all and the fault schedule at the same instant.
-	start := newBarrier(len(runs))
+	start := newBarrier(len(runs), hist.begin)
 	var wg sync.WaitGroup
 	for _, gr := range runs {
 		wg.Add(1)
@@ -365,7 +316,6 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 	var faultErr error
 	select {
 	case t0 := <-start.released():
-		hist.begin(t0)
 		logf("load started: %d guards × %g/s for %v", len(runs), w.Rate, w.Duration)
 		faultErr = in.run(ctx, t0, spec.Faults, w.Duration)
 		if wait := time.Until(t0.Add(w.Duration)); wait > 0 {
@@ -428,6 +378,12 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 	if err != nil {
 		return nil, err
 	}
+	if err := checkModel(ctx, spec, res, hist, runs, dir); err != nil {
+		return nil, err
+	}
+	if len(res.Disagreements) > 0 {
+		res.Passed = false
+	}
 	for _, gr := range runs {
 		if err := finishRunDir(gr, labFaults, hist); err != nil {
 			return nil, err
@@ -469,17 +425,20 @@ func finishRunDir(gr *guardRun, labFaults []lab.Fault, hist *History) error {
 	return r.Write()
 }
 
-// barrier releases its waiters when n have arrived.
+// barrier releases its waiters when n have arrived, after calling
+// onRelease with the instant (the history's time zero, set before any
+// waiter goes on).
 type barrier struct {
-	mu      sync.Mutex
-	n       int
-	at      time.Time
-	release chan time.Time
-	done    chan struct{}
+	mu        sync.Mutex
+	n         int
+	at        time.Time
+	onRelease func(time.Time)
+	release   chan time.Time
+	done      chan struct{}
 }
 
-func newBarrier(n int) *barrier {
-	return &barrier{n: n, release: make(chan time.Time, 1), done: make(chan struct{})}
+func newBarrier(n int, onRelease func(time.Time)) *barrier {
+	return &barrier{n: n, onRelease: onRelease, release: make(chan time.Time, 1), done: make(chan struct{})}
 }
 
 func (b *barrier) wait(ctx context.Context) error {
@@ -487,6 +446,9 @@ func (b *barrier) wait(ctx context.Context) error {
 	b.n--
 	if b.n == 0 {
 		b.at = time.Now()
+		if b.onRelease != nil {
+			b.onRelease(b.at)
+		}
 		b.release <- b.at
 		close(b.done)
 	}

@@ -30,7 +30,7 @@ func TestRunDirCountsWhatResultCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kg, err := ks.Generator(loadgen.Shard{})
+	kg, err := loadgen.NewKeyGen(ks, loadgen.Shard{})
 	if err != nil {
 		t.Fatal(err)
 	}

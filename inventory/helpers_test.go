@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/redlocklab/redlocklab/internal/pgtest"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func TestMain(m *testing.M) {
@@ -63,14 +63,14 @@ func audit(t *testing.T, s *Store, sku string, initial int64) SKUAudit {
 }
 
 // startRedis starts n independent redis-server nodes.
-func startRedis(t *testing.T, n int) *redistest.Cluster {
+func startRedis(t *testing.T, n int) *redlocktest.Cluster {
 	t.Helper()
-	return redistest.Start(t, n, redistest.Options{})
+	return redlocktest.Start(t, n, redlocktest.Options{})
 }
 
 // replica is one Service with its own node clients and Redlock client, as a
 // separate process would have.
-func replica(t *testing.T, store *Store, guard Guard, c *redistest.Cluster, opts ...ServiceOption) *Service {
+func replica(t *testing.T, store *Store, guard Guard, c *redlocktest.Cluster, opts ...ServiceOption) *Service {
 	t.Helper()
 	var locker *redlock.Client
 	if c != nil {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // BenchmarkLockAcquire compares what the lock costs one uncontended
@@ -20,7 +20,7 @@ import (
 // Timing.Release; ns/op is the whole reservation, SQLite included.
 func BenchmarkLockAcquire(b *testing.B) {
 	ctx := context.Background()
-	redis := redistest.Start(b, 3, redistest.Options{})
+	redis := redlocktest.Start(b, 3, redlocktest.Options{})
 	etcd1 := etcdtest.Start(b, 1, etcdtest.Options{})
 	etcd3 := etcdtest.Start(b, 3, etcdtest.Options{})
 	for _, tc := range []struct {

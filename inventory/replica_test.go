@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
-	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func sqliteDSN(t *testing.T) string {
@@ -126,7 +126,7 @@ func TestOpenReplicaGuards(t *testing.T) {
 // them the replica locks; without them, or with a wrong password, the nodes
 // refuse its SETs and the lock is unavailable.
 func TestOpenReplicaACL(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{Extra: []string{
+	c := redlocktest.Start(t, 3, redlocktest.Options{Extra: []string{
 		"user default on nopass ~* &* -@all +ping", // enough for the harness's readiness PING, nothing else
 		"user lab on >s3cret ~* &* +@all",
 	}})

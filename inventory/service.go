@@ -82,6 +82,9 @@ type Reservation struct {
 	// Fence is the fencing token the write carried (fenced guards), else 0.
 	Fence     int64
 	CreatedAt time.Time
+	// StockAfter is the stock the reservation left behind, as the ledger
+	// keeps it (-1 for a row written before the ledger kept it).
+	StockAfter int64
 	// Replayed is true when RequestID had already reserved: this is the
 	// original reservation and nothing was reserved now.
 	Replayed bool

@@ -595,10 +595,10 @@ func (s *Store) rejectFenced(ctx context.Context, sku string, t int64) error {
 func (s *Store) Reservation(ctx context.Context, requestID string) (Reservation, bool, error) {
 	var r Reservation
 	var guard string
-	row, err := s.queryRow(ctx, `SELECT id, request_id, sku, quantity, guard, holder, fence, created_at
+	row, err := s.queryRow(ctx, `SELECT id, request_id, sku, quantity, guard, holder, fence, created_at, stock_after
 		FROM reservations WHERE request_id = $1`, requestID)
 	if err == nil {
-		err = row.Scan(&r.ID, &r.RequestID, &r.SKU, &r.Quantity, &guard, &r.Holder, &r.Fence, &r.CreatedAt)
+		err = row.Scan(&r.ID, &r.RequestID, &r.SKU, &r.Quantity, &guard, &r.Holder, &r.Fence, &r.CreatedAt, &r.StockAfter)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return Reservation{}, false, nil
@@ -609,6 +609,37 @@ func (s *Store) Reservation(ctx context.Context, requestID string) (Reservation,
 	r.Guard = Guard(guard)
 	r.CreatedAt = r.CreatedAt.UTC()
 	return r, true, nil
+}
+
+// Committed is one row of the ledger: a reservation the store committed,
+// and the stock it left (-1 when the row predates that column).
+type Committed struct {
+	RequestID  string
+	SKU        string
+	Quantity   int64
+	StockAfter int64
+}
+
+// Ledger returns every committed reservation, in the order they were
+// written: a checker's ground truth for the requests whose answer was lost.
+func (s *Store) Ledger(ctx context.Context) ([]Committed, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT request_id, sku, quantity, stock_after FROM reservations ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []Committed
+	for rows.Next() {
+		var c Committed
+		if err := rows.Scan(&c.RequestID, &c.SKU, &c.Quantity, &c.StockAfter); err != nil {
+			return nil, fmt.Errorf("inventory: ledger: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inventory: ledger: %w", err)
+	}
+	return out, nil
 }
 
 // writeMode is how a reservation's stock change is applied.
@@ -657,7 +688,7 @@ func writeQuery(mode writeMode, col fenceColumn) (string, error) {
 	case writeNaive:
 		return "UPDATE inventory SET stock = $2, updated_at = $3, " + string(col) + " = $4 WHERE sku = $1 AND " + string(col) + " <= $4", nil
 	case writeAtomic:
-		return "UPDATE inventory SET stock = stock - $2, updated_at = $3 WHERE sku = $1 AND stock >= $2", nil
+		return "UPDATE inventory SET stock = stock - $2, updated_at = $3 WHERE sku = $1 AND stock >= $2 RETURNING stock", nil
 	case writeVersioned:
 		return "UPDATE inventory SET stock = $2, version = version + 1, updated_at = $3 WHERE sku = $1 AND version = $4", nil
 	}
@@ -667,8 +698,8 @@ func writeQuery(mode writeMode, col fenceColumn) (string, error) {
 // The statements of the write path besides writeQuery's.
 const (
 	selectStock  = "SELECT stock FROM inventory WHERE sku = $1"
-	insertLedger = `INSERT INTO reservations (request_id, sku, quantity, guard, holder, fence, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+	insertLedger = `INSERT INTO reservations (request_id, sku, quantity, guard, holder, fence, created_at, stock_after)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (request_id) DO NOTHING
 		RETURNING id`
 	pgSetLockTimeout = "SELECT set_config('lock_timeout', $1, true)"
@@ -731,15 +762,22 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, w write) (Reservation, 
 	case writeVersioned:
 		args = []any{sku, w.newStock, ts, w.version}
 	}
-	var res sql.Result
+	// n is the rows the write changed; after the stock it left.
+	var n int64
+	after := w.newStock
 	st, err := s.txStmt(ctx, tx, query)
-	if err == nil {
-		res, err = st.ExecContext(ctx, args...)
+	if err == nil && w.mode == writeAtomic {
+		err = st.QueryRowContext(ctx, args...).Scan(&after)
+		n = 1
+		if errors.Is(err, sql.ErrNoRows) {
+			n, err = 0, nil
+		}
+	} else if err == nil {
+		var res sql.Result
+		if res, err = st.ExecContext(ctx, args...); err == nil {
+			n, err = res.RowsAffected()
+		}
 	}
-	if err != nil {
-		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return Reservation{}, fmt.Errorf("inventory: write %s: %w", sku, err)
 	}
@@ -765,11 +803,11 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, w write) (Reservation, 
 
 	r := Reservation{
 		RequestID: w.req.RequestID, SKU: sku, Quantity: w.req.Quantity,
-		Guard: w.guard, Holder: w.holder, Fence: w.fence, CreatedAt: ts,
+		Guard: w.guard, Holder: w.holder, Fence: w.fence, CreatedAt: ts, StockAfter: after,
 	}
 	st, err = s.txStmt(ctx, tx, insertLedger)
 	if err == nil {
-		err = st.QueryRowContext(ctx, r.RequestID, r.SKU, r.Quantity, string(r.Guard), r.Holder, r.Fence, r.CreatedAt).Scan(&r.ID)
+		err = st.QueryRowContext(ctx, r.RequestID, r.SKU, r.Quantity, string(r.Guard), r.Holder, r.Fence, r.CreatedAt, r.StockAfter).Scan(&r.ID)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return Reservation{}, errReplay

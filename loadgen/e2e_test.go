@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // runInventory runs a short load against in-process replicas and returns
@@ -33,7 +33,7 @@ func runInventory(t *testing.T, cfg InventoryConfig, rate float64, d time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
-	kg, err := ks.Generator(Shard{})
+	kg, err := NewKeyGen(ks, Shard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDBGuardsUnderContention(t *testing.T) {
 }
 
 func TestRedlockSafeWithoutFaults(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{})
+	c := redlocktest.Start(t, 3, redlocktest.Options{})
 	r := runInventory(t, InventoryConfig{Replicas: 2, ReplicaConfig: inventory.ReplicaConfig{Nodes: c.Addrs(), Guard: inventory.GuardRedlock,
 		NodeTimeout: time.Second, LockTTL: 30 * time.Second, AcquireTimeout: 20 * time.Second}}, 40, time.Second, "hot:10:0.7")
 	s := r.Summary
@@ -125,7 +125,7 @@ func TestRedlockSafeWithoutFaults(t *testing.T) {
 }
 
 func TestPausedHolderIsCaught(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{})
+	c := redlocktest.Start(t, 3, redlocktest.Options{})
 	// Every third holder stalls for 4x the TTL while holding the lock on
 	// the one SKU: its lock expires, another replica takes it, and both
 	// believe they hold it.
@@ -185,7 +185,7 @@ func TestHTTPTarget(t *testing.T) {
 		}
 		sched, _ := ConstantSchedule(100, 300*time.Millisecond, Shard{})
 		ks, _ := ParseKeys("uniform:3")
-		kg, _ := ks.Generator(Shard{})
+		kg, _ := NewKeyGen(ks, Shard{})
 		dir := filepath.Join(t.TempDir(), "run")
 		r, _, err := Execute(ctx, RunSpec{Out: dir, Stock: 100, Meta: Meta{Target: "http", Keys: "uniform:3", Stages: "300ms:100"},
 			Engine: Config{Schedule: sched, Target: target, Keys: kg, Seed: 1, Interval: 100 * time.Millisecond}})

@@ -116,7 +116,7 @@ func TestHTTPTargetOutcomes(t *testing.T) {
 
 	sched, _ := ConstantSchedule(100, 600*time.Millisecond, Shard{})
 	ks, _ := ParseKeys("uniform:2")
-	kg, _ := ks.Generator(Shard{})
+	kg, _ := NewKeyGen(ks, Shard{})
 	dir := filepath.Join(t.TempDir(), "run")
 	r, _, err := Execute(ctx, RunSpec{Out: dir, Stock: 1000, Meta: Meta{Target: "http", Keys: "uniform:2", Stages: "600ms:100"},
 		Engine: Config{Schedule: sched, Target: target, Keys: kg, Seed: 1, Interval: 100 * time.Millisecond}})
@@ -195,7 +195,7 @@ func TestHTTPTargetUnknownWithoutStore(t *testing.T) {
 	t.Cleanup(func() { target.Close() })
 	sched, _ := ConstantSchedule(100, 200*time.Millisecond, Shard{})
 	ks, _ := ParseKeys("uniform:1")
-	kg, _ := ks.Generator(Shard{})
+	kg, _ := NewKeyGen(ks, Shard{})
 	r, _, err := Execute(ctx, RunSpec{Out: filepath.Join(t.TempDir(), "run"), Stock: 100, Meta: Meta{Target: "http", Keys: "uniform:1", Stages: "200ms:100"},
 		Engine: Config{Schedule: sched, Target: target, Keys: kg, Seed: 1, Interval: 100 * time.Millisecond}})
 	if err != nil {

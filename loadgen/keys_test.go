@@ -13,7 +13,7 @@ func counts(t *testing.T, spec string, shard Shard, draws int) ([]int, *KeyGen) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := ks.Generator(shard)
+	g, err := NewKeyGen(ks, shard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestUniformAndShardedKeys(t *testing.T) {
 		t.Errorf("shard 1/3 keys = %v, want %v", got, want)
 	}
 	ks, _ := ParseKeys("uniform:2")
-	if _, err := ks.Generator(Shard{Index: 2, Count: 3}); err == nil {
+	if _, err := NewKeyGen(ks, Shard{Index: 2, Count: 3}); err == nil {
 		t.Error("shard with no keys: got nil error")
 	}
 }

@@ -98,7 +98,7 @@ func TestEveryReportUsesTheCeilingRank(t *testing.T) {
 	set := NewHistSet(0)
 	set.Acquire = h
 	r := &Report{Totals: set}
-	if res := th.Eval(r); res.Pass || res.Got != "9.003ms" {
+	if res := Evaluate(th, r); res.Pass || res.Got != "9.003ms" {
 		t.Errorf("acquire.p999<5ms: got pass=%v (%s), want a failure at 9.003ms", res.Pass, res.Got)
 	}
 	m := NewMetrics()

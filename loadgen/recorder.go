@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/redlocklab/redlocklab/loadgen/loadspec"
 )
 
 // Histogram geometry. Latencies are in nanoseconds, resolved to three
@@ -49,8 +50,9 @@ const (
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"reserved", "out_of_stock", "contended", "unavailable", "overloaded", "fenced", "version_conflict", "error",
-	"refused", "unknown", "http_4xx", "http_5xx", "late"}
+// outcomeNames are loadspec.Outcomes: the conversion panics at start-up if
+// the two ever differ in length.
+var outcomeNames = [numOutcomes]string(loadspec.Outcomes)
 
 // String is the outcome's name in summary.json.
 func (o Outcome) String() string {
@@ -96,15 +98,15 @@ func (o NodeOutcome) String() string {
 	return fmt.Sprintf("node_outcome(%d)", o)
 }
 
-// Histogram tags, in the .hlog and in file names. Per-node SET latency is
-// tagged node1, node2, … (see NodeTag).
+// Histogram tags, in the .hlog and in file names (package loadspec owns
+// them). Per-node SET latency is tagged node1, node2, … (see NodeTag).
 const (
-	TagE2E            = "e2e"
-	TagE2EUncorrected = "e2e_uncorrected"
-	TagAcquire        = "acquire"
-	TagHold           = "hold"
-	TagRelease        = "release"
-	TagAttempts       = "attempts"
+	TagE2E            = loadspec.TagE2E
+	TagE2EUncorrected = loadspec.TagE2EUncorrected
+	TagAcquire        = loadspec.TagAcquire
+	TagHold           = loadspec.TagHold
+	TagRelease        = loadspec.TagRelease
+	TagAttempts       = loadspec.TagAttempts
 )
 
 // Lock nodes are numbered from 1 wherever a user sees them, as in every
@@ -115,7 +117,7 @@ const (
 // the only conversions between the two.
 
 // maxNodes bounds the node tags read back from a log.
-const maxNodes = 1024
+const maxNodes = loadspec.MaxNodes
 
 // nodeNumber is the user-facing number of the node at 0-based index i.
 func nodeNumber(i int) int { return i + 1 }
@@ -124,20 +126,8 @@ func nodeNumber(i int) int { return i + 1 }
 // index i: node1 for the first node.
 func NodeTag(i int) string { return "node" + strconv.Itoa(nodeNumber(i)) }
 
-// nodeIndex is NodeTag's inverse: the 0-based index of tag nodeN (N from 1,
-// in canonical decimal form, at most maxNodes); ok is false for anything
-// else, node0 included.
-func nodeIndex(tag string) (i int, ok bool) {
-	digits, found := strings.CutPrefix(tag, "node")
-	if !found {
-		return 0, false
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 1 || n > maxNodes || strconv.Itoa(n) != digits {
-		return 0, false
-	}
-	return n - 1, true
-}
+// nodeIndex is NodeTag's inverse (loadspec.NodeIndex).
+func nodeIndex(tag string) (i int, ok bool) { return loadspec.NodeIndex(tag) }
 
 // HistSet is every histogram and counter of one interval (or of a whole run).
 // It is not safe for concurrent use; the Recorder guards its shards.

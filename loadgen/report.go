@@ -276,7 +276,7 @@ func (r *Report) Judge(ths []Threshold) []ThresholdResult {
 	r.Thresholds = r.Thresholds[:0]
 	var failed []ThresholdResult
 	for _, t := range ths {
-		res := t.Eval(r)
+		res := Evaluate(t, r)
 		r.Thresholds = append(r.Thresholds, res)
 		if !res.Pass {
 			failed = append(failed, res)

@@ -62,7 +62,7 @@ func executeRun(t *testing.T, dir string, o runOpts) (*Report, []ThresholdResult
 		t.Fatal(err)
 	}
 	ks, _ := ParseKeys("zipf:100:0.99")
-	kg, err := ks.Generator(o.shard)
+	kg, err := NewKeyGen(ks, o.shard)
 	if err != nil {
 		t.Fatal(err)
 	}

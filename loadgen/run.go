@@ -56,10 +56,11 @@ type Config struct {
 	// of a reservation is the sum over every process that served it.
 	Watch []WatchedProcess
 	// OnResult, when set, is called on the worker's goroutine after every
-	// operation sent, with its result and when it ended (for per-phase
-	// figures kept outside the run). It must be fast and safe for
-	// concurrent use.
-	OnResult func(op Op, res Result, ended time.Time)
+	// operation sent, with its result, when it was sent and when it ended
+	// (for per-phase figures and histories kept outside the run), and on
+	// the pacer's for every operation never sent (Outcome Late, both times
+	// zero). It must be fast and safe for concurrent use.
+	OnResult func(op Op, res Result, started, ended time.Time)
 	// DrainTimeout bounds the wait for the operations still in flight once
 	// the schedule has ended (default DefaultDrainTimeout). An operation
 	// that outlives it ignores its context, a client blocked without a
@@ -269,6 +270,9 @@ func (e *Engine) Run(ctx context.Context) (Info, error) {
 		if !ok {
 			e.refused.Add(1)
 			cfg.Recorder.RecordLate(pacerShard)
+			if cfg.OnResult != nil {
+				cfg.OnResult(op, Result{Outcome: Late}, time.Time{}, time.Time{})
+			}
 			return true
 		}
 		e.inFlight.Add(1)
@@ -410,7 +414,7 @@ func (e *Engine) do(ctx context.Context, shard int, op Op) {
 		}
 	}
 	if e.cfg.OnResult != nil {
-		e.cfg.OnResult(op, res, ended)
+		e.cfg.OnResult(op, res, started, ended)
 	}
 	e.cfg.Recorder.Record(shard, Sample{
 		Outcome:        res.Outcome,

@@ -19,7 +19,7 @@ func newTestEngine(t testing.TB, rate float64, d time.Duration, target Target, t
 		t.Fatal(err)
 	}
 	ks, _ := ParseKeys("uniform:10")
-	kg, err := ks.Generator(Shard{})
+	kg, err := NewKeyGen(ks, Shard{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func judgeStep(r *Report, rate float64, rel string, slo []Threshold, maxLate flo
 	}
 	var why []string
 	for _, t := range slo {
-		if res := t.Eval(r); !res.Pass {
+		if res := Evaluate(t, r); !res.Pass {
 			why = append(why, fmt.Sprintf("%s (got %s)", t.Expr, res.Got))
 		}
 	}
@@ -303,7 +303,7 @@ func (sw *Sweep) htmlData() *htmlData {
 		HasKnee: sw.Knee > 0, KneeText: strconv.FormatFloat(sw.Knee, 'f', -1, 64)}
 	// The chart draws the SLO line when there is one acquire.p99-style bound.
 	for _, e := range sw.SLO {
-		if t, err := ParseThreshold(e); err == nil && t.m.IsLatency() && t.m.head == TagAcquire {
+		if t, err := ParseThreshold(e); err == nil && t.ParsedMetric().IsLatency() && t.ParsedMetric().Head() == TagAcquire {
 			v.SLOMs = optFloat(t.Value / 1e6)
 			break
 		}

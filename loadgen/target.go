@@ -225,7 +225,7 @@ func (t *InventoryTarget) warm(ctx context.Context) {
 func (t *InventoryTarget) Do(ctx context.Context, op Op) Result {
 	svc := t.replicas[op.Seq%uint64(len(t.replicas))].Service()
 	res, err := svc.Reserve(ctx, inventory.Request{
-		SKU: op.Key, Quantity: op.Quantity, RequestID: t.cfg.RunID + "-" + strconv.FormatUint(op.Seq, 10),
+		SKU: op.Key, Quantity: op.Quantity, RequestID: RequestID(t.cfg.RunID, op.Seq),
 	})
 	timing := res.Timing
 	var re *inventory.ReserveError
@@ -304,7 +304,13 @@ type HTTPConfig struct {
 	// and audited there directly. Without it stock is seeded through
 	// PUT /v1/stock/{sku} and the store is not audited.
 	StoreDSN string
+	// RunID prefixes request IDs (RequestID); default one of its own.
+	RunID string
 }
+
+// RequestID is the request ID of operation seq of run runID: what the
+// targets send, and so what the ledger keeps of a committed reservation.
+func RequestID(runID string, seq uint64) string { return runID + "-" + strconv.FormatUint(seq, 10) }
 
 // HTTPTarget sends reservations to remote inventory instances through
 // inventory.Client and reads the lock figures from their Server-Timing
@@ -349,7 +355,10 @@ func NewHTTPTarget(ctx context.Context, cfg HTTPConfig) (*HTTPTarget, error) {
 		MaxIdleConns: cfg.MaxConns * len(cfg.URLs), MaxIdleConnsPerHost: cfg.MaxConns,
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}
-	t := &HTTPTarget{cfg: cfg, hc: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: fmt.Sprintf("load-%d", time.Now().UnixNano())}
+	t := &HTTPTarget{cfg: cfg, hc: &http.Client{Transport: tr, Timeout: cfg.Timeout}, runID: cfg.RunID}
+	if t.runID == "" {
+		t.runID = fmt.Sprintf("load-%d", time.Now().UnixNano())
+	}
 	for _, u := range cfg.URLs {
 		c, err := inventory.NewClient(u, t.hc)
 		if err != nil {
@@ -404,7 +413,7 @@ func (t *HTTPTarget) Prepare(ctx context.Context, skus []string, stock int64) er
 	return nil
 }
 
-func (t *HTTPTarget) requestID(seq uint64) string { return t.runID + "-" + strconv.FormatUint(seq, 10) }
+func (t *HTTPTarget) requestID(seq uint64) string { return RequestID(t.runID, seq) }
 
 // Do posts one reservation.
 func (t *HTTPTarget) Do(ctx context.Context, op Op) Result {

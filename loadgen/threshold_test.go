@@ -61,14 +61,6 @@ func TestParseThreshold(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	for in, want := range map[string]float64{"p50": 50, "p9": 9, "p90": 90, "p99": 99, "p999": 99.9, "p9999": 99.99, "p99.5": 99.5, "max": 100, "p100": 100, "min": -1, "mean": -2} {
-		if got, err := parseStat(in); err != nil || got != want {
-			t.Errorf("parseStat(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-}
-
 func TestThresholdEval(t *testing.T) {
 	r := &Report{Totals: NewHistSet(2)}
 	r.Totals.recordLatency(r.Totals.Nodes[0], time.Millisecond)
@@ -106,7 +98,7 @@ func TestThresholdEval(t *testing.T) {
 		{"safety.oversell==0", true, "0"},
 		{"safety.double_grants==0", false, "not checked"},
 	} {
-		res := mustThreshold(t, tc.expr).Eval(r)
+		res := Evaluate(mustThreshold(t, tc.expr), r)
 		if res.Pass != tc.pass || res.Got != tc.got {
 			t.Errorf("%s: got pass=%v (%s), want pass=%v (%s)", tc.expr, res.Pass, res.Got, tc.pass, tc.got)
 		}
@@ -138,7 +130,7 @@ func TestParseMetricAndComparison(t *testing.T) {
 		in      string
 		latency bool
 		want    Comparison
-	}{{">=1", false, Comparison{">=", 1}}, {" == 0 ", false, Comparison{"==", 0}}, {"<2s", true, Comparison{"<", float64(2 * time.Second)}}} {
+	}{{">=1", false, Comparison{Op: ">=", Value: 1}}, {" == 0 ", false, Comparison{Op: "==", Value: 0}}, {"<2s", true, Comparison{Op: "<", Value: float64(2 * time.Second)}}} {
 		if got, err := ParseComparison(tc.in, tc.latency); err != nil || got != tc.want {
 			t.Errorf("ParseComparison(%q, %v) = %+v, %v; want %+v", tc.in, tc.latency, got, err, tc.want)
 		}
@@ -151,7 +143,7 @@ func TestParseMetricAndComparison(t *testing.T) {
 			t.Errorf("ParseComparison(%q, %v): want an error", bad.in, bad.latency)
 		}
 	}
-	if c := (Comparison{"<=", 3}); !c.Holds(3) || c.Holds(3.5) {
+	if c := (Comparison{Op: "<=", Value: 3}); !c.Holds(3) || c.Holds(3.5) {
 		t.Error("<=3 judged wrong")
 	}
 	for _, head := range MetricHeads() {

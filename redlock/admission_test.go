@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // maxOverlap returns the largest number of acquire attempts whose rounds,
@@ -60,7 +60,7 @@ func acquireMany(t *testing.T, addrs []string, opts ...redlock.Option) []redlock
 			mu.Unlock()
 		}
 	})
-	c := newClient(t, addrs, calmTimeout, append(opts, redlock.WithObserver(obs))...)
+	c := redlocktest.NewClient(t, addrs, calmTimeout, append(opts, redlock.WithObserver(obs))...)
 	ctx := testCtx(t)
 	const goroutines, each = 16, 5
 	var wg sync.WaitGroup
@@ -98,7 +98,7 @@ func acquireMany(t *testing.T, addrs []string, opts ...redlock.Option) []redlock
 }
 
 func TestMaxConcurrentAttemptsBoundsAttempts(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	events := acquireMany(t, cl.Addrs(), redlock.WithMaxConcurrentAttempts(1))
 	if got := maxOverlap(events); got != 1 {
 		t.Errorf("with WithMaxConcurrentAttempts(1): up to %d attempts in flight, want 1", got)
@@ -111,12 +111,12 @@ func TestMaxConcurrentAttemptsBoundsAttempts(t *testing.T) {
 // no timing.
 func waitForWaiter(t *testing.T, c *redlock.Client, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d slot waiter(s)", n), func() bool { return redlock.SlotWaiters(c) == n })
+	redlocktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d slot waiter(s)", n), func() bool { return redlock.SlotWaiters(c) == n })
 }
 
 func TestMaxConcurrentAttemptsWaiterCancelled(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxConcurrentAttempts(1))
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxConcurrentAttempts(1))
 	ctx := testCtx(t)
 	held, err := c.Acquire(ctx, "adm-held", 10*time.Second)
 	if err != nil {
@@ -178,8 +178,8 @@ func TestMaxConcurrentAttemptsWaiterCancelled(t *testing.T) {
 }
 
 func TestMaxConcurrentAttemptsCloseWakesWaiters(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxConcurrentAttempts(1))
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxConcurrentAttempts(1))
 	ctx := testCtx(t)
 	free := redlock.HoldSlot(c)
 	defer free()
@@ -231,7 +231,7 @@ func TestMaxConcurrentAttemptsCloseWakesWaiters(t *testing.T) {
 // when its context does, with an error that says both why (ErrOverloaded)
 // and when (the deadline), having sent nothing.
 func TestOverloadedAcquireBacksOff(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	var (
 		mu       sync.Mutex
 		backoffs int
@@ -251,7 +251,7 @@ func TestOverloadedAcquireBacksOff(t *testing.T) {
 		}
 	})
 	const nodeTimeout = time.Second
-	c := newClient(t, cl.Addrs(), nodeTimeout, redlock.WithBackoff(backoff), redlock.WithObserver(obs))
+	c := redlocktest.NewClient(t, cl.Addrs(), nodeTimeout, redlock.WithBackoff(backoff), redlock.WithObserver(obs))
 	free := redlock.FillLimit(c)
 
 	ctx, cancel := context.WithTimeout(testCtx(t), nodeTimeout/2)

@@ -13,8 +13,8 @@ import (
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func finding(rep redlock.Report, node int, check string) (redlock.Finding, bool) {
@@ -51,8 +51,8 @@ func check(t *testing.T, c *redlock.Client, opts ...redlock.CheckOption) redlock
 }
 
 func TestCheckWellConfigured(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
-	rep := check(t, newClient(t, cl.Addrs(), calmTimeout), redlock.WithTTL(time.Minute))
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
+	rep := check(t, redlocktest.NewClient(t, cl.Addrs(), calmTimeout), redlock.WithTTL(time.Minute))
 	if rep.Critical() {
 		t.Errorf("got a critical finding on a well-configured cluster: %+v", rep.Findings)
 	}
@@ -69,12 +69,12 @@ func TestCheckWellConfigured(t *testing.T) {
 }
 
 func TestCheckFindsBadPractice(t *testing.T) {
-	bad := redistest.Start(t, 1, redistest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
-	noAOF := redistest.Start(t, 1, redistest.Options{Extra: []string{"appendonly no"}})
-	good := redistest.Start(t, 1, redistest.Options{})
-	dead := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	bad := redlocktest.Start(t, 1, redlocktest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
+	noAOF := redlocktest.Start(t, 1, redlocktest.Options{Extra: []string{"appendonly no"}})
+	good := redlocktest.Start(t, 1, redlocktest.Options{})
+	dead := fmt.Sprintf("127.0.0.1:%d", redlocktest.FreePort(t))
 	addrs := []string{bad.Nodes[0].Addr, noAOF.Nodes[0].Addr, good.Nodes[0].Addr, good.Nodes[0].Addr, dead}
-	rep := check(t, newClient(t, addrs, calmTimeout))
+	rep := check(t, redlocktest.NewClient(t, addrs, calmTimeout))
 
 	if !rep.Critical() {
 		t.Errorf("got no critical finding, want some")
@@ -103,8 +103,8 @@ func TestCheckFindsBadPractice(t *testing.T) {
 // TestCheckReplication: a master with a replica and the replica itself are
 // both critical, each saying why a replica is not an independent node.
 func TestCheckReplication(t *testing.T) {
-	master := redistest.Start(t, 1, redistest.Options{})
-	replica := redistest.Start(t, 1, redistest.Options{Extra: []string{
+	master := redlocktest.Start(t, 1, redlocktest.Options{})
+	replica := redlocktest.Start(t, 1, redlocktest.Options{Extra: []string{
 		fmt.Sprintf("replicaof 127.0.0.1 %d", master.Nodes[0].Port),
 	}})
 	// The replica reports itself at once; the master counts it once the
@@ -120,7 +120,7 @@ func TestCheckReplication(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	rep := check(t, newClient(t, []string{master.Nodes[0].Addr, replica.Nodes[0].Addr}, calmTimeout))
+	rep := check(t, redlocktest.NewClient(t, []string{master.Nodes[0].Addr, replica.Nodes[0].Addr}, calmTimeout))
 	if !rep.Critical() {
 		t.Fatal("got no critical finding for a master and its replica")
 	}
@@ -146,7 +146,7 @@ func TestCheckReplication(t *testing.T) {
 }
 
 func TestCheckNodeCountAndTimeouts(t *testing.T) {
-	cl := redistest.Start(t, 4, redistest.Options{})
+	cl := redlocktest.Start(t, 4, redlocktest.Options{})
 	for _, tc := range []struct {
 		name    string
 		nodes   int
@@ -162,14 +162,14 @@ func TestCheckNodeCountAndTimeouts(t *testing.T) {
 		{"timeout large against ttl", 3, 2 * time.Second, 5 * time.Second, "timeouts", redlock.Warning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, cl.Addrs()[:tc.nodes], testTimeout, redlock.WithRequestTimeout(tc.timeout))
+			c := redlocktest.NewClient(t, cl.Addrs()[:tc.nodes], testTimeout, redlock.WithRequestTimeout(tc.timeout))
 			wantFinding(t, check(t, c, redlock.WithTTL(tc.ttl)), -1, tc.check, tc.sev)
 		})
 	}
 }
 
 func TestCheckClientSettings(t *testing.T) {
-	cl := redistest.Start(t, 1, redistest.Options{})
+	cl := redlocktest.Start(t, 1, redlocktest.Options{})
 	// A stock go-redis client: 3 command retries, 5s socket timeouts.
 	plain := redis.NewClient(&redis.Options{Addr: cl.Nodes[0].Addr})
 	t.Cleanup(func() { plain.Close() })
@@ -181,7 +181,7 @@ func TestCheckClientSettings(t *testing.T) {
 }
 
 func TestCheckConfigDenied(t *testing.T) {
-	cl := redistest.Start(t, 1, redistest.Options{})
+	cl := redlocktest.Start(t, 1, redlocktest.Options{})
 	ctx := context.Background()
 	err := cl.Nodes[0].Client().Do(ctx, "ACL", "SETUSER", "monitor", "on", ">secret", "~*", "+@all", "-config", "-ping").Err()
 	if err != nil {
@@ -217,12 +217,12 @@ func deadAddrs(t *testing.T, n int) []string {
 // TestCheckFixTexts: every fix is one sentence with the numbers of this node
 // set filled in.
 func TestCheckFixTexts(t *testing.T) {
-	bad := redistest.Start(t, 1, redistest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
-	good := redistest.Start(t, 2, redistest.Options{})
+	bad := redlocktest.Start(t, 1, redlocktest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
+	good := redlocktest.Start(t, 2, redlocktest.Options{})
 	dead := deadAddrs(t, 2)
 	// Six addresses (an even count), one server listed twice, two dead.
 	addrs := []string{bad.Nodes[0].Addr, good.Nodes[0].Addr, good.Nodes[1].Addr, good.Nodes[1].Addr, dead[0], dead[1]}
-	rep := check(t, newClient(t, addrs, calmTimeout), redlock.WithTTL(30*time.Second))
+	rep := check(t, redlocktest.NewClient(t, addrs, calmTimeout), redlock.WithTTL(30*time.Second))
 
 	for _, f := range rep.Findings {
 		if f.Severity == redlock.Info {

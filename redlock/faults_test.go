@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlocklab/redlocklab/internal/redistest"
-	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // keysLeft counts, over every node, the keys of keys that are present.
@@ -37,7 +35,7 @@ func keysLeft(t *testing.T, ctx context.Context, nodes []*redis.Client, keys []s
 
 // plainClients returns one go-redis client per node for the test's own
 // reads, closed at cleanup.
-func plainClients(t *testing.T, nodes []*redistest.Node) []*redis.Client {
+func plainClients(t *testing.T, nodes []*redlocktest.Node) []*redis.Client {
 	t.Helper()
 	out := make([]*redis.Client, len(nodes))
 	for i, n := range nodes {
@@ -57,24 +55,24 @@ func plainClients(t *testing.T, nodes []*redistest.Node) []*redis.Client {
 // later request to a frozen node needs a new connection, whose HELLO the
 // node never answers, so the cleanup's first release is never even sent.
 func TestStalledMajorityLeavesNoKeys(t *testing.T) {
-	cl := redistest.Start(t, 5, redistest.Options{})
+	cl := redlocktest.Start(t, 5, redlocktest.Options{})
 	ctx := testCtx(t)
 	const nodeTimeout = 50 * time.Millisecond
 	// The breaker would refuse the attempts after the first few; each try
 	// must send its SETs.
-	c := newClient(t, cl.Addrs(), nodeTimeout, redlock.WithCircuitBreaker(false))
+	c := redlocktest.NewClient(t, cl.Addrs(), nodeTimeout, redlock.WithCircuitBreaker(false))
 	plain := plainClients(t, cl.Nodes)
 	stalled := cl.Nodes[2:]
 	setsBefore := 0
 	for _, n := range stalled {
-		setsBefore += commandCalls(t, n, "set")
+		setsBefore += n.CommandCalls(t, "set")
 	}
 
 	const tries = 20
 	keys := make([]string, tries)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("stall-%d", i)
-		eventually(t, 10*time.Second, "every node answers PING", func() bool {
+		redlocktest.Eventually(t, 10*time.Second, "every node answers PING", func() bool {
 			up, _ := c.Ping(ctx)
 			return up == len(cl.Nodes)
 		})
@@ -106,7 +104,7 @@ func TestStalledMajorityLeavesNoKeys(t *testing.T) {
 	}
 	sets := -setsBefore
 	for _, n := range stalled {
-		sets += commandCalls(t, n, "set")
+		sets += n.CommandCalls(t, "set")
 	}
 	if sets < tries {
 		t.Fatalf("frozen nodes ran %d SETs, want at least %d: the test did not queue SETs on them", sets, tries)
@@ -138,10 +136,10 @@ func TestStalledMajorityLeavesNoKeys(t *testing.T) {
 // at once, and the frozen nodes, which it could not even reach, are released
 // in the background once they resume.
 func TestReleaseRetriesStalledNodes(t *testing.T) {
-	cl := redistest.Start(t, 5, redistest.Options{})
+	cl := redlocktest.Start(t, 5, redlocktest.Options{})
 	ctx := testCtx(t)
 	const nodeTimeout = testTimeout
-	c := newClient(t, cl.Addrs(), nodeTimeout)
+	c := redlocktest.NewClient(t, cl.Addrs(), nodeTimeout)
 	plain := plainClients(t, cl.Nodes)
 	// A lock whose key made it to every node: on a busy machine a SET can
 	// miss its node timeout on a node that is not frozen yet.
@@ -197,37 +195,18 @@ func TestReleaseRetriesStalledNodes(t *testing.T) {
 	}
 }
 
-// recorder collects the Events of a Client.
-type recorder struct {
-	mu     sync.Mutex
-	events []redlock.Event
-}
-
-func (r *recorder) Observe(e redlock.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-// since returns the events recorded from index i on, and the next index.
-func (r *recorder) since(i int) ([]redlock.Event, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events[i:]), len(r.events)
-}
-
 // TestCircuitBreakerFailsFastWithoutQuorum kills three of five nodes: after
 // DefaultBreakerThreshold unavailable attempts the breaker opens, and later
 // calls fail as unavailable having sent at most a probe's worth of attempts;
 // once the nodes are back, a probe closes it and locks are granted again.
 func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
-	cl := redistest.Start(t, 5, redistest.Options{})
+	cl := redlocktest.Start(t, 5, redlocktest.Options{})
 	ctx := testCtx(t)
-	rec := &recorder{}
+	rec := &redlocktest.Recorder{}
 	// The default threshold; a cooldown long against the calls below, so
 	// that the first of them come while the breaker is open.
 	const cooldown = 2 * time.Second
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithBreakerPolicy(0, cooldown))
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithBreakerPolicy(0, cooldown))
 	for _, n := range cl.Nodes[2:] {
 		n.Kill()
 	}
@@ -242,7 +221,7 @@ func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
 	if got := attemptError(t, err).Attempts; got != redlock.DefaultBreakerThreshold {
 		t.Errorf("first Acquire: got %d attempts, want %d (the breaker's threshold)", got, redlock.DefaultBreakerThreshold)
 	}
-	events, next := rec.since(0)
+	events, next := rec.Since(0)
 	if last := events[len(events)-1]; last.Breaker != redlock.BreakerOpen || !last.BreakerChanged || last.Rejected {
 		t.Errorf("attempt that opened it: got breaker %v changed=%v rejected=%v, want open, changed, not rejected", last.Breaker, last.BreakerChanged, last.Rejected)
 	}
@@ -265,7 +244,7 @@ func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
 			t.Errorf("call %d while open: got %d attempts, want at most 1 (a probe)", i, got)
 		}
 	}
-	events, next = rec.since(next)
+	events, next = rec.Since(next)
 	rejected := 0
 	for _, e := range events {
 		switch {
@@ -298,7 +277,7 @@ func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	events, next = rec.since(next)
+	events, next = rec.Since(next)
 	if e := events[len(events)-1]; !e.Probe || e.Breaker != redlock.BreakerClosed || !e.BreakerChanged || e.Err != nil {
 		t.Errorf("granted attempt: got probe=%v breaker %v changed=%v err %v, want the probe that closed the breaker", e.Probe, e.Breaker, e.BreakerChanged, e.Err)
 	}
@@ -309,7 +288,7 @@ func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire with the breaker closed: %v", err)
 	}
-	events, _ = rec.since(next)
+	events, _ = rec.Since(next)
 	if e := events[len(events)-1]; e.Op != redlock.OpAcquire || e.Probe || e.Breaker != redlock.BreakerClosed {
 		t.Errorf("next attempt: got %v probe=%v breaker %v, want an ordinary acquire with the breaker closed", e.Op, e.Probe, e.Breaker)
 	}
@@ -320,10 +299,10 @@ func TestCircuitBreakerFailsFastWithoutQuorum(t *testing.T) {
 
 // TestCircuitBreakerOff keeps retrying until the context ends.
 func TestCircuitBreakerOff(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	rec := &recorder{}
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithCircuitBreaker(false),
+	rec := &redlocktest.Recorder{}
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithCircuitBreaker(false),
 		redlock.WithMaxAttempts(2*redlock.DefaultBreakerThreshold), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
 	cl.Nodes[1].Kill()
 	cl.Nodes[2].Kill()
@@ -334,7 +313,7 @@ func TestCircuitBreakerOff(t *testing.T) {
 	if got := attemptError(t, err).Attempts; got != 2*redlock.DefaultBreakerThreshold {
 		t.Errorf("got %d attempts, want %d (WithMaxAttempts)", got, 2*redlock.DefaultBreakerThreshold)
 	}
-	events, _ := rec.since(0)
+	events, _ := rec.Since(0)
 	for _, e := range events {
 		if e.Breaker != 0 || e.Rejected || e.Probe {
 			t.Errorf("event with the breaker off: got breaker %v rejected=%v probe=%v, want none", e.Breaker, e.Rejected, e.Probe)
@@ -346,21 +325,21 @@ func TestCircuitBreakerOff(t *testing.T) {
 // comes back without the lock's key, while another node is down: the lock
 // now holds on one node, and Extend keeps it only by restoring the key.
 func TestExtendRestoresLostKey(t *testing.T) {
-	bin := testenv.Require(t, "redis-server")
-	volatile := redistest.StartNode(t, bin, redistest.Options{Extra: []string{"appendonly no"}})
-	cl := redistest.Start(t, 2, redistest.Options{})
-	nodes := append([]*redistest.Node{volatile}, cl.Nodes...)
+	bin := redlocktest.Server(t)
+	volatile := redlocktest.StartNode(t, bin, redlocktest.Options{Extra: []string{"appendonly no"}})
+	cl := redlocktest.Start(t, 2, redlocktest.Options{})
+	nodes := append([]*redlocktest.Node{volatile}, cl.Nodes...)
 	addrs := []string{volatile.Addr, cl.Nodes[0].Addr, cl.Nodes[1].Addr}
 	ctx := testCtx(t)
-	rec := &recorder{}
-	c := newClient(t, addrs, calmTimeout, redlock.WithObserver(rec))
+	rec := &redlocktest.Recorder{}
+	c := redlocktest.NewClient(t, addrs, calmTimeout, redlock.WithObserver(rec))
 	plain := plainClients(t, nodes)
 
 	l, err := c.Acquire(ctx, "restore", 30*time.Second)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	eventually(t, 5*time.Second, "key on every node", func() bool {
+	redlocktest.Eventually(t, 5*time.Second, "key on every node", func() bool {
 		return keysLeft(t, ctx, plain, []string{"restore"}) == len(nodes)
 	})
 	volatile.Kill()
@@ -369,16 +348,16 @@ func TestExtendRestoresLostKey(t *testing.T) {
 	if got := keysLeft(t, ctx, plain[:1], []string{"restore"}); got != 0 {
 		t.Fatalf("restarted node without persistence still has the key")
 	}
-	eventually(t, 10*time.Second, "the client reaches the restarted node", func() bool {
+	redlocktest.Eventually(t, 10*time.Second, "the client reaches the restarted node", func() bool {
 		up, _ := c.Ping(ctx)
 		return up == 2
 	})
 
-	_, next := rec.since(0)
+	_, next := rec.Since(0)
 	if err := l.Extend(ctx, 30*time.Second); err != nil {
 		t.Fatalf("Extend with the key lost on one node and another node down: %v", err)
 	}
-	events, _ := rec.since(next)
+	events, _ := rec.Since(next)
 	e := events[len(events)-1]
 	if e.Op != redlock.OpExtend || e.Restored != 1 || !e.Nodes[0].Restored || e.Nodes[0].Outcome != redlock.Granted || e.Nodes[1].Restored {
 		t.Errorf("extend event: got op %v restored %d, node 0 %v restored=%v, node 1 restored=%v; want 1 restored on node 0",
@@ -395,7 +374,7 @@ func TestExtendRestoresLostKey(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	eventually(t, 5*time.Second, "restored key released", func() bool {
+	redlocktest.Eventually(t, 5*time.Second, "restored key released", func() bool {
 		return keysLeft(t, ctx, plain[:2], []string{"restore"}) == 0
 	})
 }
@@ -408,7 +387,7 @@ func TestExtendRestoresLostKey(t *testing.T) {
 // silence still is: the breaker must open, and calls must then fail with
 // ErrCircuitOpen. No timing is asserted beyond the test's own bound.
 func TestCircuitBreakerOpensOnBusyClient(t *testing.T) {
-	cl := redistest.Start(t, 5, redistest.Options{})
+	cl := redlocktest.Start(t, 5, redlocktest.Options{})
 	ctx := testCtx(t)
 	var opened atomic.Bool
 	obs := redlock.ObserverFunc(func(e redlock.Event) {
@@ -416,7 +395,7 @@ func TestCircuitBreakerOpensOnBusyClient(t *testing.T) {
 			opened.Store(true)
 		}
 	})
-	c := newClient(t, cl.Addrs(), 0, redlock.WithObserver(obs))
+	c := redlocktest.NewClient(t, cl.Addrs(), 0, redlock.WithObserver(obs))
 	const workers = 128
 	var (
 		wg               sync.WaitGroup
@@ -446,12 +425,12 @@ func TestCircuitBreakerOpensOnBusyClient(t *testing.T) {
 		wg.Wait()
 	})
 	// The pool is busy (and the queue formed) before the nodes freeze.
-	eventually(t, 10*time.Second, "locks granted by the busy pool", func() bool { return granted.Load() >= 2*workers })
+	redlocktest.Eventually(t, 10*time.Second, "locks granted by the busy pool", func() bool { return granted.Load() >= 2*workers })
 	for _, n := range cl.Nodes[2:] {
 		n.Pause()
 		t.Cleanup(n.Resume)
 	}
-	eventually(t, 15*time.Second, "a call failing with ErrCircuitOpen", circuitErr.Load)
+	redlocktest.Eventually(t, 15*time.Second, "a call failing with ErrCircuitOpen", circuitErr.Load)
 	if !opened.Load() {
 		t.Error("calls failed with ErrCircuitOpen, but no attempt reported opening the breaker")
 	}

@@ -3,16 +3,13 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // testTimeout is a short node timeout, for the tests where a node's timeout
@@ -26,43 +23,11 @@ const testTimeout = 250 * time.Millisecond
 // test of timeouts.
 const calmTimeout = 5 * time.Second
 
-// newClient returns a Client over addrs that is closed, with its node
-// clients, at cleanup.
-func newClient(tb testing.TB, addrs []string, nodeTimeout time.Duration, opts ...redlock.Option) *redlock.Client {
-	tb.Helper()
-	nodes := redlock.NewNodes(addrs, redlock.WithNodeTimeout(nodeTimeout))
-	c, err := redlock.New(nodes, opts...)
-	if err != nil {
-		tb.Fatalf("New: %v", err)
-	}
-	tb.Cleanup(func() {
-		c.Close()
-		for _, n := range nodes {
-			n.Close()
-		}
-	})
-	return c
-}
-
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// tokens returns the value of key on every node ("" when absent).
-func tokens(t *testing.T, nodes []*redistest.Node, key string) []string {
-	t.Helper()
-	out := make([]string, len(nodes))
-	for i, n := range nodes {
-		v, err := n.Client().Get(context.Background(), key).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("GET %s on node %d: %v", key, i, err)
-		}
-		out[i] = v
-	}
-	return out
 }
 
 func countEqual(vals []string, want string) int {
@@ -73,18 +38,6 @@ func countEqual(vals []string, want string) int {
 		}
 	}
 	return n
-}
-
-// eventually polls cond every 10ms until it holds, failing after limit. It
-// bounds a wait for background work; it asserts no timing.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func attemptError(t *testing.T, err error) *redlock.AttemptError {
@@ -116,7 +69,7 @@ func TestNewQuorum(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
-	c := newClient(t, []string{"127.0.0.1:1"}, testTimeout)
+	c := redlocktest.NewClient(t, []string{"127.0.0.1:1"}, testTimeout)
 	for _, tc := range []struct {
 		name string
 		key  string
@@ -131,16 +84,16 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestSecondClientWaitsForRelease(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	a := newClient(t, cl.Addrs(), calmTimeout)
-	b := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
+	a := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
+	b := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
 
 	la, err := a.Acquire(ctx, "classic", 10*time.Second)
 	if err != nil {
 		t.Fatalf("first Acquire: %v", err)
 	}
-	if got := countEqual(tokens(t, cl.Nodes, "classic"), la.Token()); got < a.Quorum() {
+	if got := countEqual(redlocktest.Values(t, cl.Nodes, "classic"), la.Token()); got < a.Quorum() {
 		t.Fatalf("first token on %d nodes, want >= %d", got, a.Quorum())
 	}
 
@@ -162,7 +115,7 @@ func TestSecondClientWaitsForRelease(t *testing.T) {
 	if lb.Token() == la.Token() {
 		t.Fatalf("second lock reuses the first token %s", la.Token())
 	}
-	if got := countEqual(tokens(t, cl.Nodes, "classic"), lb.Token()); got < b.Quorum() {
+	if got := countEqual(redlocktest.Values(t, cl.Nodes, "classic"), lb.Token()); got < b.Quorum() {
 		t.Errorf("second token on %d nodes, want >= %d", got, b.Quorum())
 	}
 	if lb.Validity() <= 0 || lb.Validity() > 10*time.Second {
@@ -174,9 +127,9 @@ func TestSecondClientWaitsForRelease(t *testing.T) {
 }
 
 func TestKilledNodes(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithMaxAttempts(3), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
 
 	cl.Nodes[2].Kill()
 	l, err := c.Acquire(ctx, "killed", 5*time.Second)
@@ -208,17 +161,17 @@ func TestKilledNodes(t *testing.T) {
 }
 
 func TestStaleReleaseKeepsNewHolder(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	a := newClient(t, cl.Addrs(), calmTimeout)
-	b := newClient(t, cl.Addrs(), calmTimeout)
+	a := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
+	b := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
 
 	la, err := a.Acquire(ctx, "stale", 100*time.Millisecond)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	eventually(t, 5*time.Second, "first lock expired on every node", func() bool {
-		return countEqual(tokens(t, cl.Nodes, "stale"), "") == len(cl.Nodes)
+	redlocktest.Eventually(t, 5*time.Second, "first lock expired on every node", func() bool {
+		return countEqual(redlocktest.Values(t, cl.Nodes, "stale"), "") == len(cl.Nodes)
 	})
 	lb, err := b.Acquire(ctx, "stale", 10*time.Second)
 	if err != nil {
@@ -230,15 +183,15 @@ func TestStaleReleaseKeepsNewHolder(t *testing.T) {
 		t.Errorf("stale Release: got %v, want ErrExpired and ErrNotHeld", err)
 	}
 	a.Close() // wait for the stale release on every node
-	if got := tokens(t, cl.Nodes, "stale"); countEqual(got, lb.Token()) != len(cl.Nodes) {
+	if got := redlocktest.Values(t, cl.Nodes, "stale"); countEqual(got, lb.Token()) != len(cl.Nodes) {
 		t.Errorf("after stale release: got %q on the nodes, want %s everywhere", got, lb.Token())
 	}
 }
 
 func TestExtend(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), calmTimeout)
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
 
 	t.Run("within validity moves the TTL on a quorum", func(t *testing.T) {
 		l, err := c.Acquire(ctx, "extend", 2*time.Second)
@@ -275,7 +228,7 @@ func TestExtend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
-		eventually(t, 5*time.Second, "validity ran out", func() bool { return l.Validity() <= 0 })
+		redlocktest.Eventually(t, 5*time.Second, "validity ran out", func() bool { return l.Validity() <= 0 })
 		err = l.Extend(ctx, 10*time.Second)
 		if !errors.Is(err, redlock.ErrExpired) {
 			t.Fatalf("Extend after expiry: got %v, want ErrExpired", err)
@@ -304,151 +257,8 @@ func TestExtend(t *testing.T) {
 	})
 }
 
-// slowSetup starts three nodes and puts a latency proxy in front of the last;
-// the client talks to nodes 0 and 1 directly and to node 2 through the proxy.
-func slowSetup(t *testing.T, latency, nodeTimeout time.Duration) (*redistest.Cluster, *redlock.Client, *[]redlock.Event) {
-	t.Helper()
-	cl := redistest.Start(t, 3, redistest.Options{})
-	proxy := redistest.NewProxy(t, cl.Nodes[2].Addr)
-	var (
-		mu     sync.Mutex
-		events []redlock.Event
-	)
-	obs := redlock.ObserverFunc(func(e redlock.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, e)
-	})
-	// No idle connections dialled in the background: one that completes
-	// after the warm-up below would sit on top of the pool without its
-	// HELLO, which the slow node answers too late, and the test's SET would
-	// never be sent.
-	noMinIdle := redlock.NodeOption(func(o *redis.Options) { o.MinIdleConns = 0 })
-	nodes := redlock.NewNodes([]string{cl.Nodes[0].Addr, cl.Nodes[1].Addr, proxy.Addr}, redlock.WithNodeTimeout(nodeTimeout), noMinIdle)
-	c, err := redlock.New(nodes, redlock.WithObserver(obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		for _, n := range nodes {
-			n.Close()
-		}
-	})
-	// go-redis opens every connection with a HELLO round trip, which the
-	// slow node answers too late, and drops a connection whose request timed
-	// out. Open a few before the latency starts, as a busy client's pool
-	// would have: the requests of the test then reach the server.
-	warm := make([]*redis.Conn, 4)
-	for i := range warm {
-		warm[i] = nodes[2].Conn()
-		if err := warm[i].Ping(context.Background()).Err(); err != nil {
-			t.Fatalf("warm up: %v", err)
-		}
-	}
-	for _, conn := range warm {
-		conn.Close()
-	}
-	proxy.AddLatency(t, latency, 0)
-	if err := cl.Nodes[2].Client().ConfigResetStat(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return cl, c, &events
-}
-
-// commandCalls returns how often node ran cmd (INFO commandstats).
-func commandCalls(t *testing.T, n *redistest.Node, cmd string) int {
-	t.Helper()
-	s, err := n.Client().Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(s) {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			var calls int
-			fmt.Sscanf(rest, "%d", &calls)
-			return calls
-		}
-	}
-	return 0
-}
-
-func TestSlowNode(t *testing.T) {
-	t.Run("won: slow node abandoned, its late key released", func(t *testing.T) {
-		cl, c, events := slowSetup(t, time.Second, 200*time.Millisecond)
-		ctx := testCtx(t)
-		l, err := c.TryAcquire(ctx, "slow-won", 30*time.Second)
-		if err != nil {
-			t.Fatalf("TryAcquire: %v", err)
-		}
-		ev := (*events)[0]
-		if got := ev.Nodes[2].Outcome; got != redlock.Abandoned && got != redlock.TimedOut {
-			t.Errorf("slow node: got outcome %v, want abandoned or timeout", got)
-		}
-		if ev.Votes < 2 || ev.Err != nil || ev.Validity <= 0 {
-			t.Errorf("got votes %d err %v validity %v, want a granted decision", ev.Votes, ev.Err, ev.Validity)
-		}
-		eventually(t, 5*time.Second, "late SET landed on the slow node", func() bool {
-			return tokens(t, cl.Nodes[2:], "slow-won")[0] == l.Token()
-		})
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
-		eventually(t, 5*time.Second, "slow node's key released", func() bool {
-			return tokens(t, cl.Nodes[2:], "slow-won")[0] == ""
-		})
-	})
-
-	t.Run("lost on timeout: late keys released", func(t *testing.T) {
-		cl, c, events := slowSetup(t, time.Second, 200*time.Millisecond)
-		ctx := testCtx(t)
-		cl.Nodes[0].Client().Set(ctx, "slow-timeout", "other", time.Minute)
-		_, err := c.TryAcquire(ctx, "slow-timeout", 30*time.Second)
-		if !errors.Is(err, redlock.ErrUnavailable) {
-			t.Fatalf("TryAcquire: got %v, want ErrUnavailable (one taken, one timed out)", err)
-		}
-		ev := (*events)[0]
-		want := []redlock.Outcome{redlock.Taken, redlock.Granted, redlock.TimedOut}
-		for i, w := range want {
-			if got := ev.Nodes[i].Outcome; got != w {
-				t.Errorf("node %d: got %v, want %v", i, got, w)
-			}
-		}
-		eventually(t, 5*time.Second, "keys of the failed attempt released", func() bool {
-			got := tokens(t, cl.Nodes, "slow-timeout")
-			return got[0] == "other" && got[1] == "" && got[2] == "" && commandCalls(t, cl.Nodes[2], "eval") >= 1
-		})
-		if got := commandCalls(t, cl.Nodes[2], "set"); got != 1 {
-			t.Errorf("slow node ran SET %d times, want 1 (the timed-out SET landed)", got)
-		}
-	})
-
-	t.Run("lost before the slow node answered: its late OK is released", func(t *testing.T) {
-		cl, c, events := slowSetup(t, 300*time.Millisecond, 2*time.Second)
-		ctx := testCtx(t)
-		cl.Nodes[0].Client().Set(ctx, "slow-late", "other", time.Minute)
-		cl.Nodes[1].Client().Set(ctx, "slow-late", "other", time.Minute)
-		_, err := c.TryAcquire(ctx, "slow-late", 30*time.Second)
-		if !errors.Is(err, redlock.ErrContended) {
-			t.Fatalf("TryAcquire: got %v, want ErrContended", err)
-		}
-		if got := (*events)[0].Nodes[2].Outcome; got != redlock.Abandoned {
-			t.Errorf("slow node: got %v, want abandoned (decided on two taken votes)", got)
-		}
-		eventually(t, 5*time.Second, "late key on the slow node released", func() bool {
-			return tokens(t, cl.Nodes[2:], "slow-late")[0] == "" && commandCalls(t, cl.Nodes[2], "eval") >= 1
-		})
-		if got := commandCalls(t, cl.Nodes[2], "set"); got != 1 {
-			t.Errorf("slow node ran SET %d times, want 1", got)
-		}
-		if got := tokens(t, cl.Nodes[:2], "slow-late"); got[0] != "other" || got[1] != "other" {
-			t.Errorf("holder's keys: got %q, want untouched", got)
-		}
-	})
-}
-
 func TestContentionNeverOverlaps(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	const clients, workers, rounds = 3, 4, 8
 	var holders, maxHolders, done, contended atomic.Int64
@@ -460,7 +270,7 @@ func TestContentionNeverOverlaps(t *testing.T) {
 		}
 	})
 	for range clients {
-		c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(obs), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
+		c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(obs), redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 5*time.Millisecond)))
 		for range workers {
 			wg.Add(1)
 			go func() {
@@ -504,9 +314,9 @@ func TestContentionNeverOverlaps(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), calmTimeout)
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
 	errBoom := errors.New("boom")
 
 	t.Run("cancels fn at validity end", func(t *testing.T) {
@@ -567,7 +377,7 @@ func TestDo(t *testing.T) {
 		if !errors.Is(err, errBoom) {
 			t.Fatalf("Do: got %v, want fn's error", err)
 		}
-		c2 := newClient(t, cl.Addrs(), calmTimeout)
+		c2 := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
 		l, err := c2.TryAcquire(ctx, "do-fail", time.Second)
 		if err != nil {
 			t.Fatalf("TryAcquire after Do: got %v, want the lock free", err)
@@ -584,16 +394,16 @@ func TestDo(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Do: got %v, want context.Canceled", err)
 		}
-		eventually(t, 5*time.Second, "lock released with a fresh context", func() bool {
-			return countEqual(tokens(t, cl.Nodes, "do-cancel"), "") == len(cl.Nodes)
+		redlocktest.Eventually(t, 5*time.Second, "lock released with a fresh context", func() bool {
+			return countEqual(redlocktest.Values(t, cl.Nodes, "do-cancel"), "") == len(cl.Nodes)
 		})
 	})
 }
 
 func TestValidityExhausted(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	// A drift allowance of the whole TTL leaves no validity for any quorum.
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithDrift(1, 0))
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithDrift(1, 0))
 	_, err := c.TryAcquire(testCtx(t), "exhausted", time.Second)
 	if !errors.Is(err, redlock.ErrValidityExhausted) {
 		t.Fatalf("got %v, want ErrValidityExhausted", err)
@@ -602,16 +412,16 @@ func TestValidityExhausted(t *testing.T) {
 		t.Errorf("got %d votes, want a quorum (>= %d)", ae.Last.Votes, c.Quorum())
 	}
 	c.Close() // wait for the cleanup of the granted keys
-	if got := tokens(t, cl.Nodes, "exhausted"); countEqual(got, "") != len(got) {
+	if got := redlocktest.Values(t, cl.Nodes, "exhausted"); countEqual(got, "") != len(got) {
 		t.Errorf("after the failed attempt: got %q on the nodes, want the keys released", got)
 	}
 }
 
 func TestContextErrorsStayVisible(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	holder := newClient(t, cl.Addrs(), calmTimeout)
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithBackoff(redlock.RandomBackoff(5*time.Millisecond, 10*time.Millisecond)))
+	holder := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithBackoff(redlock.RandomBackoff(5*time.Millisecond, 10*time.Millisecond)))
 	l, err := holder.Acquire(ctx, "ctx", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -649,8 +459,8 @@ func TestContextErrorsStayVisible(t *testing.T) {
 }
 
 func TestCloseIsIdempotentAndFinal(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
-	c := newClient(t, cl.Addrs(), calmTimeout)
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -663,9 +473,9 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
-	c := newClient(t, cl.Addrs(), calmTimeout)
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout)
 	for _, tc := range []struct {
 		kill    int
 		wantUp  int
@@ -682,11 +492,11 @@ func TestPing(t *testing.T) {
 }
 
 func TestObserverSeesEveryOperation(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	var mu sync.Mutex
 	var events []redlock.Event
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, e)
@@ -813,10 +623,10 @@ func (r *acquireRecorder) ObserveAcquire(a redlock.AcquireResult) {
 }
 
 func TestAcquireObserverSumsUpEveryCall(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	rec := &acquireRecorder{}
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithMaxAttempts(3),
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec), redlock.WithMaxAttempts(3),
 		redlock.WithBackoff(redlock.RandomBackoff(time.Millisecond, 2*time.Millisecond)))
 	const ttl = 10 * time.Second
 
@@ -871,10 +681,10 @@ func TestAcquireObserverSumsUpEveryCall(t *testing.T) {
 }
 
 func TestExtendAfterExpiryIsObserved(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	rec := &acquireRecorder{}
-	c := newClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec))
+	c := redlocktest.NewClient(t, cl.Addrs(), calmTimeout, redlock.WithObserver(rec))
 	l, err := c.Acquire(ctx, "short", 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

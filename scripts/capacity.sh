@@ -89,10 +89,9 @@ addrs() { # addrs OFFSET: the nodes' addresses at base+OFFSET+1..
 export REDLAB_STATE_DIR=$labdir REDLAB_CREDENTIALS=$labdir/credentials.json
 common=(--guard redlock --keys uniform:1000 --lab-cpu)
 setups=()
-# Capacity is measured on plain data directories: the power-loss filesystem
-# (a FUSE layer on every write and fsync, docs/benchmarks.md) is for drills.
-# PLAIN_DISKS=false in the environment keeps it.
-PLAIN_DISKS="${PLAIN_DISKS:-true}"
+# Measured on plain data directories, the lab's default; POWER_LOSS=true
+# in the environment puts the power-loss filesystem under them instead.
+POWER_LOSS="${POWER_LOSS:-false}"
 floor=$OUT/floor.json
 # The disk alone, before any redis-server writes to it.
 mkdir -p "$labdir"
@@ -108,7 +107,7 @@ for fsync in always everysec; do
 		# count of locks put the rewrite; docs/benchmarks.md).
 		echo "capacity: lab up, $NODES nodes, appendfsync $fsync, for the $path setup"
 		lab_started=1
-		"$BIN" lab up --plain-disks="$PLAIN_DISKS" --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
+		"$BIN" lab up --power-loss="$POWER_LOSS" --state-dir "$labdir" --count $NODES --base-port "$BASE" --persistence "$fsync" >"$work/lab-up.log" 2>&1 ||
 			{ echo "capacity: lab up failed:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
 		if [ "$path" = fronts ]; then
 			echo "capacity: appendfsync $fsync: the fan-out floor, $FLOOR direct to the nodes"

@@ -56,11 +56,10 @@ echo "cost: building $BIN and $TABLE"
 
 echo "cost: lab up, 5 nodes (appendfsync always), 3 etcd members"
 lab_started=1
-# Capacity is measured on plain data directories: the power-loss filesystem
-# (a FUSE layer on every write and fsync, docs/benchmarks.md) is for drills.
-# PLAIN_DISKS=false in the environment keeps it.
-PLAIN_DISKS="${PLAIN_DISKS:-true}"
-"$BIN" lab up --plain-disks="$PLAIN_DISKS" --state-dir "$labdir" --count 5 --etcd 3 --base-port "$BASE" --persistence always >"$work/lab-up.log" 2>&1 ||
+# Measured on plain data directories, the lab's default; POWER_LOSS=true
+# in the environment puts the power-loss filesystem under them instead.
+POWER_LOSS="${POWER_LOSS:-false}"
+"$BIN" lab up --power-loss="$POWER_LOSS" --state-dir "$labdir" --count 5 --etcd 3 --base-port "$BASE" --persistence always >"$work/lab-up.log" 2>&1 ||
 	{ echo "cost: lab up failed:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
 # REDLAB_NODES, REDLAB_ETCD, the state directory and the login, as lab up
 # exports them.

@@ -78,9 +78,9 @@ if [ "${DEMO_NODES:-lab}" = lab ] && [ -n "$tf" ] && [ -x "$tf" ] && grep -q "^ 
 	if [ -n "$base" ]; then
 		echo "demo: bringing up the five-node lab ($tf)"
 		mode=lab
-		# Plain data directories: the demo cuts no power, and the power-loss
-		# filesystem (FUSE on every write and fsync) is for drills.
-		if REDLAB_TF="$tf" "$BIN" lab up --plain-disks --state-dir "$work/lab" --base-port "$base" >"$work/lab-up.log" 2>&1; then
+		# The default lab: plain data directories (the power-loss filesystem,
+		# FUSE on every write and fsync, is for drills that cut power).
+		if REDLAB_TF="$tf" "$BIN" lab up --state-dir "$work/lab" --base-port "$base" >"$work/lab-up.log" 2>&1; then
 			# The last line exports the lab's nodes, state dir and credentials.
 			eval "$(tail -1 "$work/lab-up.log")"
 			nodes=$REDLAB_NODES

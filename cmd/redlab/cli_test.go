@@ -16,9 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/loadgen"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // runArgs runs one command line in-process.
@@ -312,7 +312,7 @@ func deadAddrs(t *testing.T, n int) []string {
 // nodes, two of them unreachable; the findings are counted apart from the
 // nodes; go-redis' pool logs stay off stderr.
 func TestDoctorSummaryWithDeadNodes(t *testing.T) {
-	live := redistest.Start(t, 1, redistest.Options{})
+	live := redlocktest.Start(t, 1, redlocktest.Options{})
 	addrs := append([]string{live.Nodes[0].Addr}, deadAddrs(t, 2)...)
 	nodes := strings.Join(addrs, ",")
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func runDoctorArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -17,8 +17,8 @@ func runDoctorArgs(t *testing.T, args ...string) (code int, stdout, stderr strin
 }
 
 func TestDoctor(t *testing.T) {
-	good := redistest.Start(t, 3, redistest.Options{})
-	bad := redistest.Start(t, 1, redistest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
+	good := redlocktest.Start(t, 3, redlocktest.Options{})
+	bad := redlocktest.Start(t, 1, redlocktest.Options{AppendFsync: "everysec", Extra: []string{"maxmemory-policy allkeys-lru"}})
 	goodNodes := strings.Join(good.Addrs(), ",")
 	t.Setenv("REDLAB_NODES", "")
 
@@ -59,7 +59,7 @@ func TestDoctor(t *testing.T) {
 }
 
 func TestDoctorNodesFromEnv(t *testing.T) {
-	good := redistest.Start(t, 3, redistest.Options{})
+	good := redlocktest.Start(t, 3, redlocktest.Options{})
 	t.Setenv("REDLAB_NODES", strings.Join(good.Addrs(), ","))
 	if code, out, errOut := runDoctorArgs(t, "--timeout", "250ms"); code != exitOK {
 		t.Fatalf("got exit %d, want 0\n%s%s", code, out, errOut)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/drill"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 func newDrillCmd(e *env) *cobra.Command {
@@ -62,8 +63,13 @@ naming the file, the line and the field. With --check the specs are only read
 and validated, with the same messages, and nothing runs: a lint for runbooks
 in a CI of your own.
 
+Before its first fault a drill checks that the host kept its schedule: every
+guard served at least 90% of the operations due, sent on time and answered by
+the service. If not, the drill ends INVALID: the host was too busy to run it,
+which says nothing of the lock; it is neither passed nor failed.
+
 Exit 0 every expectation held, 1 one did not (each is named) or a drill could
-not run, 2 usage or spec error.`,
+not run, 2 usage or spec error, 3 a drill was INVALID and none failed.`,
 		Example: `  redlab drill runbooks/drills/power-loss-everysec-no-delay.md
   redlab drill --matrix runbooks/drills/ --out runs/drills
   redlab drill --check runbooks/drills/*.md`,
@@ -184,7 +190,7 @@ func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Opti
 	}
 	m := drill.NewMatrix(specs)
 	began := time.Now()
-	var failed, broken []string
+	var failed, broken, invalid []string
 	for _, s := range specs {
 		start := time.Now()
 		res, err := drill.Run(ctx, s, opts)
@@ -204,6 +210,10 @@ func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Opti
 			continue
 		}
 		printResult(e.stdout, res, filepath.Join(opts.Out, s.Name))
+		if res.Invalid != "" {
+			invalid = append(invalid, fmt.Sprintf("%s: %s", s.Name, res.Invalid))
+			continue
+		}
 		for _, f := range res.Failures() {
 			failed = append(failed, fmt.Sprintf("%s: %s", s.Name, f))
 		}
@@ -212,6 +222,9 @@ func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Opti
 		fmt.Fprintf(e.stdout, "matrix: %s (%s, %s)\n", filepath.Join(opts.Out, drill.MatrixMarkdown), drill.MatrixHTML, drill.MatrixJSON)
 	}
 	if len(failed)+len(broken) == 0 {
+		if len(invalid) > 0 {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("%d drill(s) INVALID, not judged:\n  %s", len(invalid), strings.Join(invalid, "\n  "))}
+		}
 		return nil
 	}
 	var b strings.Builder
@@ -224,23 +237,44 @@ func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Opti
 		}
 		fmt.Fprintf(&b, "%d drill(s) did not run:\n  %s", len(broken), strings.Join(broken, "\n  "))
 	}
+	if len(invalid) > 0 {
+		fmt.Fprintf(&b, "\n%d drill(s) INVALID, not judged:\n  %s", len(invalid), strings.Join(invalid, "\n  "))
+	}
 	return errors.New(b.String())
+}
+
+// modelWord is the model checker's verdict in the drill's table.
+func modelWord(m *drill.Model) string {
+	switch {
+	case m == nil:
+		return "–"
+	case m.Unknown:
+		return "unknown"
+	case !m.Agrees:
+		return "DISAGREES"
+	case m.Linearizable:
+		return "yes"
+	}
+	return "no"
 }
 
 // printResult writes a drill's verdict and counts.
 func printResult(w io.Writer, r *drill.Result, dir string) {
-	verdict := "PASS"
-	if !r.Passed {
-		verdict = "FAIL"
+	fmt.Fprintf(w, "drill %s: %s (seed %d) %s\n", r.Drill, r.Verdict(), r.Seed, dir)
+	if r.Invalid != "" {
+		fmt.Fprintf(w, "  INVALID: %s\n", r.Invalid)
 	}
-	fmt.Fprintf(w, "drill %s: %s (seed %d) %s\n", r.Drill, verdict, r.Seed, dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "guard\trequests\treserved\tunavailable\toverloaded\tdouble grants\tlock violations\tlost updates\tfenced\tavailability\tacquire p99\t")
+	fmt.Fprintln(tw, "guard\trequests\treserved\tunavailable\toverloaded\tdouble grants\tlock violations\tlost updates\tfenced\tlinearizable\tavailability\tacquire p99\t")
 	for _, g := range r.GuardOrder {
 		gr := r.Guards[g]
 		c := gr.Counts
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f%%\t%.1f ms\t\n", g, c.Requests, c.Reserved, c.Unavailable, c.Overloaded,
-			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, gr.Availability*100, gr.AcquireP99Ms)
+		p99 := "–"
+		if guard, err := inventory.ParseAnyGuard(g); err == nil && guard.Locks() {
+			p99 = fmt.Sprintf("%.1f ms", gr.AcquireP99Ms)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f%%\t%s\t\n", g, c.Requests, c.Reserved, c.Unavailable, c.Overloaded,
+			c.DoubleGrants, c.LockViolations, c.LostUpdates, c.FencedRejections, modelWord(gr.Model), gr.Availability*100, p99)
 	}
 	tw.Flush()
 	for _, g := range r.GuardOrder {

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"github.com/redlocklab/redlocklab/infra/node"
 )
 
@@ -38,7 +40,7 @@ else ./bin/tofu (make tools).`,
 }
 
 func newLabUpCmd(e *env, dir *string) *cobra.Command {
-	cfg := lab.Config{Count: lab.DefaultCount, BasePort: lab.DefaultBasePort, NodePersistence: []lab.Persistence{lab.PersistAlways}, RestartDelay: lab.DefaultRestartDelay}
+	cfg := lab.Config{Profile: profile.Profile{Nodes: lab.DefaultCount, Persistence: []lab.Persistence{lab.PersistAlways}, RestartDelay: lab.DefaultRestartDelay}, BasePort: lab.DefaultBasePort}
 	var (
 		verbose    bool
 		monitoring bool
@@ -84,75 +86,22 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 					}
 					mcfg.DataDir = was.DataDir
 				}
+				// The profile's fields the flags did not change keep the
+				// lab's values.
 				was := old.Config()
-				if !fs.Changed("count") {
-					cfg.Count = was.Count
-				}
-				if !fs.Changed("persistence") {
-					cfg.NodePersistence = was.NodePersistence
-				}
-				if !fs.Changed("restart-delay") {
-					cfg.RestartDelay = was.RestartDelay
-					cfg.NoRestartDelay = was.NoRestartDelay
-				}
 				if !fs.Changed("base-port") {
 					cfg.BasePort = was.BasePort
 				}
-				if !fs.Changed("replicas") {
-					cfg.Replicas = was.Replicas
-				}
-				if !fs.Changed("machines") {
-					cfg.Machines = was.Machines
-				}
-				if !fs.Changed("ssh") {
-					// --machines=false alone drops SSH with the machines.
-					cfg.SSH = was.SSH && cfg.Machines
-				}
-				if !fs.Changed("tls") {
-					cfg.TLS = was.TLS
-				}
-				if !fs.Changed("plain-disks") {
-					cfg.PlainDisks = was.PlainDisks
-				}
 				if !fs.Changed("etcd") {
-					cfg.Etcd, cfg.EtcdServer = was.Etcd, was.EtcdServer
+					cfg.EtcdServer = was.EtcdServer
 				}
-				if !fs.Changed("etcd-unsafe-no-fsync") {
-					cfg.EtcdUnsafeNoFsync = was.EtcdUnsafeNoFsync
-				}
-			}
-			if cfg.SSH && !cfg.Machines {
-				return usageErrorf("--ssh without --machines: SSH reaches machines in network namespaces of their own; add --machines")
-			}
-			if cfg.Machines && cfg.Replicas > 0 {
-				return usageErrorf("--machines with --replicas 1: a machine runs one redis-server under systemd; replicas need the process lab")
-			}
-			if cfg.Replicas < 0 || cfg.Replicas > 1 {
-				return usageErrorf("--replicas %d: want 0 (independent nodes) or 1 (an asynchronous replica per node, the mistake 'fault failover' shows)", cfg.Replicas)
-			}
-			if cfg.Etcd != 0 && cfg.Etcd != 1 && cfg.Etcd != 3 && cfg.Etcd != 5 {
-				return usageErrorf("--etcd %d: want 0 (none), 1, 3 or 5 members (odd, so that a majority exists)", cfg.Etcd)
-			}
-			if cfg.EtcdUnsafeNoFsync && cfg.Etcd == 0 {
-				return usageErrorf("--etcd-unsafe-no-fsync needs etcd members (--etcd 1, 3 or 5)")
-			}
-			if cfg.Etcd > 0 && cfg.Machines {
-				return usageErrorf("--etcd with --machines: etcd members run next to process nodes only")
-			}
-			if cfg.TLS && (cfg.Replicas > 0 || cfg.Machines) {
-				return usageErrorf("--tls goes with independent process nodes only, not with --replicas 1 (the replication links would need TLS too) or --machines")
-			}
-			if cfg.Count < 1 || cfg.Count > lab.MaxNodes {
-				return usageErrorf("--count %d: want 1-%d", cfg.Count, lab.MaxNodes)
-			}
-			if n := len(cfg.NodePersistence); n != 1 && n != cfg.Count {
-				return usageErrorf("--persistence gives %d profiles for %d nodes: give one for every node or one per node", n, cfg.Count)
+				keepProfile(fs, &cfg.Profile, was.Profile)
 			}
 			if fs.Changed("restart-delay") {
-				if cfg.RestartDelay < 0 {
-					return usageErrorf("--restart-delay must be >= 0 (it is the max lock TTL; 0 restarts a crashed node at once), got %v", cfg.RestartDelay)
-				}
 				cfg.NoRestartDelay = cfg.RestartDelay == 0
+			}
+			if err := cfg.Profile.Validate(); err != nil {
+				return profileUsageError(err)
 			}
 			if !monitoring && (fs.Changed("scrape-interval") || fs.Changed("alert-for-max")) {
 				return usageErrorf("--scrape-interval and --alert-for-max configure --monitoring")
@@ -204,14 +153,14 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 			if l.TLS() {
 				replicas += ", TLS only (CA " + l.TLSFiles().CA + ")"
 			}
-			if l.PlainDisks() {
-				replicas += ", plain data directories (power-loss refused)"
+			if l.PowerLossLayer() {
+				replicas += ", the power-loss filesystem under every data directory"
 			}
 			if l.EtcdUnsafeNoFsync() {
 				replicas += ", etcd members without fsync (a negative control)"
 			}
 			fmt.Fprintf(e.stdout, "lab up in %v: %d nodes, persistence %s, restart delay %v%s, state %s\n",
-				time.Since(start).Round(time.Millisecond), len(l.Nodes()), node.FormatPersistenceList(l.Config().NodePersistence), l.RestartDelay(), replicas, l.StateDir())
+				time.Since(start).Round(time.Millisecond), len(l.Nodes()), node.FormatPersistenceList(l.Config().Persistence), l.RestartDelay(), replicas, l.StateDir())
 			for _, n := range l.Nodes() {
 				if n.ReplicaAddr != "" {
 					fmt.Fprintf(e.stdout, "  node %d  %s  (redis %s, control %s, replica %s via %s)\n", n.ID, n.Addr, n.RedisAddr, n.Control, n.ReplicaAddr, n.ReplicaLink)
@@ -230,15 +179,15 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 		},
 	}
 	fs := c.Flags()
-	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of nodes")
+	fs.IntVar(&cfg.Nodes, "count", cfg.Nodes, "number of nodes")
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "the lab's base port: node N's proxy is base+N (the layout: infra/lab/layout.go)")
-	fs.Var((*persistenceListFlag)(&cfg.NodePersistence), "persistence", "persistence of every node (always, everysec, no-fsync or none), or one per node: always,always,everysec,everysec,everysec")
+	fs.Var((*persistenceListFlag)(&cfg.Persistence), "persistence", "persistence of every node (always, everysec, no-fsync or none), or one per node: always,always,everysec,everysec,everysec")
 	fs.DurationVar(&cfg.RestartDelay, "restart-delay", cfg.RestartDelay, "how long a crashed node stays down (= the max lock TTL; 0s restarts it at once, the unsafe practice)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "1 gives every node an asynchronous replica that 'fault failover' promotes behind its address (the replicas-as-nodes mistake); 0: independent nodes")
 	fs.BoolVar(&cfg.SSH, "ssh", false, "with --machines: every machine in a network namespace of its own (a veth pair to this host, no route beyond) running sshd with the lab's key for root; writes a hosts inventory and known_hosts into the state directory and exports REDLAB_HOSTS, for drill --hosts and fault --hosts (kept by a later lab up unless --ssh=false)")
 	fs.BoolVar(&cfg.Machines, "machines", false, "boot every node as a Debian 12 systemd-nspawn machine from its cloud-init user data (real systemd, chrony and restart guard; needs root; kept by a later lab up unless --machines=false)")
 	fs.BoolVar(&cfg.TLS, "tls", false, "every node TLS-only: a CA and node certificate written to the state directory's tls/, the export line with rediss:// nodes and "+envTLSCA+" (kept by a later lab up unless --tls=false)")
-	fs.BoolVar(&cfg.PlainDisks, "plain-disks", false, "plain data directories instead of the power-loss filesystem: nothing between the servers and the disk (what capacity runs measure), power-loss faults refused (kept by a later lab up unless --plain-disks=false)")
+	fs.BoolVar(&cfg.PowerLoss, "power-loss", false, "put the power-loss filesystem (a FUSE layer that keeps only what each server fsynced) under every data directory, so that 'fault power-loss' can run; without it the servers write to plain directories, as on a real host, and power-loss is refused. It costs CPU and latency: measure without it (kept by a later lab up unless --power-loss=false)")
 	fs.IntVar(&cfg.Etcd, "etcd", 0, "etcd members next to the Redis nodes (0, 1, 3 or 5), on ports from base+600+M; the etcd binary is $REDLAB_ETCD_BIN, else bin/etcd ('make etcd'), else etcd on PATH")
 	fs.BoolVar(&cfg.EtcdUnsafeNoFsync, "etcd-unsafe-no-fsync", false, "a negative control: every etcd member runs with unsafe-no-fsync (never fsyncs), so a power cut of a majority loses acknowledged writes (kept by a later lab up unless --etcd-unsafe-no-fsync=false)")
 	fs.StringVar(&cfg.InfraDir, "infra-dir", "", "the repository's infra directory (default: found from the current directory)")
@@ -248,6 +197,62 @@ A lab that has monitoring keeps it on a later 'lab up' unless
 	fs.DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: Prometheus's scrape and rule evaluation interval")
 	fs.DurationVar(&mcfg.AlertForMax, "alert-for-max", 0, "with --monitoring: cap every alert's 'for:' at this (for drills and demos whose faults last seconds; 0 keeps the rules as written)")
 	return c
+}
+
+// profileFlags maps each field of a lab profile (as profile.Error names
+// it) to the flag of lab up that sets it.
+var profileFlags = map[string]string{
+	"nodes": "count", "persistence": "persistence", "restart_delay": "restart-delay", "replicas": "replicas",
+	"machines": "machines", "ssh": "ssh", "tls": "tls", "etcd": "etcd", "etcd_unsafe_no_fsync": "etcd-unsafe-no-fsync",
+	"power_loss": "power-loss",
+}
+
+// keepProfile sets the fields of p whose flag was not given to was's.
+func keepProfile(fs *pflag.FlagSet, p *profile.Profile, was profile.Profile) {
+	keep := func(field string) bool { return !fs.Changed(profileFlags[field]) }
+	if keep("nodes") {
+		p.Nodes = was.Nodes
+	}
+	if keep("persistence") {
+		p.Persistence = was.Persistence
+	}
+	if keep("restart_delay") {
+		p.RestartDelay, p.NoRestartDelay = was.RestartDelay, was.NoRestartDelay
+	}
+	if keep("replicas") {
+		p.Replicas = was.Replicas
+	}
+	if keep("machines") {
+		p.Machines = was.Machines
+	}
+	if keep("ssh") {
+		// --machines=false alone drops SSH with the machines.
+		p.SSH = was.SSH && p.Machines
+	}
+	if keep("tls") {
+		p.TLS = was.TLS
+	}
+	if keep("etcd") {
+		p.Etcd = was.Etcd
+	}
+	if keep("etcd_unsafe_no_fsync") {
+		p.EtcdUnsafeNoFsync = was.EtcdUnsafeNoFsync
+	}
+	if keep("power_loss") {
+		p.PowerLoss = was.PowerLoss
+	}
+}
+
+// profileUsageError is a profile's broken rule as a usage error that names
+// the flag to change.
+func profileUsageError(err error) error {
+	var pe *profile.Error
+	if errors.As(err, &pe) {
+		if f, ok := profileFlags[pe.Field]; ok {
+			return usageErrorf("--%s: %s", f, pe.Rule)
+		}
+	}
+	return usageErrorf("%v", err)
 }
 
 // printMonitoring writes the monitoring's addresses, as lab up and lab

@@ -136,6 +136,10 @@ func TestLabCLI(t *testing.T) {
 		{[]string{"fault", "latency", "3", "--add", "20ms", "--jitter", "5ms"}, exitOK, []string{"latency node 3"}},
 		{[]string{"fault", "clock-jump", "1", "--by", "5s"}, exitOK, []string{"clock-jump node 1: 0 keys' TTLs moved, 0 keys expired"}},
 		{[]string{"fault", "kill", "1"}, exitOK, []string{"kill node 1: now waiting"}},
+		// The default lab writes to plain directories: a power loss is
+		// refused, naming the flag that brings the filesystem model.
+		{[]string{"fault", "power-loss", "3"}, exitUsage, []string{"lab up --power-loss"}},
+		{[]string{"lab", "up", "--power-loss"}, exitOK, []string{"the power-loss filesystem under every data directory"}},
 		{[]string{"fault", "power-loss", "3"}, exitOK, []string{"power-loss node 3 (always, filesystem model): cut 0 unsynced bytes, 0 acknowledged writes"}},
 		{[]string{"fault", "restart", "1", "--delay", "0s"}, exitOK, []string{"restart node 1"}},
 		{[]string{"fault", "stop", "2"}, exitOK, []string{"stop node 2: now stopped"}},

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/loadgen"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the status line and the test.
@@ -234,7 +234,7 @@ func TestSweepAndMergeCommands(t *testing.T) {
 // nodes, two in-process replicas behind the redlock guard, a short low-rate
 // load with contention on a hot key.
 func TestLoadAgainstRealNodes(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{})
+	c := redlocktest.Start(t, 3, redlocktest.Options{})
 	dir := filepath.Join(t.TempDir(), "run")
 	code, stdout, stderr := runCmd(t, nil, "load", "--nodes", strings.Join(c.Addrs(), ","), "--guard", "redlock",
 		"--rate", "50", "--duration", "2s", "--keys", "hot:20:0.5", "--replicas", "2", "--stock", "1000",
@@ -280,8 +280,8 @@ func TestLoadAgainstRealNodes(t *testing.T) {
 // end with exit 1 and the reason, not exit 0 with a report of nothing.
 func TestLoadNothingReserved(t *testing.T) {
 	addrs := []string{
-		fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
-		fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		fmt.Sprintf("127.0.0.1:%d", redlocktest.FreePort(t)),
+		fmt.Sprintf("127.0.0.1:%d", redlocktest.FreePort(t)),
 	}
 	code, stdout, stderr := runCmd(t, nil, "load", "--nodes", strings.Join(addrs, ","), "--guard", "redlock",
 		"--rate", "10", "--duration", "2s", "--out", filepath.Join(t.TempDir(), "run"))
@@ -393,7 +393,7 @@ func TestLoadEtcd(t *testing.T) {
 }
 
 func TestLoadRunsRedsyncAndComparisonGuards(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{})
+	c := redlocktest.Start(t, 3, redlocktest.Options{})
 	for _, g := range []string{"redsync", "redlock-del"} {
 		t.Run(g, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")

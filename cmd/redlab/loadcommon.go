@@ -183,7 +183,7 @@ func (f *loadFlags) validate(fs *pflag.FlagSet, thFlag string, ths thresholdsFla
 	if f.out == "" {
 		return errors.New("--out must name a directory")
 	}
-	if _, err := loadgen.KeySpec(f.keys).Generator(loadgen.Shard(f.worker)); err != nil {
+	if _, err := loadgen.NewKeyGen(loadgen.KeySpec(f.keys), loadgen.Shard(f.worker)); err != nil {
 		return err
 	}
 	n, why := f.timedNodes()
@@ -333,7 +333,7 @@ func (f *loadFlags) setUp(ctx context.Context, e *env) (*loadRig, error) {
 	}
 	r := &loadRig{shard: loadgen.Shard(f.worker)}
 	var err error
-	if r.keys, err = loadgen.KeySpec(f.keys).Generator(r.shard); err != nil {
+	if r.keys, err = loadgen.NewKeyGen(loadgen.KeySpec(f.keys), r.shard); err != nil {
 		return nil, err
 	}
 	if f.labCPU {

@@ -1,7 +1,8 @@
 // Command redlab is the redlock-lab binary: one executable, one file per
 // subcommand. Commands only parse flags and call packages.
 //
-// Exit codes: 0 ok, 1 failure, 2 usage error, 99 thresholds failed.
+// Exit codes: 0 ok, 1 failure, 2 usage error, 3 invalid or inconclusive,
+// 99 thresholds failed.
 package main
 
 import (
@@ -39,6 +40,7 @@ const (
 	exitOK        = 0
 	exitFailure   = 1
 	exitUsage     = 2
+	exitInvalid   = 3
 	exitThreshold = 99
 )
 
@@ -57,6 +59,8 @@ Exit codes (every command):
   0   ok
   1   failure (the reason is on stderr)
   2   usage error: a bad flag, argument or command
+  3   invalid or inconclusive: the host could not keep a drill's schedule
+      (drill), or a search never reached what its faults should (explore)
   99  thresholds failed (load, merge, report) or no rate met the SLO (sweep)`
 
 // env is what a command may touch of the outside world.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/redlocklab/redlocklab/internal/etcdtest"
 	"github.com/redlocklab/redlocklab/internal/pgtest"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/inventory"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // serveOutput is an io.Writer the test can read while the command writes.
@@ -177,7 +177,7 @@ func (s *server) waitExit(t *testing.T) int {
 // section when SIGTERM arrives completes with 201, its lock is released on
 // every node, and serve exits 0.
 func TestServeGracefulShutdown(t *testing.T) {
-	cluster := redistest.Start(t, 3, redistest.Options{})
+	cluster := redlocktest.Start(t, 3, redlocktest.Options{})
 	db := "sqlite:" + filepath.Join(t.TempDir(), "inventory.db")
 	// A node timeout well above a busy machine's stalls: the test is about
 	// the drain, not about releases that time out (those are retried in the

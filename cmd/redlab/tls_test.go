@@ -11,14 +11,15 @@ import (
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // tlsRig is a set of real TLS-only redis-servers with certificates good and
 // bad, and the CA files a client can be given.
 type tlsRig struct {
-	good                    []*redistest.Node // certificates for 127.0.0.1 from ca
-	expired, misnamed       *redistest.Node
-	plain                   *redistest.Node
+	good                    []*redlocktest.Node // certificates for 127.0.0.1 from ca
+	expired, misnamed       *redlocktest.Node
+	plain                   *redlocktest.Node
 	caFile, otherCAFile     string
 	goodList, goodAddrsList string // rediss://… and host:port…
 }
@@ -46,7 +47,7 @@ func newTLSRig(t *testing.T) *tlsRig {
 	}
 	r.expired = redistest.StartTLS(t, ca, []string{"127.0.0.1"}, now.Add(-48*time.Hour), now.Add(-time.Hour))
 	r.misnamed = redistest.StartTLS(t, ca, []string{"redis-7.example"}, now.Add(-time.Hour), now.Add(24*time.Hour))
-	r.plain = redistest.Start(t, 1, redistest.Options{}).Nodes[0]
+	r.plain = redlocktest.Start(t, 1, redlocktest.Options{}).Nodes[0]
 	var tlsList, plainList []string
 	for _, n := range r.good {
 		tlsList = append(tlsList, "rediss://"+n.Addr)
@@ -68,7 +69,7 @@ func clearTLSEnv(t *testing.T) {
 func TestTLSDoctor(t *testing.T) {
 	r := newTLSRig(t)
 	clearTLSEnv(t)
-	bad := func(n *redistest.Node) string { return r.good[0].Addr + "," + r.good[1].Addr + "," + n.Addr }
+	bad := func(n *redlocktest.Node) string { return r.good[0].Addr + "," + r.good[1].Addr + "," + n.Addr }
 	for _, tc := range []struct {
 		name     string
 		args     []string

@@ -12,8 +12,8 @@ import (
 // Status returns every node's status. A node whose supervisor does not
 // answer is reported NodeDown with what its last status file said.
 func (l *Lab) Status(ctx context.Context) ([]NodeStatus, error) {
-	out := make([]NodeStatus, 0, len(l.f.Nodes))
-	for _, n := range l.f.Nodes {
+	out := make([]NodeStatus, 0, len(l.f.Endpoints))
+	for _, n := range l.f.Endpoints {
 		var st NodeStatus
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := control(n).Status(sctx, &st)
@@ -24,8 +24,8 @@ func (l *Lab) Status(ctx context.Context) ([]NodeStatus, error) {
 			}
 			st = node.LastStatus(l.stateDir, n.ID)
 			st.ID, st.State, st.SupervisorPID, st.RedisPID = n.ID, node.Down, 0, 0
-			if st.Persistence == "" && n.ID <= len(l.f.NodePersistence) {
-				st.Persistence = l.f.NodePersistence[n.ID-1]
+			if st.Persistence == "" && n.ID <= len(l.f.Persistence) {
+				st.Persistence = l.f.Persistence[n.ID-1]
 			}
 		}
 		out = append(out, st)
@@ -67,8 +67,8 @@ func (l *Lab) PowerLoss(ctx context.Context, id int) (FaultResult, error) {
 // checkPowerLoss refuses a power loss on a lab whose nodes and members
 // run on plain data directories, before anything is sent.
 func (l *Lab) checkPowerLoss() error {
-	if l.f.PlainDisks {
-		return fmt.Errorf("lab: power-loss: %w; bring the lab up without --plain-disks", node.ErrPlainDisk)
+	if !l.f.PowerLoss {
+		return fmt.Errorf("lab: power-loss: %w: %w; bring the lab up with the power-loss filesystem (lab up --power-loss; a drill that cuts power does this itself)", ErrInvalid, node.ErrPlainDisk)
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func (l *Lab) Partition(ctx context.Context, ids ...int) error {
 // or from every node when ids is empty.
 func (l *Lab) Heal(ctx context.Context, ids ...int) error {
 	if len(ids) == 0 {
-		for _, n := range l.f.Nodes {
+		for _, n := range l.f.Endpoints {
 			ids = append(ids, n.ID)
 		}
 	}
@@ -168,6 +168,11 @@ func (l *Lab) Failover(ctx context.Context, id int, lag time.Duration) (FaultRes
 // ErrUnsupported on a machine), as the supervisor would answer, with
 // nothing sent.
 func (l *Lab) Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (FaultResult, error) {
+	if kind == fault.PowerLoss {
+		if err := l.checkPowerLoss(); err != nil {
+			return FaultResult{}, err
+		}
+	}
 	target := fault.ProcessNode
 	if l.f.Machines {
 		target = fault.MachineNode

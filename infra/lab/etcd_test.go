@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -58,8 +59,8 @@ func TestLabEtcd(t *testing.T) {
 	const delay = 2 * time.Second
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := redistest.FreeStableBasePort(t, members, etcdLabOffsets...)
-	cfg := Config{
-		StateDir: dir, Count: 1, BasePort: base, RestartDelay: delay, Etcd: members,
+	cfg := Config{Profile: profile.Profile{Nodes: 1, RestartDelay: delay, Etcd: members},
+		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: infra, EtcdServer: etcd,
 	}
 	ctx := context.Background()

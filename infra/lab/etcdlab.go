@@ -172,6 +172,11 @@ func (l *Lab) EtcdHeal(ctx context.Context, members ...int) error {
 // leader's) as data, like Apply; the Etcd methods above are its kinds with
 // typed arguments.
 func (l *Lab) EtcdApply(ctx context.Context, member int, kind fault.Kind, params fault.Params) (EtcdFaultResult, error) {
+	if kind == fault.PowerLoss {
+		if err := l.checkPowerLoss(); err != nil {
+			return EtcdFaultResult{}, err
+		}
+	}
 	sent, err := requestOf(kind, params, fault.EtcdMember, false)
 	if err != nil {
 		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, member, err)

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,8 @@ func TestLabEtcdNoFsyncPowerLoss(t *testing.T) {
 	const members = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := redistest.FreeStableBasePort(t, members, etcdLabOffsets...)
-	cfg := Config{
-		StateDir: dir, Count: 1, BasePort: base, NoRestartDelay: true, Etcd: members, EtcdUnsafeNoFsync: true,
+	cfg := Config{Profile: profile.Profile{Nodes: 1, NoRestartDelay: true, Etcd: members, EtcdUnsafeNoFsync: true},
+		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: infra, EtcdServer: etcd,
 	}
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"log"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // A drill: three nodes, one crash, one partition, the fault log, and down.
 func Example() {
 	ctx := context.Background()
-	cfg := lab.Config{StateDir: "/tmp/drill", Count: 3, RestartDelay: 10 * time.Second}
+	cfg := lab.Config{Profile: profile.Profile{Nodes: 3, RestartDelay: 10 * time.Second}, StateDir: "/tmp/drill"}
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

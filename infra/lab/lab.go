@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"github.com/redlocklab/redlocklab/infra/machine"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
@@ -26,94 +27,49 @@ import (
 // Defaults for Config.
 const (
 	DefaultStateDir     = ".redlab"
-	DefaultCount        = 5
+	DefaultCount        = profile.DefaultNodes
 	DefaultBasePort     = 7100
-	DefaultRestartDelay = 5 * time.Second
+	DefaultRestartDelay = profile.DefaultRestartDelay
 )
 
 // ErrNoLab is returned by Open when the state directory holds no lab.
 var ErrNoLab = errors.New("lab: no lab in this state directory (run `redlab lab up`)")
 
-// Config describes a lab. Zero fields take the defaults.
+// Config describes a lab: its Profile (the shape, with its rules: package
+// profile), and where it lives and what runs it. Zero fields take the
+// defaults. It is also what lab.json keeps, so that a later Up, Down and
+// Lab.Config start from the same values.
 type Config struct {
-	StateDir string // default ./.redlab; made absolute
-	Count    int    // nodes, default 5
-	BasePort int    // default 7100: node N on BasePort+N (see the package doc)
-	// Persistence is every node's profile, default always. Set it or
-	// NodePersistence.
-	Persistence Persistence
-	// NodePersistence gives each node its profile, in node order: Count
-	// items, or one for every node (see ParsePersistenceList).
-	NodePersistence []Persistence
-	// RestartDelay is the restart guard's delay after a crash (= the max
-	// lock TTL); default 5s.
-	RestartDelay time.Duration
-	// NoRestartDelay restarts a crashed node at once: the unsafe practice
-	// drills compare against. RestartDelay must then be 0.
-	NoRestartDelay bool
-	// Replicas is 0 (independent nodes, the Redlock practice) or 1: every
-	// node gets an asynchronous replica, a second redis-server that follows
-	// it through a fault front of its own, so that Failover can promote it
-	// behind the node's address. This is the "replicas as nodes" mistake;
-	// see Failover.
-	Replicas int
-	// Machines boots every node as a Debian 12 systemd-nspawn machine
-	// (infra/machine) from the cloud-init user data infra/modules/redis-node
-	// renders, so that the production unit, chrony and the restart guard
-	// run under real systemd (see package node, machine.go). It needs root,
-	// systemd-nspawn, nsenter, chronyd and, the first time on a host,
-	// debootstrap and Debian's archive; Up refuses without them. Not with
-	// Replicas.
-	Machines bool
-	// SSH, with Machines, gives every machine a network namespace of its
-	// own and an sshd that lets the lab's key in as root, and writes a hosts
-	// inventory of the machines (see ssh.go): `redlab drill --hosts` and
-	// `redlab fault --hosts` then reach them over SSH, as they reach real
-	// VMs.
-	SSH bool
-	// TLS makes every node TLS-only (infra/modules/redis-node's tls
-	// profile): Up writes a CA and a node certificate into the state
-	// directory (TLSDir; see TLSFiles) and clients address the nodes as
-	// rediss:// (NodeList). The fault fronts relay the TLS bytes untouched.
-	// Not with Replicas or Machines.
-	TLS bool
-	// PlainDisks keeps every node's (a machine's too) and etcd member's
-	// data directory a plain directory instead of the power-loss
-	// filesystem (package node, powerfs.go): nothing between the server
-	// and the disk, for measurements and drills that cut no power;
-	// power-loss faults are then refused.
-	PlainDisks bool
+	// Profile is the lab's shape: nodes, persistence, restart delay,
+	// replicas, machines, SSH, TLS, etcd members, the power-loss
+	// filesystem. See package profile for each field and Profile.Validate
+	// for the rules between them.
+	profile.Profile
+	StateDir string `json:"-"`         // default ./.redlab; made absolute
+	BasePort int    `json:"base_port"` // default 7100: node N on BasePort+N (see the package doc)
 	// Redlab is the redlab binary the provisioners run; default the
 	// running executable.
-	Redlab string
+	Redlab string `json:"redlab"`
 	// Terraform is the tofu/terraform binary; default FindTerraform.
-	Terraform string
+	Terraform string `json:"terraform"`
 	// InfraDir is the repository's infra directory (holding envs/local and
 	// modules/redis-node); default FindInfraDir.
-	InfraDir string
+	InfraDir string `json:"infra_dir"`
 	// RedisServer is the redis-server binary; default redis-server on PATH.
-	RedisServer string
-	// Etcd is the number of etcd members next to the Redis nodes: 0 (none,
-	// the default), 1, 3 or 5. See layout.go, and package node for the members.
-	Etcd int
+	RedisServer string `json:"redis_server"`
 	// EtcdServer is the etcd binary; default FindEtcd.
-	EtcdServer string
-	// EtcdUnsafeNoFsync runs every etcd member with unsafe-no-fsync: a
-	// declared negative control, in which a power cut of a majority loses
-	// writes etcd acknowledged. The members refuse such a configuration
-	// unless it is declared here. Needs Etcd > 0.
-	EtcdUnsafeNoFsync bool
+	EtcdServer string `json:"etcd_server,omitempty"`
 	// Log receives tofu/terraform's output; nil discards it (it is also
 	// kept in the state directory's terraform.log).
-	Log io.Writer
+	Log io.Writer `json:"-"`
 	// Owner is the process the lab lives for (a drill: see OwnerOf); nil,
 	// the default, is none and the lab stays up until `lab down`. Once
 	// the owner is gone the lab takes itself down (package node,
 	// owner.go). A later Up sets it again: nil there removes it.
-	Owner *Owner
+	Owner *Owner `json:"owner,omitempty"`
 	// Temporary: the state directory is the caller's own temporary one, so
 	// Down removes it whole, whatever it holds.
-	Temporary bool
+	Temporary bool `json:"temporary,omitempty"`
 }
 
 // Owner names the process a lab lives for, by pid and start time.
@@ -132,91 +88,19 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("lab: state dir: %w", err)
 	}
 	c.StateDir = abs
-	if c.Count == 0 {
-		c.Count = DefaultCount
-	}
 	if c.BasePort == 0 {
 		c.BasePort = DefaultBasePort
 	}
-	if c.Persistence != "" && len(c.NodePersistence) > 0 && uniform(c.NodePersistence) != c.Persistence {
-		return c, fmt.Errorf("lab: persistence %s and per-node persistence %s disagree: set one of them",
-			c.Persistence, node.FormatPersistenceList(c.NodePersistence))
-	}
-	switch {
-	case len(c.NodePersistence) == 0:
-		p := c.Persistence
-		if p == "" {
-			p = PersistAlways
-		}
-		c.NodePersistence = []Persistence{p}
-	case len(c.NodePersistence) != 1 && len(c.NodePersistence) != c.Count:
-		return c, fmt.Errorf("lab: %d persistence profiles (%s) for %d nodes: want one per node, or one for all",
-			len(c.NodePersistence), node.FormatPersistenceList(c.NodePersistence), c.Count)
-	}
-	if len(c.NodePersistence) == 1 && c.Count > 0 {
-		c.NodePersistence = slices.Repeat(c.NodePersistence[:1], c.Count)
-	}
-	c.NodePersistence = slices.Clone(c.NodePersistence)
-	c.Persistence = uniform(c.NodePersistence)
-	if c.RestartDelay == 0 && !c.NoRestartDelay {
-		c.RestartDelay = DefaultRestartDelay
+	if c.Profile, err = c.Profile.WithDefaults(); err != nil {
+		return c, fmt.Errorf("lab: %w", err)
 	}
 	return c, c.validate()
 }
 
-// uniform returns the profile every node shares, or node.PersistMixed.
-func uniform(ps []Persistence) Persistence {
-	for _, p := range ps[1:] {
-		if p != ps[0] {
-			return node.PersistMixed
-		}
-	}
-	return ps[0]
-}
-
+// validate checks what the profile does not: the ports and the paths.
 func (c Config) validate() error {
-	if c.Count < 1 || c.Count > MaxNodes {
-		return fmt.Errorf("lab: count %d: want 1-%d", c.Count, MaxNodes)
-	}
-	if c.Replicas < 0 || c.Replicas > 1 {
-		return fmt.Errorf("lab: replicas %d: want 0 (independent nodes) or 1 (one asynchronous replica per node)", c.Replicas)
-	}
-	if c.Machines && c.Replicas > 0 {
-		return fmt.Errorf("lab: machines with replicas: a machine runs one redis-server under systemd; use the process lab for replicas")
-	}
-	if c.SSH && !c.Machines {
-		return fmt.Errorf("lab: ssh without machines: SSH reaches machines of their own network namespace; set Machines too")
-	}
-	if c.Etcd != 0 && c.Etcd != 1 && c.Etcd != 3 && c.Etcd != 5 {
-		return fmt.Errorf("lab: etcd %d: want 0 (none), 1, 3 or 5 members (odd: a majority must exist)", c.Etcd)
-	}
-	if c.Etcd > 0 && c.Machines {
-		return fmt.Errorf("lab: etcd members with machines: etcd members run next to process nodes only")
-	}
-	if c.EtcdUnsafeNoFsync && c.Etcd == 0 {
-		return fmt.Errorf("lab: etcd unsafe-no-fsync without etcd members: give etcd 1, 3 or 5")
-	}
-	if c.TLS && c.Replicas > 0 {
-		return fmt.Errorf("lab: tls with replicas: the replicas' replication links would need TLS too; use independent nodes")
-	}
-	if c.TLS && c.Machines {
-		return fmt.Errorf("lab: tls with machines: the certificates are written for process nodes only")
-	}
-	if top := c.topOffset(); c.BasePort < 1024 || c.BasePort+top+c.Count > 65535 {
-		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Count)
-	}
-	for i, p := range c.NodePersistence {
-		if _, err := node.ParsePersistence(string(p)); err != nil {
-			return fmt.Errorf("%w (node %d)", err, i+1)
-		}
-	}
-	switch {
-	case c.NoRestartDelay && c.RestartDelay != 0:
-		return fmt.Errorf("lab: restart delay %v with NoRestartDelay: want 0, or leave NoRestartDelay off", c.RestartDelay)
-	case !c.NoRestartDelay && c.RestartDelay < time.Millisecond:
-		return fmt.Errorf("lab: restart delay %v: want >= 1ms (it is the max lock TTL), or NoRestartDelay for none", c.RestartDelay)
-	case c.RestartDelay > time.Hour:
-		return fmt.Errorf("lab: restart delay %v: want at most 1h", c.RestartDelay)
+	if top := c.topOffset(); c.BasePort < 1024 || c.BasePort+top+c.Nodes > 65535 {
+		return fmt.Errorf("lab: base port %d: want >= 1024 with room for %d+%d", c.BasePort, top, c.Nodes)
 	}
 	if !labPath.MatchString(c.StateDir) {
 		return fmt.Errorf("lab: state dir %q: the node files live under it, so it may hold only letters, digits, '.', '_', '-' and '/'", c.StateDir)
@@ -245,16 +129,18 @@ func (c Config) portOffsets() []int {
 
 // PortOffsets are the offsets from the base port of every port range a lab
 // of this topology uses (each range holds one port per node, from 1).
-func PortOffsets(replicas int) []int { return Config{Replicas: replicas}.portOffsets() }
+func PortOffsets(replicas int) []int {
+	return Config{Profile: profile.Profile{Replicas: replicas}}.portOffsets()
+}
 
 // labPath is what infra/modules/redis-node accepts in a path.
 var labPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
 
 // vars are the root module's variables (c has its defaults).
 func (c Config) vars() map[string]string {
-	persistence, _ := json.Marshal(c.NodePersistence)
+	persistence, _ := json.Marshal(c.Persistence)
 	v := map[string]string{
-		"node_count":            strconv.Itoa(c.Count),
+		"node_count":            strconv.Itoa(c.Nodes),
 		"base_port":             strconv.Itoa(c.BasePort),
 		"persistence":           string(persistence),
 		"restart_delay_seconds": strconv.FormatFloat(c.RestartDelay.Seconds(), 'f', -1, 64),
@@ -265,7 +151,7 @@ func (c Config) vars() map[string]string {
 		"machines":              strconv.FormatBool(c.Machines),
 		"machine_ssh":           strconv.FormatBool(c.SSH),
 		"etcd_count":            strconv.Itoa(c.Etcd),
-		"plain_disks":           strconv.FormatBool(c.PlainDisks),
+		"plain_disks":           strconv.FormatBool(!c.PowerLoss),
 		"etcd_unsafe_no_fsync":  strconv.FormatBool(c.EtcdUnsafeNoFsync),
 	}
 	if c.EtcdServer != "" {
@@ -289,35 +175,14 @@ type Node struct {
 	ReplicaLink string `json:"replica_link,omitempty"`
 }
 
-// labFile is stateDir/lab.json.
+// labFile is stateDir/lab.json: the configuration the lab came up with
+// (its defaults filled in), and what apply made of it.
 type labFile struct {
-	Count    int `json:"count"`
-	BasePort int `json:"base_port"`
-	// Persistence is the profile every node shares, or "mixed".
-	Persistence Persistence `json:"persistence"`
-	// NodePersistence is each node's profile, in node order.
-	NodePersistence []Persistence `json:"node_persistence"`
-	RestartDelay    Duration      `json:"restart_delay"`
-	NoRestartDelay  bool          `json:"no_restart_delay,omitempty"`
-	Replicas        int           `json:"replicas,omitempty"`
-	Machines        bool          `json:"machines,omitempty"`
-	SSH             bool          `json:"ssh,omitempty"`
-	TLS             bool          `json:"tls,omitempty"`
-	PlainDisks      bool          `json:"plain_disks,omitempty"`
-	Redlab          string        `json:"redlab"`
-	RedisServer     string        `json:"redis_server"`
-	Terraform       string        `json:"terraform"`
-	InfraDir        string        `json:"infra_dir"`
-	Nodes           []Node        `json:"nodes"`
-	Etcd            int           `json:"etcd,omitempty"`
-	EtcdServer      string        `json:"etcd_server,omitempty"`
-	// EtcdUnsafeNoFsync is Config.EtcdUnsafeNoFsync: the members are a
-	// negative control.
-	EtcdUnsafeNoFsync bool         `json:"etcd_unsafe_no_fsync,omitempty"`
-	EtcdMembers       []EtcdMember `json:"etcd_members,omitempty"`
-	// Owner is Config.Owner; the supervisors read it from node.OwnerFile.
-	Owner     *Owner `json:"owner,omitempty"`
-	Temporary bool   `json:"temporary,omitempty"`
+	Config
+	// Endpoints are the nodes' addresses, as the root module's output
+	// gives them.
+	Endpoints   []Node       `json:"endpoints"`
+	EtcdMembers []EtcdMember `json:"etcd_members,omitempty"`
 }
 
 const (
@@ -355,33 +220,20 @@ func Open(stateDir string) (*Lab, error) {
 		}
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	f.upgrade()
+	f.StateDir = abs
 	return &Lab{stateDir: abs, f: f}, nil
-}
-
-// upgrade fills in what a lab.json written before profiles were per node
-// lacks.
-func (f *labFile) upgrade() {
-	if len(f.NodePersistence) > 0 {
-		return
-	}
-	p := f.Persistence
-	if p == "" {
-		p = PersistAlways
-	}
-	f.NodePersistence = slices.Repeat([]Persistence{p}, max(f.Count, 1))
 }
 
 // StateDir is the lab's state directory.
 func (l *Lab) StateDir() string { return l.stateDir }
 
 // Nodes returns the lab's nodes, in order.
-func (l *Lab) Nodes() []Node { return append([]Node(nil), l.f.Nodes...) }
+func (l *Lab) Nodes() []Node { return append([]Node(nil), l.f.Endpoints...) }
 
 // Addrs returns the nodes' proxied addresses, in order.
 func (l *Lab) Addrs() []string {
-	out := make([]string, len(l.f.Nodes))
-	for i, n := range l.f.Nodes {
+	out := make([]string, len(l.f.Endpoints))
+	for i, n := range l.f.Endpoints {
 		out[i] = n.Addr
 	}
 	return out
@@ -390,15 +242,23 @@ func (l *Lab) Addrs() []string {
 // BasePort is the lab's base port.
 func (l *Lab) BasePort() int { return l.f.BasePort }
 
+// Profile is the lab's shape, its defaults filled in (every node with its
+// own persistence item).
+func (l *Lab) Profile() profile.Profile {
+	p := l.f.Profile
+	p.Persistence = slices.Clone(p.Persistence)
+	return p
+}
+
 // Persistence is the profile every node shares, or "mixed" (not a profile:
 // see NodePersistence).
-func (l *Lab) Persistence() Persistence { return l.f.Persistence }
+func (l *Lab) Persistence() Persistence { return l.f.Uniform() }
 
 // NodePersistence is each node's profile, in node order.
-func (l *Lab) NodePersistence() []Persistence { return slices.Clone(l.f.NodePersistence) }
+func (l *Lab) NodePersistence() []Persistence { return slices.Clone(l.f.Persistence) }
 
 // RestartDelay is the configured restart delay (0 with NoRestartDelay).
-func (l *Lab) RestartDelay() time.Duration { return time.Duration(l.f.RestartDelay) }
+func (l *Lab) RestartDelay() time.Duration { return l.f.RestartDelay }
 
 // NoRestartDelay reports whether crashed nodes restart at once.
 func (l *Lab) NoRestartDelay() bool { return l.f.NoRestartDelay }
@@ -406,22 +266,23 @@ func (l *Lab) NoRestartDelay() bool { return l.f.NoRestartDelay }
 // Replicas is how many asynchronous replicas each node has (0 or 1).
 func (l *Lab) Replicas() int { return l.f.Replicas }
 
-// Machines reports whether the nodes are machines (Config.Machines).
+// Machines reports whether the nodes are machines (profile.Profile.Machines).
 func (l *Lab) Machines() bool { return l.f.Machines }
 
 // SSH reports whether the machines run sshd in namespaces of their own
-// (Config.SSH).
+// (profile.Profile.SSH).
 func (l *Lab) SSH() bool { return l.f.SSH }
 
-// TLS reports whether the nodes are TLS-only (Config.TLS).
+// TLS reports whether the nodes are TLS-only (profile.Profile.TLS).
 func (l *Lab) TLS() bool { return l.f.TLS }
 
-// PlainDisks reports whether the data directories are plain ones
-// (Config.PlainDisks): power-loss faults are then refused.
-func (l *Lab) PlainDisks() bool { return l.f.PlainDisks }
+// PowerLossLayer reports whether the data directories are on the power-loss
+// filesystem (profile.Profile.PowerLoss); without it power-loss faults
+// are refused.
+func (l *Lab) PowerLossLayer() bool { return l.f.PowerLoss }
 
 // EtcdUnsafeNoFsync reports whether the etcd members run without fsync
-// (Config.EtcdUnsafeNoFsync), a declared negative control.
+// (profile.Profile.EtcdUnsafeNoFsync), a declared negative control.
 func (l *Lab) EtcdUnsafeNoFsync() bool { return l.f.EtcdUnsafeNoFsync }
 
 // NodeList is the nodes' proxied addresses as clients take them:
@@ -443,28 +304,25 @@ func (l *Lab) TLSConfig() (*tls.Config, error) { return l.NodeList().TLSConfig(l
 
 // Config returns the configuration the lab was brought up with: a `lab up`
 // that changes one setting starts from it, so the others stay as they are.
-// Profiles every node shares come back as one item, so a new Count keeps
-// them; per-node profiles must be given again for a new Count.
+// Profiles every node shares come back as one item, so a new node count
+// keeps them; per-node profiles must be given again for a new count.
 func (l *Lab) Config() Config {
-	ps := l.NodePersistence()
-	if len(ps) > 0 && uniform(ps) != node.PersistMixed {
-		ps = ps[:1]
+	c := l.f.Config
+	c.StateDir = l.stateDir
+	c.Profile = l.Profile()
+	if u := c.Uniform(); u != profile.PersistMixed && len(c.Persistence) > 0 {
+		c.Persistence = []Persistence{u}
 	}
-	return Config{
-		StateDir: l.stateDir, Count: l.f.Count, BasePort: l.f.BasePort,
-		NodePersistence: ps, RestartDelay: l.RestartDelay(), NoRestartDelay: l.f.NoRestartDelay, Replicas: l.f.Replicas,
-		Machines: l.f.Machines, SSH: l.f.SSH, TLS: l.f.TLS, PlainDisks: l.f.PlainDisks, Redlab: l.f.Redlab, Terraform: l.f.Terraform, InfraDir: l.f.InfraDir, RedisServer: l.f.RedisServer,
-		Etcd: l.f.Etcd, EtcdServer: l.f.EtcdServer, EtcdUnsafeNoFsync: l.f.EtcdUnsafeNoFsync,
-	}
+	return c
 }
 
 func (l *Lab) node(id int) (Node, error) {
-	for _, n := range l.f.Nodes {
+	for _, n := range l.f.Endpoints {
 		if n.ID == id {
 			return n, nil
 		}
 	}
-	return Node{}, fmt.Errorf("%w: no node %d (nodes are 1-%d)", ErrInvalid, id, len(l.f.Nodes))
+	return Node{}, fmt.Errorf("%w: no node %d (nodes are 1-%d)", ErrInvalid, id, len(l.f.Endpoints))
 }
 
 // Up creates the lab, or brings an existing one in line with cfg: it makes
@@ -557,14 +415,9 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 	// Record the config first: a failed apply still leaves what `down`
 	// needs to destroy.
-	f := labFile{
-		Count: cfg.Count, BasePort: cfg.BasePort, Persistence: cfg.Persistence, NodePersistence: cfg.NodePersistence,
-		RestartDelay: Duration(cfg.RestartDelay), NoRestartDelay: cfg.NoRestartDelay, Replicas: cfg.Replicas,
-		Machines: cfg.Machines, SSH: cfg.SSH, TLS: cfg.TLS, PlainDisks: cfg.PlainDisks, Redlab: cfg.Redlab, RedisServer: cfg.RedisServer, Terraform: cfg.Terraform, InfraDir: cfg.InfraDir,
-		Etcd: cfg.Etcd, EtcdServer: cfg.EtcdServer, EtcdUnsafeNoFsync: cfg.EtcdUnsafeNoFsync, Owner: cfg.Owner, Temporary: cfg.Temporary,
-	}
+	f := labFile{Config: cfg}
 	if old != nil {
-		f.Nodes, f.EtcdMembers = old.f.Nodes, old.f.EtcdMembers
+		f.Endpoints, f.EtcdMembers = old.f.Endpoints, old.f.EtcdMembers
 	}
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
@@ -590,10 +443,10 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(out["nodes"], &f.Nodes); err != nil {
+	if err := json.Unmarshal(out["nodes"], &f.Endpoints); err != nil {
 		return nil, fmt.Errorf("lab: output nodes: %w", err)
 	}
-	sort.Slice(f.Nodes, func(i, j int) bool { return f.Nodes[i].ID < f.Nodes[j].ID })
+	sort.Slice(f.Endpoints, func(i, j int) bool { return f.Endpoints[i].ID < f.Endpoints[j].ID })
 	f.EtcdMembers = nil
 	if raw, ok := out["etcd_members"]; ok {
 		if err := json.Unmarshal(raw, &f.EtcdMembers); err != nil {
@@ -603,12 +456,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := atomicfile.WriteJSON(filepath.Join(cfg.StateDir, labFileName), f, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	if err := writeHosts(cfg, f.Nodes); err != nil {
+	if err := writeHosts(cfg, f.Endpoints); err != nil {
 		return nil, err
 	}
 	// Terraform believes every node exists; a supervisor may have died
 	// since (a crash, a reboot). Start it again from its files on disk.
-	for _, n := range f.Nodes {
+	for _, n := range f.Endpoints {
 		if err := node.Start(ctx, cfg.Redlab, cfg.StateDir, n.ID); err != nil {
 			return nil, err
 		}
@@ -654,7 +507,7 @@ func Down(ctx context.Context, cfg Config) error {
 	root := filepath.Join(dir, workspaceDir, rootModule)
 	var f labFile
 	haveLab := readJSONFile(filepath.Join(dir, labFileName), &f) == nil
-	f.upgrade()
+	f.StateDir = dir
 	// The destroy provisioners run the redlab binary that created the lab;
 	// when it is gone (a `go run` build), the sweep below does their work.
 	if haveLab && fileExists(filepath.Join(root, "terraform.tfstate")) && executable(f.Redlab) == nil {
@@ -685,7 +538,7 @@ func Down(ctx context.Context, cfg Config) error {
 	// A namespace a dead supervisor's sweep missed (its node directory
 	// gone) is still found by its name.
 	if haveLab && f.SSH {
-		for id := 1; id <= f.Count; id++ {
+		for id := 1; id <= f.Nodes; id++ {
 			if err := deleteMachineNet(ctx, f.BasePort+id); err != nil {
 				errs = append(errs, err)
 			}
@@ -747,12 +600,8 @@ func destroy(ctx context.Context, cfg Config, dir, root string, f labFile) error
 	}
 	defer removeVars()
 	tf.SetVarFiles(varFile)
-	c := Config{
-		StateDir: dir, Count: f.Count, BasePort: f.BasePort, NodePersistence: f.NodePersistence,
-		RestartDelay: time.Duration(f.RestartDelay), NoRestartDelay: f.NoRestartDelay, Replicas: f.Replicas,
-		Machines: f.Machines, SSH: f.SSH, Redlab: f.Redlab, RedisServer: f.RedisServer, Etcd: f.Etcd, EtcdServer: f.EtcdServer,
-		EtcdUnsafeNoFsync: f.EtcdUnsafeNoFsync,
-	}
+	c := f.Config
+	c.StateDir = dir
 	return tf.Destroy(ctx, c.vars())
 }
 

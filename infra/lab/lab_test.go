@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,8 +33,8 @@ func TestLab(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
 	infra := filepath.Join(testenv.RepoRoot(t), "infra")
-	cfg := Config{
-		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: delay,
+	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: []Persistence{PersistAlways}, RestartDelay: delay},
+		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: infra,
 	}
 	ctx := context.Background()
@@ -153,7 +154,7 @@ func TestLab(t *testing.T) {
 	t.Run("doctor sees the persistence", func(t *testing.T) {
 		checkDoctor(t, l, PersistAlways)
 		c := cfg
-		c.Persistence = PersistEverysec
+		c.Persistence = []Persistence{PersistEverysec}
 		l2, err := Up(ctx, c)
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +180,7 @@ func TestLab(t *testing.T) {
 	}
 
 	// Up then down once more, on the same state directory.
-	cfg.Count = 1
+	cfg.Nodes = 1
 	l, err = Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -245,8 +246,8 @@ func TestLabProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{
-		StateDir: dir, Count: n, BasePort: base, NodePersistence: profiles, NoRestartDelay: true,
+	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: profiles, NoRestartDelay: true},
+		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
@@ -297,7 +298,7 @@ func TestLabProfiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := reopened.Config(); node.FormatPersistenceList(got.NodePersistence) != "always,everysec,none,no-fsync" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Count != n {
+		if got := reopened.Config(); node.FormatPersistenceList(got.Persistence) != "always,everysec,none,no-fsync" || !got.NoRestartDelay || got.RestartDelay != 0 || got.Nodes != n {
 			t.Errorf("lab.json: config %+v, want the four profiles, no restart delay, %d nodes", got, n)
 		}
 	})
@@ -336,7 +337,7 @@ func TestLabProfiles(t *testing.T) {
 
 	t.Run("one profile for all again", func(t *testing.T) {
 		c := l.Config()
-		c.NodePersistence = []Persistence{PersistEverysec}
+		c.Persistence = []Persistence{PersistEverysec}
 		l2, err := Up(ctx, c)
 		if err != nil {
 			t.Fatal(err)
@@ -501,8 +502,8 @@ func TestLabReplicas(t *testing.T) {
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	cfg := Config{
-		StateDir: dir, Count: n, BasePort: base, Persistence: PersistAlways, RestartDelay: time.Second, Replicas: 1,
+	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: []Persistence{PersistAlways}, RestartDelay: time.Second, Replicas: 1},
+		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()

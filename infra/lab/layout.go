@@ -90,7 +90,7 @@ func machineNetns(port int) string { return fmt.Sprintf("redlab-%d", port) }
 func checkPorts(cfg Config) error {
 	names := map[int]string{0: "proxy", redisPortOffset: "redis-server", controlPortOffset: "control endpoint",
 		replicaPortOffset: "replica redis-server", replicaLinkOffset: "replica link front"}
-	for id := 1; id <= cfg.Count; id++ {
+	for id := 1; id <= cfg.Nodes; id++ {
 		own := map[int]bool{}
 		for _, p := range node.Ports(cfg.StateDir, id) {
 			own[p] = true

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,39 +23,37 @@ func TestConfigValidate(t *testing.T) {
 		ok   bool
 	}{
 		{"defaults", Config{StateDir: "/tmp/x"}, true},
-		{"count 0 means default", Config{StateDir: "/tmp/x", Count: 0}, true},
-		{"too many nodes", Config{StateDir: "/tmp/x", Count: 100}, false},
+		{"count 0 means default", Config{Profile: profile.Profile{Nodes: 0}, StateDir: "/tmp/x"}, true},
+		{"too many nodes", Config{Profile: profile.Profile{Nodes: 100}, StateDir: "/tmp/x"}, false},
 		{"low base port", Config{StateDir: "/tmp/x", BasePort: 80}, false},
 		{"high base port", Config{StateDir: "/tmp/x", BasePort: 65400}, false},
-		{"bad persistence", Config{StateDir: "/tmp/x", Persistence: "sometimes"}, false},
+		{"bad persistence", Config{Profile: profile.Profile{Persistence: []Persistence{"sometimes"}}, StateDir: "/tmp/x"}, false},
 		{"space in state dir", Config{StateDir: "/tmp/my lab"}, false},
-		{"negative delay", Config{StateDir: "/tmp/x", RestartDelay: -time.Second}, false},
-		{"no restart delay", Config{StateDir: "/tmp/x", NoRestartDelay: true}, true},
-		{"no restart delay and a delay", Config{StateDir: "/tmp/x", NoRestartDelay: true, RestartDelay: time.Second}, false},
-		{"delay over an hour", Config{StateDir: "/tmp/x", RestartDelay: 2 * time.Hour}, false},
-		{"one profile per node", Config{StateDir: "/tmp/x", Count: 3, NodePersistence: []Persistence{PersistAlways, PersistEverysec, PersistNone}}, true},
-		{"one profile for all", Config{StateDir: "/tmp/x", Count: 3, NodePersistence: []Persistence{PersistNone}}, true},
-		{"profiles for too few nodes", Config{StateDir: "/tmp/x", Count: 3, NodePersistence: []Persistence{PersistAlways, PersistNone}}, false},
-		{"profiles for too many nodes", Config{StateDir: "/tmp/x", Count: 1, NodePersistence: []Persistence{PersistAlways, PersistNone}}, false},
-		{"bad profile in the list", Config{StateDir: "/tmp/x", Count: 2, NodePersistence: []Persistence{PersistAlways, "sometimes"}}, false},
-		{"both fields, agreeing", Config{StateDir: "/tmp/x", Persistence: PersistNone, NodePersistence: []Persistence{PersistNone}}, true},
-		{"both fields, disagreeing", Config{StateDir: "/tmp/x", Persistence: PersistNone, NodePersistence: []Persistence{PersistAlways}}, false},
-		{"one replica per node", Config{StateDir: "/tmp/x", Replicas: 1}, true},
-		{"two replicas per node", Config{StateDir: "/tmp/x", Replicas: 2}, false},
-		{"negative replicas", Config{StateDir: "/tmp/x", Replicas: -1}, false},
-		{"replicas need room for two more ranges", Config{StateDir: "/tmp/x", Replicas: 1, BasePort: 65200}, false},
+		{"negative delay", Config{Profile: profile.Profile{RestartDelay: -time.Second}, StateDir: "/tmp/x"}, false},
+		{"no restart delay", Config{Profile: profile.Profile{NoRestartDelay: true}, StateDir: "/tmp/x"}, true},
+		{"no restart delay and a delay", Config{Profile: profile.Profile{NoRestartDelay: true, RestartDelay: time.Second}, StateDir: "/tmp/x"}, false},
+		{"delay over an hour", Config{Profile: profile.Profile{RestartDelay: 2 * time.Hour}, StateDir: "/tmp/x"}, false},
+		{"one profile per node", Config{Profile: profile.Profile{Nodes: 3, Persistence: []Persistence{PersistAlways, PersistEverysec, PersistNone}}, StateDir: "/tmp/x"}, true},
+		{"one profile for all", Config{Profile: profile.Profile{Nodes: 3, Persistence: []Persistence{PersistNone}}, StateDir: "/tmp/x"}, true},
+		{"profiles for too few nodes", Config{Profile: profile.Profile{Nodes: 3, Persistence: []Persistence{PersistAlways, PersistNone}}, StateDir: "/tmp/x"}, false},
+		{"profiles for too many nodes", Config{Profile: profile.Profile{Nodes: 1, Persistence: []Persistence{PersistAlways, PersistNone}}, StateDir: "/tmp/x"}, false},
+		{"bad profile in the list", Config{Profile: profile.Profile{Nodes: 2, Persistence: []Persistence{PersistAlways, "sometimes"}}, StateDir: "/tmp/x"}, false},
+		{"one replica per node", Config{Profile: profile.Profile{Replicas: 1}, StateDir: "/tmp/x"}, true},
+		{"two replicas per node", Config{Profile: profile.Profile{Replicas: 2}, StateDir: "/tmp/x"}, false},
+		{"negative replicas", Config{Profile: profile.Profile{Replicas: -1}, StateDir: "/tmp/x"}, false},
+		{"replicas need room for two more ranges", Config{Profile: profile.Profile{Replicas: 1}, StateDir: "/tmp/x", BasePort: 65200}, false},
 		{"no replicas fit below", Config{StateDir: "/tmp/x", BasePort: 65200}, true},
-		{"three etcd members", Config{StateDir: "/tmp/x", Etcd: 3}, true},
-		{"one etcd member", Config{StateDir: "/tmp/x", Etcd: 1}, true},
-		{"an even etcd cluster", Config{StateDir: "/tmp/x", Etcd: 2}, false},
-		{"seven etcd members", Config{StateDir: "/tmp/x", Etcd: 7}, false},
-		{"etcd needs room for its ranges", Config{StateDir: "/tmp/x", Etcd: 3, BasePort: 64600}, false},
-		{"etcd with machines", Config{StateDir: "/tmp/x", Etcd: 3, Machines: true}, false},
-		{"etcd without fsync", Config{StateDir: "/tmp/x", Etcd: 3, EtcdUnsafeNoFsync: true}, true},
-		{"no fsync without etcd", Config{StateDir: "/tmp/x", EtcdUnsafeNoFsync: true}, false},
-		{"tls", Config{StateDir: "/tmp/x", TLS: true, Etcd: 3}, true},
-		{"tls with replicas", Config{StateDir: "/tmp/x", TLS: true, Replicas: 1}, false},
-		{"tls with machines", Config{StateDir: "/tmp/x", TLS: true, Machines: true}, false},
+		{"three etcd members", Config{Profile: profile.Profile{Etcd: 3}, StateDir: "/tmp/x"}, true},
+		{"one etcd member", Config{Profile: profile.Profile{Etcd: 1}, StateDir: "/tmp/x"}, true},
+		{"an even etcd cluster", Config{Profile: profile.Profile{Etcd: 2}, StateDir: "/tmp/x"}, false},
+		{"seven etcd members", Config{Profile: profile.Profile{Etcd: 7}, StateDir: "/tmp/x"}, false},
+		{"etcd needs room for its ranges", Config{Profile: profile.Profile{Etcd: 3}, StateDir: "/tmp/x", BasePort: 64600}, false},
+		{"etcd with machines", Config{Profile: profile.Profile{Etcd: 3, Machines: true}, StateDir: "/tmp/x"}, false},
+		{"etcd without fsync", Config{Profile: profile.Profile{Etcd: 3, EtcdUnsafeNoFsync: true}, StateDir: "/tmp/x"}, true},
+		{"no fsync without etcd", Config{Profile: profile.Profile{EtcdUnsafeNoFsync: true}, StateDir: "/tmp/x"}, false},
+		{"tls", Config{Profile: profile.Profile{TLS: true, Etcd: 3}, StateDir: "/tmp/x"}, true},
+		{"tls with replicas", Config{Profile: profile.Profile{TLS: true, Replicas: 1}, StateDir: "/tmp/x"}, false},
+		{"tls with machines", Config{Profile: profile.Profile{TLS: true, Machines: true}, StateDir: "/tmp/x"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +66,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigVars(t *testing.T) {
-	cfg, err := Config{StateDir: "/tmp/x", RestartDelay: 1500 * time.Millisecond, Persistence: PersistNone,
+	cfg, err := Config{Profile: profile.Profile{RestartDelay: 1500 * time.Millisecond, Persistence: []Persistence{PersistNone}}, StateDir: "/tmp/x",
 		Redlab: "/bin/redlab", RedisServer: "/usr/bin/redis-server"}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +74,7 @@ func TestConfigVars(t *testing.T) {
 	want := map[string]string{
 		"node_count": "5", "base_port": "7100", "persistence": `["none","none","none","none","none"]`, "restart_delay_seconds": "1.5",
 		"state_dir": "/tmp/x", "redlab_bin": "/bin/redlab", "redis_server_path": "/usr/bin/redis-server", "replicas": "0",
-		"machines": "false", "machine_ssh": "false", "etcd_count": "0", "plain_disks": "false", "etcd_unsafe_no_fsync": "false",
+		"machines": "false", "machine_ssh": "false", "etcd_count": "0", "plain_disks": "true", "etcd_unsafe_no_fsync": "false",
 	}
 	got := cfg.vars()
 	for k, v := range want {
@@ -87,8 +86,7 @@ func TestConfigVars(t *testing.T) {
 		t.Errorf("got %d vars, want %d: %v", len(got), len(want), got)
 	}
 
-	cfg, err = Config{StateDir: "/tmp/x", Count: 3, NoRestartDelay: true,
-		NodePersistence: []Persistence{PersistAlways, PersistEverysec, PersistNone}}.withDefaults()
+	cfg, err = Config{Profile: profile.Profile{Nodes: 3, NoRestartDelay: true, Persistence: []Persistence{PersistAlways, PersistEverysec, PersistNone}}, StateDir: "/tmp/x"}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +95,11 @@ func TestConfigVars(t *testing.T) {
 		t.Errorf("per-node profiles, no delay: persistence %s restart_delay_seconds %s, want [\"always\",\"everysec\",\"none\"] and 0",
 			got["persistence"], got["restart_delay_seconds"])
 	}
-	if cfg.Persistence != "mixed" {
-		t.Errorf("persistence of a mixed lab: got %q, want mixed", cfg.Persistence)
+	if cfg.Uniform() != "mixed" {
+		t.Errorf("persistence of a mixed lab: got %q, want mixed", cfg.Uniform())
 	}
 
-	cfg, err = Config{StateDir: "/tmp/x", Etcd: 3, EtcdServer: "/opt/bin/etcd"}.withDefaults()
+	cfg, err = Config{Profile: profile.Profile{Etcd: 3}, StateDir: "/tmp/x", EtcdServer: "/opt/bin/etcd"}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,44 +110,18 @@ func TestConfigVars(t *testing.T) {
 	if _, ok := got["tls_dir"]; ok {
 		t.Errorf("a plain lab passes tls_dir %q", got["tls_dir"])
 	}
-	cfg, err = Config{StateDir: "/tmp/x", Etcd: 3, EtcdServer: "/opt/bin/etcd", EtcdUnsafeNoFsync: true}.withDefaults()
+	cfg, err = Config{Profile: profile.Profile{Etcd: 3, EtcdUnsafeNoFsync: true}, StateDir: "/tmp/x", EtcdServer: "/opt/bin/etcd"}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.vars()["etcd_unsafe_no_fsync"]; got != "true" {
 		t.Errorf("etcd without fsync: etcd_unsafe_no_fsync %q, want true", got)
 	}
-	if cfg, err = (Config{StateDir: "/tmp/x", TLS: true}).withDefaults(); err != nil {
+	if cfg, err = (Config{Profile: profile.Profile{TLS: true}, StateDir: "/tmp/x"}).withDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.vars()["tls_dir"]; got != "/tmp/x/tls" {
 		t.Errorf("tls: tls_dir %q, want /tmp/x/tls", got)
-	}
-}
-
-// TestOpenOldLabFile: a lab.json from before per-node profiles still opens,
-// with its one profile on every node.
-func TestOpenOldLabFile(t *testing.T) {
-	dir := t.TempDir()
-	old := `{"count": 3, "base_port": 7100, "persistence": "everysec", "restart_delay": "5s", "nodes": []}`
-	if err := os.WriteFile(filepath.Join(dir, labFileName), []byte(old), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := node.FormatPersistenceList(l.NodePersistence()); got != "everysec,everysec,everysec" || l.Persistence() != PersistEverysec {
-		t.Errorf("got %s (%s), want everysec on every node", got, l.Persistence())
-	}
-	c := l.Config()
-	if c.RestartDelay != 5*time.Second || c.NoRestartDelay || c.Count != 3 || node.FormatPersistenceList(c.NodePersistence) != "everysec" {
-		t.Errorf("config: got %+v, want 3 nodes, 5s restart delay, everysec for all", c)
-	}
-	// A shared profile survives a new node count.
-	c.Count = 5
-	if c, err := c.withDefaults(); err != nil || node.FormatPersistenceList(c.NodePersistence) != "everysec,everysec,everysec,everysec,everysec" {
-		t.Errorf("5 nodes from a 3-node everysec lab: got %v, %v; want everysec on all 5", c.NodePersistence, err)
 	}
 }
 
@@ -190,7 +162,7 @@ func TestCheckPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	cfg := Config{StateDir: dir, Count: 3, BasePort: base}
+	cfg := Config{Profile: profile.Profile{Nodes: 3}, StateDir: dir, BasePort: base}
 	err = checkPorts(cfg)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node 2's control endpoint port %d is in use", taken)) {
 		t.Errorf("got %v, want node 2's control endpoint port %d reported", err, taken)

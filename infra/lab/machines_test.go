@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"net"
 	"os"
 	"os/exec"
@@ -54,10 +55,10 @@ func TestLabMachines(t *testing.T) {
 	const delay = 3 * time.Second
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	cfg := Config{
-		StateDir: dir, Count: n, BasePort: base, RestartDelay: delay, Machines: true,
-		NodePersistence: []Persistence{PersistAlways, PersistAlways, PersistEverysec},
-		Redlab:          redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
+	cfg := Config{Profile: profile.Profile{Nodes: n, RestartDelay: delay, Machines: true, Persistence: []Persistence{PersistAlways, PersistAlways, PersistEverysec}},
+		StateDir: dir, BasePort: base,
+
+		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()
 	downed := false
@@ -242,8 +243,8 @@ func TestUpRefusesMachinesWithoutTheirPrograms(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "lab")
-	_, err = Up(context.Background(), Config{
-		StateDir: dir, Machines: true, Redlab: "/bin/true", RedisServer: "/bin/true",
+	_, err = Up(context.Background(), Config{Profile: profile.Profile{Machines: true},
+		StateDir: dir, Redlab: "/bin/true", RedisServer: "/bin/true",
 		Terraform: "/bin/true", InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	})
 	if !errors.Is(err, node.ErrMachineHost) {
@@ -252,7 +253,7 @@ func TestUpRefusesMachinesWithoutTheirPrograms(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state dir after a refused up: %v, want not created", err)
 	}
-	if _, err := Up(context.Background(), Config{StateDir: dir, Machines: true, Replicas: 1}); err == nil || !strings.Contains(err.Error(), "replicas") {
+	if _, err := Up(context.Background(), Config{Profile: profile.Profile{Machines: true, Replicas: 1}, StateDir: dir}); err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Errorf("Up with machines and replicas: got %v, want refused", err)
 	}
 }

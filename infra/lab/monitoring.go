@@ -191,7 +191,7 @@ func (l *Lab) StartMonitoring(ctx context.Context, cfg MonitoringConfig) (*Monit
 		return nil, err
 	}
 	base := l.f.BasePort
-	if base+monitoringPortOffset+len(l.f.Nodes) > 65535 {
+	if base+monitoringPortOffset+len(l.f.Endpoints) > 65535 {
 		return nil, fmt.Errorf("lab: base port %d leaves no room for the monitoring ports (base+%d and up)", base, monitoringPortOffset)
 	}
 	dir := monitoringDir(l.stateDir)
@@ -232,7 +232,7 @@ func (l *Lab) StartMonitoring(ctx context.Context, cfg MonitoringConfig) (*Monit
 		}
 		m.PID = old.PID
 	}
-	for _, n := range l.f.Nodes {
+	for _, n := range l.f.Endpoints {
 		e, ok := running[n.ID]
 		delete(running, n.ID)
 		if !ok {
@@ -310,7 +310,7 @@ func (l *Lab) writeExporterPasswords(path string) (string, error) {
 		return "", err
 	}
 	pw := map[string]string{}
-	for _, n := range l.f.Nodes {
+	for _, n := range l.f.Endpoints {
 		pw[exporterRedisURI(n.RedisAddr, l.f.TLS)] = creds.Monitor.Password
 	}
 	b, err := json.Marshal(pw)
@@ -605,7 +605,7 @@ func promConfig(l *Lab, cfg MonitoringConfig) ([]byte, error) {
 	}
 	redis := scrapeConfig{JobName: jobRedis}
 	sup := scrapeConfig{JobName: jobLab}
-	for _, n := range l.f.Nodes {
+	for _, n := range l.f.Endpoints {
 		redis.StaticConfigs = append(redis.StaticConfigs, staticConfig{
 			Targets: []string{"127.0.0.1:" + strconv.Itoa(l.f.BasePort+monitoringPortOffset+n.ID)},
 			Labels:  map[string]string{"node": strconv.Itoa(n.ID)},

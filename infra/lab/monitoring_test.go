@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -64,9 +65,11 @@ func TestMonitoringInProcess(t *testing.T) {
 	spec := faultcheck.PrepareNode(t, t.TempDir(), "appendonly yes\nappendfsync always\n")
 	faultcheck.RunSupervisor(t, spec)
 	l := &Lab{stateDir: spec.StateDir, f: labFile{
-		Count: 1, RestartDelay: spec.RestartDelay, Persistence: PersistAlways,
-		BasePort: redistest.FreeStableBasePort(t, 1, monitoringPortOffset-1, monitoringPortOffset), // Prometheus, the exporter
-		Nodes: []Node{{
+		Config: Config{
+			Profile:  profile.Profile{Nodes: 1, RestartDelay: time.Duration(spec.RestartDelay), Persistence: []Persistence{PersistAlways}},
+			BasePort: redistest.FreeStableBasePort(t, 1, monitoringPortOffset-1, monitoringPortOffset), // Prometheus, the exporter
+		},
+		Endpoints: []Node{{
 			ID: 1, Addr: fmt.Sprintf("127.0.0.1:%d", spec.Port),
 			RedisAddr: fmt.Sprintf("127.0.0.1:%d", spec.RedisPort),
 			Control:   fmt.Sprintf("127.0.0.1:%d", spec.ControlPort),

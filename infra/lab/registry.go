@@ -139,11 +139,11 @@ func List() (labs []Listed, problems []error) {
 
 // listed is what List says of l.
 func (l *Lab) listed() Listed {
-	out := Listed{StateDir: l.stateDir, Nodes: len(l.f.Nodes), Etcd: len(l.f.EtcdMembers), Owner: l.Owner()}
+	out := Listed{StateDir: l.stateDir, Nodes: len(l.f.Endpoints), Etcd: len(l.f.EtcdMembers), Owner: l.Owner()}
 	if out.Nodes == 0 {
-		out.Nodes = l.f.Count // an apply that never finished
+		out.Nodes = l.f.Nodes // an apply that never finished
 	}
-	for _, n := range l.f.Nodes {
+	for _, n := range l.f.Endpoints {
 		if pid := node.LastStatus(l.stateDir, n.ID).SupervisorPID; pid > 0 && proc.Alive(pid) {
 			out.Running++
 		}

@@ -66,7 +66,7 @@ func ensureSSH(cfg Config) error {
 	}
 	var kh strings.Builder
 	kh.WriteString("# The host keys of the lab's machines, made by the lab before their first boot.\n")
-	for id := 1; id <= cfg.Count; id++ {
+	for id := 1; id <= cfg.Nodes; id++ {
 		nd := filepath.Join(dir, "node"+strconv.Itoa(id))
 		if err := os.MkdirAll(nd, 0o700); err != nil {
 			return fmt.Errorf("lab: %w", err)

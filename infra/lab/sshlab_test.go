@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"net"
 	"os"
 	"os/exec"
@@ -42,7 +43,7 @@ func TestMachineNetAddresses(t *testing.T) {
 			t.Errorf("port %d: namespace %s, want %s", c.port, got, want)
 		}
 	}
-	if _, err := (Config{StateDir: "/tmp/x", SSH: true}).withDefaults(); err == nil || !strings.Contains(err.Error(), "ssh without machines") {
+	if _, err := (Config{Profile: profile.Profile{SSH: true}, StateDir: "/tmp/x"}).withDefaults(); err == nil || !strings.Contains(err.Error(), "ssh without machines") {
 		t.Errorf("ssh without machines: got %v, want refused", err)
 	}
 }
@@ -61,8 +62,8 @@ func TestLabMachinesSSH(t *testing.T) {
 	const n = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	cfg := Config{
-		StateDir: dir, Count: n, BasePort: base, RestartDelay: 2 * time.Second, Machines: true, SSH: true,
+	cfg := Config{Profile: profile.Profile{Nodes: n, RestartDelay: 2 * time.Second, Machines: true, SSH: true},
+		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // TestEnsureTLS: a TLS lab's files are written once and kept, the key
@@ -65,7 +66,7 @@ func TestExporterTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]float64{caFile: 1, otherFile: 0} {
-		addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+		addr := fmt.Sprintf("127.0.0.1:%d", redlocktest.FreePort(t))
 		cmd := exec.Command(bin, ExporterArgs(node.Addr, "", pw, addr, time.Second, file)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

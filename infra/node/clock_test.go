@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func TestClockJumpBackwardLengthensTTLs(t *testing.T) {
-	c := redistest.Start(t, 1, redistest.Options{}).Nodes[0].Client()
+	c := redlocktest.Start(t, 1, redlocktest.Options{}).Nodes[0].Client()
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", "v", 10*time.Second).Err(); err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestClockJumpBackwardLengthensTTLs(t *testing.T) {
 }
 
 func TestClockJumpEmptyDatabase(t *testing.T) {
-	c := redistest.Start(t, 1, redistest.Options{}).Nodes[0].Client()
+	c := redlocktest.Start(t, 1, redlocktest.Options{}).Nodes[0].Client()
 	res, err := clockJump(context.Background(), c, time.Hour)
 	if err != nil || res != (ClockJumpResult{}) {
 		t.Errorf("got %+v, %v; want nothing touched, no error", res, err)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
+
 	"context"
 	"fmt"
 	"net"
@@ -17,7 +19,7 @@ import (
 )
 
 // MaxEtcdMembers is the largest etcd cluster a lab runs.
-const MaxEtcdMembers = 5
+const MaxEtcdMembers = profile.MaxEtcdMembers
 
 // Files in an etcd member's directory, stateDir/etcdM: these, spec.json,
 // data/, supervisor.log.

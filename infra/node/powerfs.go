@@ -23,7 +23,7 @@ const PowerLossFilesystem = "filesystem"
 
 // ErrPlainDisk is why a power loss is refused on a node or member whose
 // spec says PlainDisk.
-var ErrPlainDisk = errors.New("node: the data directory is a plain directory, not the power-loss filesystem (the lab came up with --plain-disks)")
+var ErrPlainDisk = errors.New("node: the data directory is a plain directory, not the power-loss filesystem (the lab came up without --power-loss)")
 
 // disk is a node's data directory as a power-loss filesystem. A process
 // whose supervisor died cannot keep it: the mount died with the supervisor

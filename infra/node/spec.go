@@ -1,6 +1,8 @@
 package node
 
 import (
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
+
 	"bufio"
 	"bytes"
 	"crypto/tls"
@@ -17,7 +19,7 @@ import (
 
 // MaxNodes is the largest node ID: the lab spaces its port ranges 100
 // apart (see infra/lab).
-const MaxNodes = 99
+const MaxNodes = profile.MaxNodes
 
 // Files and directories inside a node's directory (stateDir/nodeN). The
 // envs/local root module renders data/, guard/, run/ and redis.log into the

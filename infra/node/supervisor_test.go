@@ -20,7 +20,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
-	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // prepareTestNode writes node 1 of a lab in a temporary state directory,
@@ -302,7 +302,7 @@ func prepareReplicatedTestNode(t *testing.T) node.Spec {
 		t.Fatal(err)
 	}
 	spec := prepareTestNodeIn(t, dir, aclConf(creds))
-	spec.ReplicaPort, spec.ReplicaLinkPort = redistest.FreePort(t), redistest.FreePort(t)
+	spec.ReplicaPort, spec.ReplicaLinkPort = redlocktest.FreePort(t), redlocktest.FreePort(t)
 	nd := node.Dir(dir, 1)
 	spec.ReplicaConf = fmt.Appendf(append([]byte{}, spec.Conf...), "port %d\ndir %s/replica/data\nlogfile %q\n",
 		spec.ReplicaPort, nd, nd+"/replica/redis.log")

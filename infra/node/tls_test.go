@@ -9,11 +9,11 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/faultcheck"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
 	"github.com/redlocklab/redlocklab/redlock"
 	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // TestSupervisorTLS runs the supervisor of a TLS-only node (the redis-node
@@ -29,7 +29,7 @@ func TestSupervisorTLS(t *testing.T) {
 	}
 	spec := node.Spec{
 		ID: 1, StateDir: dir,
-		Port: redistest.FreePort(t), RedisPort: redistest.FreePort(t), ControlPort: redistest.FreePort(t),
+		Port: redlocktest.FreePort(t), RedisPort: redlocktest.FreePort(t), ControlPort: redlocktest.FreePort(t),
 		RestartDelay: node.Duration(faultcheck.GuardDelay), RedisServer: bin, Guard: []byte(faultcheck.Guard),
 	}
 	nd := node.Dir(dir, 1)

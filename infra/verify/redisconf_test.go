@@ -20,8 +20,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 const (
@@ -75,7 +75,7 @@ func TestRedisConfRealServer(t *testing.T) {
 	ports := map[string]int{}
 	for _, p := range profiles {
 		dir := filepath.Join(root, p.name)
-		ports[p.name] = redistest.FreePort(t)
+		ports[p.name] = redlocktest.FreePort(t)
 		v := map[string]any{
 			"bind_address":      "127.0.0.1",
 			"port":              ports[p.name],
@@ -112,7 +112,7 @@ func TestRedisConfRealServer(t *testing.T) {
 				opts.TLSConfig = writeTLSFiles(t, filepath.Join(dir, "tls"))
 			}
 			conf := writeFile(t, dir, "redis.conf", nodes[p.name].RedisConf, 0o600)
-			redistest.StartConf(t, bin, conf, dir, opts)
+			redlocktest.StartConf(t, bin, conf, dir, opts)
 
 			admin := userClient(t, opts, "", "")
 			if p.acl {

@@ -30,8 +30,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/redlocklab/redlocklab/internal/etcdstatus"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // startLimit bounds how long a cluster or a restarted member may take to be
@@ -131,8 +131,8 @@ func Start(tb testing.TB, n int, opts Options) *Cluster {
 	for i := range n {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i+1),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", redistest.FreePort(tb)),
-			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", redistest.FreePort(tb)),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", redlocktest.FreePort(tb)),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", redlocktest.FreePort(tb)),
 			Dir:       tb.TempDir(),
 			bin:       bin,
 			tb:        tb,

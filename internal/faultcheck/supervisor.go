@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/node"
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // Guard behaves like the rendered restart guard, reduced to its rule:
@@ -60,7 +60,7 @@ func PrepareNode(t *testing.T, dir, extra string) node.Spec {
 	bin := testenv.Require(t, "redis-server")
 	spec := node.Spec{
 		ID: 1, StateDir: dir,
-		Port: redistest.FreePort(t), RedisPort: redistest.FreePort(t), ControlPort: redistest.FreePort(t),
+		Port: redlocktest.FreePort(t), RedisPort: redlocktest.FreePort(t), ControlPort: redlocktest.FreePort(t),
 		RestartDelay: node.Duration(GuardDelay), RedisServer: bin, Guard: []byte(Guard),
 	}
 	nd := node.Dir(dir, 1)

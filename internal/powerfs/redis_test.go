@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/testenv"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // redisAcrossACut writes n keys to a real redis-server whose data directory
@@ -27,9 +27,9 @@ func redisAcrossACut(t *testing.T, fsync string, n int) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close(ctx) })
-	opts := redistest.Options{AppendFsync: fsync, Extra: []string{"dir " + data}}
-	start := func(conf string) *redistest.Node {
-		node, err := redistest.Launch(bin, filepath.Join(base, conf), opts)
+	opts := redlocktest.Options{AppendFsync: fsync, Extra: []string{"dir " + data}}
+	start := func(conf string) *redlocktest.Node {
+		node, err := redlocktest.Launch(bin, filepath.Join(base, conf), opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,13 @@
 package nodeaddr_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/tlscert"
 	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
 )
 
@@ -46,12 +52,40 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestTLSConfig(t *testing.T) {
-	dir := t.TempDir()
-	files, err := tlscert.Write(dir, tlscert.LabHosts, time.Hour)
+// selfSigned writes a self-signed certificate and its key into dir: the
+// certificate is its own CA. TLSConfig only loads files; what a handshake
+// makes of them is tested where nodes run.
+func selfSigned(t *testing.T, dir string) nodeaddr.TLSFiles {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nodeaddr test"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := nodeaddr.TLSFiles{CA: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
+	f.Cert = f.CA
+	for path, block := range map[string]*pem.Block{f.CA: {Type: "CERTIFICATE", Bytes: der}, f.Key: {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func TestTLSConfig(t *testing.T) {
+	dir := t.TempDir()
+	files := selfSigned(t, dir)
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 // Package redlockprom turns a redlock Client's observer events into
-// Prometheus metrics. It lives apart from package redlock so that the lock
-// library keeps go-redis as its only dependency.
+// Prometheus metrics. It is a module of its own,
+// github.com/redlocklab/redlocklab/redlock/redlockprom, apart from the lock
+// library's: the library requires go-redis alone, and a service that does
+// not use Prometheus never has it in its module graph.
 //
 //	m, err := redlockprom.New(reg) // reg: a prometheus.Registerer passed down from main
 //	locker, err := redlock.New(nodes, redlock.WithObserver(m.Observer()))
@@ -28,13 +30,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/redlocklab/redlocklab/internal/promreg"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -191,21 +193,21 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 	}
 	if err := errors.Join(
-		promreg.Register(reg, &m.acquireDuration),
-		promreg.Register(reg, &m.acquireAttempts),
-		promreg.Register(reg, &m.attempts),
-		promreg.Register(reg, &m.nodeDuration),
-		promreg.Register(reg, &m.validity),
-		promreg.Register(reg, &m.validityRatio),
-		promreg.Register(reg, &m.quorumMargin),
-		promreg.Register(reg, &m.releases),
-		promreg.Register(reg, &m.extensions),
-		promreg.Register(reg, &m.restored),
-		promreg.Register(reg, &m.breakerState),
-		promreg.Register(reg, &m.breakerRejected),
-		promreg.Register(reg, &m.breakerProbes),
-		promreg.Register(reg, &m.nodes),
-		promreg.Register(reg, &m.quorum),
+		register(reg, &m.acquireDuration),
+		register(reg, &m.acquireAttempts),
+		register(reg, &m.attempts),
+		register(reg, &m.nodeDuration),
+		register(reg, &m.validity),
+		register(reg, &m.validityRatio),
+		register(reg, &m.quorumMargin),
+		register(reg, &m.releases),
+		register(reg, &m.extensions),
+		register(reg, &m.restored),
+		register(reg, &m.breakerState),
+		register(reg, &m.breakerRejected),
+		register(reg, &m.breakerProbes),
+		register(reg, &m.nodes),
+		register(reg, &m.quorum),
 	); err != nil {
 		return nil, fmt.Errorf("redlockprom: register: %w", err)
 	}
@@ -365,4 +367,22 @@ func result(err error) string {
 		return ResultCanceled
 	}
 	return ResultError
+}
+
+// register registers *c on reg. When reg already holds a collector of the
+// same Go type with the same descriptors (another Metrics on the same
+// registry), *c becomes that collector, so that both update the same
+// series. Any other failure is returned, *c left as it was. The lab's
+// services do the same with their own collectors; this module cannot share
+// their helper, as it imports nothing of the lab's.
+func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
+	err := reg.Register(*c)
+	var are prometheus.AlreadyRegisteredError
+	if err != nil && errors.As(err, &are) && reflect.TypeOf(are.ExistingCollector) == reflect.TypeOf(*c) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			*c = existing
+			return nil
+		}
+	}
+	return err
 }

@@ -12,27 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
 	"github.com/redlocklab/redlocklab/redlock/redlockprom"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 const nodeTimeout = 500 * time.Millisecond
 
 func newClient(t *testing.T, addrs []string, m *redlockprom.Metrics, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	nodes := redlock.NewNodes(addrs, redlock.WithNodeTimeout(nodeTimeout))
-	c, err := redlock.New(nodes, append(opts, redlock.WithObserver(m.Observer()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		for _, n := range nodes {
-			n.Close()
-		}
-	})
-	return c
+	return redlocktest.NewClient(t, addrs, nodeTimeout, append(opts, redlock.WithObserver(m.Observer()))...)
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -95,7 +84,7 @@ func counterOf(t *testing.T, reg *prometheus.Registry, name string, labels map[s
 }
 
 func TestMetricsOfARealClient(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	reg := prometheus.NewPedanticRegistry()
 	m, err := redlockprom.New(reg)
@@ -210,7 +199,7 @@ func lint(t *testing.T, reg *prometheus.Registry) {
 }
 
 func TestCircuitBreakerMetrics(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	reg := prometheus.NewPedanticRegistry()
 	m, err := redlockprom.New(reg)
@@ -274,7 +263,7 @@ func TestCircuitBreakerMetrics(t *testing.T) {
 }
 
 func TestSharedRegistry(t *testing.T) {
-	cl := redistest.Start(t, 3, redistest.Options{})
+	cl := redlocktest.Start(t, 3, redlocktest.Options{})
 	ctx := testCtx(t)
 	reg := prometheus.NewPedanticRegistry()
 	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"guard": "redlock"}, reg)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func TestMeasureFanout(t *testing.T) {
@@ -15,7 +15,7 @@ func TestMeasureFanout(t *testing.T) {
 		t.Run(fsync, func(t *testing.T) {
 			// The lab's nodes take ACL logins, and its redlock user may
 			// touch only keys under "lock:"; so do these.
-			c := redistest.Start(t, 5, redistest.Options{AppendFsync: fsync,
+			c := redlocktest.Start(t, 5, redlocktest.Options{AppendFsync: fsync,
 				Extra: []string{"user " + user + " on >" + password + " resetkeys ~lock:* +@all"}})
 			nodes := redlock.NewNodes(c.Addrs(), redlock.WithPoolSize(8), redlock.WithAuth(user, password),
 				redlock.WithNodeTimeout(time.Second))
@@ -48,7 +48,7 @@ func TestMeasureFanout(t *testing.T) {
 }
 
 func TestMeasureFanoutNoQuorum(t *testing.T) {
-	c := redistest.Start(t, 3, redistest.Options{AppendFsync: "everysec"})
+	c := redlocktest.Start(t, 3, redlocktest.Options{AppendFsync: "everysec"})
 	nodes := redlock.NewNodes(c.Addrs(), redlock.WithNodeTimeout(100*time.Millisecond))
 	t.Cleanup(func() {
 		for _, n := range nodes {

@@ -1,4 +1,4 @@
-package redlock_test
+package redlocklab_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // saturated starts n nodes behind fronts that make each a single server
@@ -18,7 +19,7 @@ import (
 // saturation.
 func saturated(tb testing.TB, n int, service time.Duration) ([]string, func()) {
 	tb.Helper()
-	cl := redistest.Start(tb, n, redistest.Options{})
+	cl := redlocktest.Start(tb, n, redlocktest.Options{})
 	var addrs []string
 	var proxies []*redistest.Proxy
 	for _, node := range cl.Nodes {
@@ -50,8 +51,8 @@ func TestOverloadShedsAndRecovers(t *testing.T) {
 		nodeTimeout = 100 * time.Millisecond
 	)
 	addrs, lift := saturated(t, 3, service)
-	rec := &recorder{}
-	c := newClient(t, addrs, nodeTimeout, redlock.WithObserver(rec))
+	rec := &redlocktest.Recorder{}
+	c := redlocktest.NewClient(t, addrs, nodeTimeout, redlock.WithObserver(rec))
 	ctx := testCtx(t)
 
 	var (
@@ -79,7 +80,10 @@ func TestOverloadShedsAndRecovers(t *testing.T) {
 				granted++
 			case errors.Is(err, redlock.ErrOverloaded):
 				overloaded++
-				if ae := attemptError(t, err); !ae.Last.Overloaded && ae.Attempts == 0 {
+				var ae *redlock.AttemptError
+				if !errors.As(err, &ae) {
+					t.Errorf("overloaded call: got %v (%T), want a *redlock.AttemptError", err, err)
+				} else if !ae.Last.Overloaded && ae.Attempts == 0 {
 					t.Errorf("overloaded call: got last event %+v, want it marked Overloaded", ae.Last)
 				}
 			default:
@@ -94,7 +98,7 @@ func TestOverloadShedsAndRecovers(t *testing.T) {
 	wg.Wait()
 	t.Logf("under pressure: %d granted, %d overloaded, %d other failures (first: %v)", granted, overloaded, otherErrs, firstOther)
 
-	events, next := rec.since(0)
+	events, next := rec.Since(0)
 	var acquires []redlock.Event
 	for _, e := range events {
 		if e.Op == redlock.OpAcquire {
@@ -153,7 +157,7 @@ func TestOverloadShedsAndRecovers(t *testing.T) {
 	// again once the limit has grown back.
 	lift()
 	const burst = 8
-	eventually(t, 15*time.Second, fmt.Sprintf("a burst of %d concurrent acquisitions all granted", burst), func() bool {
+	redlocktest.Eventually(t, 15*time.Second, fmt.Sprintf("a burst of %d concurrent acquisitions all granted", burst), func() bool {
 		var bwg sync.WaitGroup
 		errs := make(chan error, burst)
 		for i := range burst {
@@ -183,8 +187,8 @@ func TestOverloadShedsAndRecovers(t *testing.T) {
 // nothing is turned away and no Event carries a limit.
 func TestOverloadControlOff(t *testing.T) {
 	addrs, _ := saturated(t, 3, 2*time.Millisecond)
-	rec := &recorder{}
-	c := newClient(t, addrs, testTimeout, redlock.WithObserver(rec), redlock.WithOverloadControl(false))
+	rec := &redlocktest.Recorder{}
+	c := redlocktest.NewClient(t, addrs, testTimeout, redlock.WithObserver(rec), redlock.WithOverloadControl(false))
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for i := range 40 {
@@ -201,7 +205,7 @@ func TestOverloadControlOff(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	events, _ := rec.since(0)
+	events, _ := rec.Since(0)
 	for _, e := range events {
 		if e.Overloaded || e.Limit != 0 {
 			t.Errorf("event with the overload control off: got overloaded=%v limit=%d, want neither", e.Overloaded, e.Limit)

@@ -11,7 +11,7 @@
 // lock+unlock p50/p99 over all runs, the failed cycles of all runs
 // together, and ratios against redsync's defaults.
 //
-//	go test -run '^$' -bench . -benchmem ./redlock/ | go run ./redlock/internal/benchtable
+//	go test -run '^$' -bench . -benchmem ./internal/redlocklab/ | go run ./internal/redlocklab/benchtable
 package main
 
 import (

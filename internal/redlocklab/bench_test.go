@@ -1,4 +1,4 @@
-package redlock_test
+package redlocklab_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // benchTTL is redsync's default expiry, so both libraries lock for as long.
@@ -31,7 +32,7 @@ const benchTTL = 8 * time.Second
 // p99 of the acquire step alone ("p50-ns", "p99-ns") and the p99 of one
 // whole lock+unlock, as a caller of either library waits for it
 // ("cycle-p99-ns"). Pipe the output to
-// `go run ./redlock/internal/benchtable` for the comparison table.
+// `go run ./internal/redlocklab/benchtable` for the comparison table.
 func BenchmarkLock(b *testing.B) {
 	if len(sharedAddrs) < 5 {
 		b.Skip("no shared nodes")
@@ -48,7 +49,7 @@ func BenchmarkLock(b *testing.B) {
 			return append(slices.Clone(healthy[:4]), p.Addr)
 		}},
 		{"down", func(b *testing.B) []string {
-			return append(slices.Clone(healthy[:4]), fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(b)))
+			return append(slices.Clone(healthy[:4]), fmt.Sprintf("127.0.0.1:%d", redlocktest.FreePort(b)))
 		}},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
@@ -229,7 +230,7 @@ func BenchmarkSaturated(b *testing.B) {
 	var atCapacity float64
 	for _, x := range []int{1, 3, 8} {
 		b.Run(fmt.Sprintf("%dx", x), func(b *testing.B) {
-			c := newClient(b, addrs, nodeTimeout)
+			c := redlocktest.NewClient(b, addrs, nodeTimeout)
 			rate := capacity * x
 			granted := offer(b, c, rate, runFor)
 			goodput := float64(granted) / runFor.Seconds()
@@ -296,7 +297,7 @@ func BenchmarkInterleaved(b *testing.B) {
 }
 
 func benchInterleaved(b *testing.B, slow bool) {
-	cl := redistest.Start(b, 5, redistest.Options{AppendFsync: "no"})
+	cl := redlocktest.Start(b, 5, redlocktest.Options{AppendFsync: "no"})
 	addrs := cl.Addrs()
 	if slow {
 		p := redistest.NewProxy(b, addrs[4])
@@ -435,7 +436,7 @@ func (f *quorumFloor) wait() { f.bg.Wait() }
 // of all workers together. It reports successful cycles per second
 // ("locks/s"), the p50 and p99 of one whole lock+unlock as a worker waits
 // for it ("p50-ns", "p99-ns"), and the cycles that failed ("errors").
-// Pipe the output to `go run ./redlock/internal/benchtable`.
+// Pipe the output to `go run ./internal/redlocklab/benchtable`.
 func BenchmarkClosedLoop(b *testing.B) {
 	if len(sharedAddrs) < 5 {
 		b.Skip("no shared nodes")

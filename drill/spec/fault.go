@@ -1,16 +1,18 @@
 // A drill's faults: their kinds, what each takes, how a spec names them,
 // and what a lab profile or a scope refuses.
 
-package drill
+package spec
 
 import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/fault"
-	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
@@ -24,7 +26,7 @@ type Fault struct {
 	Kind  FaultKind
 	Nodes []int // numbered from 1
 	// Etcd are the etcd members the fault acts on instead of nodes,
-	// numbered from 1; lab.TargetLeader (0) is the member leading when the
+	// numbered from 1; profile.Leader (0) is the member leading when the
 	// fault fires.
 	Etcd []int
 	// Params are the fault's parameters as the catalogue defines them:
@@ -74,7 +76,7 @@ func (p *specParser) fault(e entry) Fault {
 			f.At = p.duration(fe, 0)
 		case "nodes":
 			for _, ne := range p.list(fe) {
-				n := int(p.integer(ne, 1, lab.MaxNodes))
+				n := int(p.integer(ne, 1, profile.MaxNodes))
 				if contains(f.Nodes, n) {
 					p.fail(ne.node, ne.field, "node %d listed twice", n)
 				}
@@ -191,39 +193,31 @@ func (p *specParser) checkFaults(s *Spec) {
 		field := fmt.Sprintf("faults[%d]", i)
 		for _, n := range f.Nodes {
 			if n > s.Lab.Nodes {
-				p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".nodes", Msg: fmt.Sprintf("node %d is out of range: the lab has nodes 1-%d", n, s.Lab.Nodes)}
+				p.err = &Error{File: p.file, Line: f.Line, Field: field + ".nodes", Msg: fmt.Sprintf("node %d is out of range: the lab has nodes 1-%d", n, s.Lab.Nodes)}
 				return
 			}
 		}
 		if s.Workload.Duration > 0 && f.At >= s.Workload.Duration {
-			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".at", Msg: fmt.Sprintf("%v is not before the end of the load (duration %v)", f.At, s.Workload.Duration)}
+			p.err = &Error{File: p.file, Line: f.Line, Field: field + ".at", Msg: fmt.Sprintf("%v is not before the end of the load (duration %v)", f.At, s.Workload.Duration)}
 			return
 		}
 		for _, g := range f.Guards {
 			if !contains(s.Workload.Guards, g) {
-				p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".guards", Msg: fmt.Sprintf("guard %s is not in workload.guards", g)}
+				p.err = &Error{File: p.file, Line: f.Line, Field: field + ".guards", Msg: fmt.Sprintf("guard %s is not in workload.guards", g)}
 				return
 			}
 		}
 		if msg := processPauseProblem(s, f); msg != "" {
-			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".scope", Msg: msg}
+			p.err = &Error{File: p.file, Line: f.Line, Field: field + ".scope", Msg: msg}
 			return
 		}
 		if fe := labFaultProblem(f, s.Lab.Machines, s.Lab.Replicas > 0); fe != nil {
-			p.err = &SpecError{File: p.file, Line: f.Line, Field: field + ".fault", Msg: fe.Rule}
+			p.err = &Error{File: p.file, Line: f.Line, Field: field + ".fault", Msg: fe.Rule}
 			if fe.Param != "" {
 				p.err.Field = field + "." + fe.Param
 			}
 			return
 		}
-	}
-	if s.Lab.Machines && s.Lab.Replicas > 0 {
-		p.err = &SpecError{File: p.file, Line: p.nameLine, Field: "lab.machines", Msg: "machines and replicas do not go together: a machine runs one redis-server under systemd"}
-		return
-	}
-	if s.Lab.TLS && (s.Lab.Replicas > 0 || s.Lab.Machines) {
-		p.err = &SpecError{File: p.file, Line: p.tlsLine, Field: "lab.tls", Msg: "tls goes with independent process nodes only, not with replicas (their replication links would need TLS too) or machines"}
-		return
 	}
 	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
 }
@@ -265,9 +259,9 @@ func pausedGuards(s *Spec, f Fault) []inventory.Guard {
 	return s.Workload.Guards
 }
 
-// processGuards are the guards that run as `redlab serve` processes: those
+// ProcessGuards are the guards that run as `redlab serve` processes: those
 // a client-pause with scope process acts on.
-func (s *Spec) processGuards() []inventory.Guard {
+func (s *Spec) ProcessGuards() []inventory.Guard {
 	var out []inventory.Guard
 	for _, g := range s.Workload.Guards {
 		for _, f := range s.Faults {
@@ -301,8 +295,10 @@ func labFaultProblem(f Fault, machines, replicas bool) *fault.Error {
 // --machines of `redlab drill`), or nil. A spec that asks for machines
 // itself was checked when it was read.
 func CheckMachines(spec *Spec) error {
-	if spec.Lab.Replicas > 0 {
-		return fmt.Errorf("drill %s: machines and replicas do not go together: a machine runs one redis-server under systemd", spec.Name)
+	on := spec.Lab
+	on.Machines = true
+	if err := on.Validate(); err != nil {
+		return fmt.Errorf("drill %s: on machines: %w", spec.Name, err)
 	}
 	for i, f := range spec.Faults {
 		if fe := labFaultProblem(f, true, false); fe != nil && fe.Unsupported {
@@ -310,4 +306,70 @@ func CheckMachines(spec *Spec) error {
 		}
 	}
 	return nil
+}
+
+// String is the fault as a drill's log shows it: "kill node 2",
+// "latency nodes 1,2 +200ms for 5s".
+func (f Fault) String() string {
+	var b strings.Builder
+	b.WriteString(string(f.Kind))
+	if len(f.Nodes) > 0 || len(f.Etcd) > 0 {
+		b.WriteString(" ")
+		b.WriteString(f.Targets())
+	}
+	p := f.Params
+	switch f.Kind {
+	case fault.Restart:
+		fmt.Fprintf(&b, " delay %v", p.D("delay"))
+	case fault.Latency:
+		fmt.Fprintf(&b, " +%v", p.D("add"))
+		if p.D("jitter") > 0 {
+			fmt.Fprintf(&b, " ±%v", p.D("jitter"))
+		}
+	case fault.ClockJump:
+		fmt.Fprintf(&b, " by %v", p.D("by"))
+	case fault.ClockRate:
+		fmt.Fprintf(&b, " ×%g", p.N("factor"))
+	case fault.Failover:
+		if p.D("lag") > 0 {
+			fmt.Fprintf(&b, " after %v of replication lag", p.D("lag"))
+		}
+	case fault.ClientPause:
+		if len(f.Guards) > 0 {
+			b.WriteString(" " + inventory.JoinGuards(f.Guards))
+		}
+		if f.Count > 1 {
+			fmt.Fprintf(&b, " %d holders", f.Count)
+		}
+		fmt.Fprintf(&b, " (scope %s)", f.Scope)
+	}
+	if f.For() > 0 {
+		fmt.Fprintf(&b, " for %v", f.For())
+	}
+	return b.String()
+}
+
+func nodeList(ns []int) string {
+	if len(ns) == 0 {
+		return "all nodes"
+	}
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(ns) == 1 {
+		return "node " + s[0]
+	}
+	return "nodes " + strings.Join(s, ",")
+}
+
+// CutsPower reports whether a fault of the spec is a power loss: the lab
+// then needs the power-loss filesystem (profile.Profile.PowerLoss).
+func (s *Spec) CutsPower() bool {
+	for _, f := range s.Faults {
+		if f.Kind == fault.PowerLoss {
+			return true
+		}
+	}
+	return false
 }

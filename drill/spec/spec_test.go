@@ -1,4 +1,4 @@
-package drill
+package spec
 
 import (
 	"errors"
@@ -102,8 +102,8 @@ func TestParseErrors(t *testing.T) {
 		{"lag on another fault", "nodes: [3, 4, 5]}", "nodes: [3, 4, 5], lag: 2s}", 8, "power-loss takes no lag (it applies to failover)"},
 		{"two replicas", "restart_delay: 0s}", "restart_delay: 0s, replicas: 2}", 4, "lab.replicas: want a whole number from 0 to 1, got \"2\""},
 		{"machines not a bool", "restart_delay: 0s}", "restart_delay: 0s, machines: yes}", 4, "lab.machines: want true or false, got \"yes\""},
-		{"machines with replicas", "restart_delay: 0s}", "restart_delay: 0s, machines: true, replicas: 1}", 2, "lab.machines: machines and replicas do not go together"},
-		{"tls with replicas", "restart_delay: 0s}", "restart_delay: 0s, tls: true, replicas: 1}", 4, "lab.tls: tls goes with independent process nodes only"},
+		{"machines with replicas", "restart_delay: 0s}", "restart_delay: 0s, machines: true, replicas: 1}", 4, "lab.machines: machines and replicas do not go together"},
+		{"tls with replicas", "restart_delay: 0s}", "restart_delay: 0s, tls: true, replicas: 1}", 4, "lab.tls: TLS goes with independent process nodes only"},
 		{"tls not a boolean", "restart_delay: 0s}", "restart_delay: 0s, tls: maybe}", 4, "lab.tls: want true or false, got \"maybe\""},
 		{"bad node timeout", "lock_ttl: 10s,", "lock_ttl: 10s, node_timeout: fast,", 6, "workload.node_timeout: want a duration of at least 1ms, like 50ms, or default, got \"fast\""},
 		{"guard option for an unknown guard", "lock_ttl: 10s,", "lock_ttl: 10s, guard_options: {zookeeper: {node_timeout: default}},", 6, "workload.guard_options.zookeeper: unknown guard"},
@@ -137,19 +137,19 @@ func TestParseErrors(t *testing.T) {
 }
 
 // wantSpecError parses spec as file and checks that it fails with a
-// *SpecError (an ErrSpec) at line whose message contains want.
+// *Error (an ErrInvalid) at line whose message contains want.
 func wantSpecError(t *testing.T, file, spec string, line int, want string) {
 	t.Helper()
 	_, err := Parse(file, []byte(spec))
 	if err == nil {
 		t.Fatal("got no error")
 	}
-	if !errors.Is(err, ErrSpec) {
-		t.Errorf("got %v, want an ErrSpec", err)
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("got %v, want an ErrInvalid", err)
 	}
-	var se *SpecError
+	var se *Error
 	if !errors.As(err, &se) {
-		t.Fatalf("got %T, want *SpecError", err)
+		t.Fatalf("got %T, want *Error", err)
 	}
 	if se.File != file || se.Line != line {
 		t.Errorf("position: got %s:%d, want line %d (%v)", se.File, se.Line, line, err)
@@ -250,43 +250,11 @@ func TestParseExpectation(t *testing.T) {
 	}
 }
 
-func TestPhaseSpans(t *testing.T) {
-	s := time.Second.Nanoseconds()
-	faults := []FaultRecord{
-		{ID: "a", Event: "start", AtNs: 10 * s}, {ID: "b", Event: "start", AtNs: 12 * s},
-		{ID: "a", Event: "end", AtNs: 15 * s}, {ID: "b", Event: "end", AtNs: 14 * s},
-	}
-	sp := phaseSpans(faults, 40*s)
-	if sp[PhaseBefore] != (Span{0, 10 * s}) || sp[PhaseDuring] != (Span{10 * s, 15 * s}) || sp[PhaseAfter] != (Span{15 * s, 40 * s}) {
-		t.Errorf("got %+v", sp)
-	}
-	for ns, want := range map[int64]Phase{0: PhaseBefore, 10*s - 1: PhaseBefore, 10 * s: PhaseDuring, 15 * s: PhaseDuring, 15*s + 1: PhaseAfter} {
-		if got := phaseOf(sp, ns); got != want {
-			t.Errorf("phaseOf(%d): got %s, want %s", ns, got, want)
-		}
-	}
-	// A fault never ended lasts until the end of the load.
-	sp = phaseSpans(faults[:3], 40*s)
-	if sp[PhaseDuring] != (Span{10 * s, 40 * s}) {
-		t.Errorf("open fault: got %+v", sp[PhaseDuring])
-	}
-	// No fault: everything is before.
-	sp = phaseSpans(nil, 40*s)
-	if sp[PhaseBefore] != (Span{0, 40 * s}) || phaseOf(sp, 39*s) != PhaseBefore {
-		t.Errorf("no faults: got %+v", sp)
-	}
-	// An instantaneous fault: during is that instant.
-	sp = phaseSpans([]FaultRecord{{ID: "j", Event: "start", AtNs: 5 * s}, {ID: "j", Event: "end", AtNs: 5 * s}}, 40*s)
-	if phaseOf(sp, 5*s) != PhaseDuring || phaseOf(sp, 5*s+1) != PhaseAfter {
-		t.Errorf("instant fault: got %+v", sp)
-	}
-}
-
 // TestShippedSpecsParse: every runbook under runbooks/drills is a valid spec.
 // TestShippedMachineSpecsParse reads the drills written for a lab of
 // machines (runbooks/machines): every one asks for machines.
 func TestShippedMachineSpecsParse(t *testing.T) {
-	files, err := filepath.Glob("../runbooks/machines/*.md")
+	files, err := filepath.Glob("../../runbooks/machines/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +274,7 @@ func TestShippedMachineSpecsParse(t *testing.T) {
 }
 
 func TestShippedSpecsParse(t *testing.T) {
-	files, err := filepath.Glob("../runbooks/drills/*.md")
+	files, err := filepath.Glob("../../runbooks/drills/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,26 +292,6 @@ func TestShippedSpecsParse(t *testing.T) {
 				t.Errorf("%s: guard %s has no expectation", f, g)
 			}
 		}
-	}
-}
-
-func TestFullEffect(t *testing.T) {
-	s := time.Second.Nanoseconds()
-	faults := []FaultRecord{
-		{ID: "a", Event: "start", AtNs: 10 * s}, {ID: "b", Event: "start", AtNs: 10*s + 40}, {ID: "c", Event: "start", AtNs: 10*s + 80},
-		{ID: "b", Event: "end", AtNs: 18 * s}, {ID: "a", Event: "end", AtNs: 18*s + 50}, {ID: "c", Event: "end", AtNs: 18*s + 90},
-	}
-	if got, want := fullEffect(faults, 30*s), (Span{10*s + 80, 18 * s}); got != want {
-		t.Errorf("got %+v, want %+v", got, want)
-	}
-	// One fault never ended: it holds until the end.
-	if got, want := fullEffect(faults[:3], 30*s), (Span{10*s + 80, 30 * s}); got != want {
-		t.Errorf("open faults: got %+v, want %+v", got, want)
-	}
-	// Faults one after the other never all hold.
-	seq := []FaultRecord{{ID: "a", Event: "start", AtNs: 1}, {ID: "a", Event: "end", AtNs: 2}, {ID: "b", Event: "start", AtNs: 3}, {ID: "b", Event: "end", AtNs: 4}}
-	if sp := fullEffect(seq, 30*s); sp.EndNs >= sp.StartNs {
-		t.Errorf("sequential faults: got %+v, want an empty span", sp)
 	}
 }
 
@@ -386,7 +334,7 @@ func TestParseMachines(t *testing.T) {
 			t.Errorf("%s: CheckMachines accepted it, want it refused before the lab is up", name)
 		}
 		_, err = Parse("runbooks/drills/power-loss-everysec-no-delay.md", []byte(strings.Replace(spec, "restart_delay: 0s}", "restart_delay: 0s, machines: true}", 1)))
-		var se *SpecError
+		var se *Error
 		if !errors.As(err, &se) || se.Line != 8 || se.Field != "faults[0].fault" {
 			t.Errorf("%s with machines: true: got %v, want a spec error on faults[0].fault, line 8", name, err)
 		}
@@ -432,10 +380,10 @@ func TestParsePauseScope(t *testing.T) {
 			if got := s.Faults[0].Scope; got != tt.want {
 				t.Errorf("scope: got %q, want %q", got, tt.want)
 			}
-			if got := s.processGuards(); inventory.JoinGuards(got) != inventory.JoinGuards(tt.procs) {
+			if got := s.ProcessGuards(); inventory.JoinGuards(got) != inventory.JoinGuards(tt.procs) {
 				t.Errorf("guards run as processes: got %v, want %v", got, tt.procs)
 			}
-			if got := describeFault(s.Faults[0]); !strings.Contains(got, "(scope "+string(tt.want)+")") {
+			if got := s.Faults[0].String(); !strings.Contains(got, "(scope "+string(tt.want)+")") {
 				t.Errorf("description %q does not name scope %s", got, tt.want)
 			}
 		})
@@ -444,7 +392,7 @@ func TestParsePauseScope(t *testing.T) {
 	spec := strings.Replace(pauseSpec, "SCOPE", "scope: process", 1)
 	spec = strings.Replace(spec, "db-atomic]", "db-atomic, redlock-del]", 1)
 	_, err := Parse("client-pause.md", []byte(spec))
-	var se *SpecError
+	var se *Error
 	if !errors.As(err, &se) || se.Line != 6 || se.Field != "faults[0].scope" || !strings.Contains(se.Msg, "never runs a comparison guard") {
 		t.Errorf("process scope over redlock-del: got %v, want a SpecError at line 6, faults[0].scope, about comparison guards", err)
 	}

@@ -1,4 +1,4 @@
-package redlock_test
+package redlocklab_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 // TestClosedLoopNeverOverloaded runs a worker pool far wider than the
@@ -26,7 +26,7 @@ import (
 // away; the timeouts are the machine's, so they are logged, not failed.
 // With a node timeout no round reaches, every call must succeed.
 func TestClosedLoopNeverOverloaded(t *testing.T) {
-	cl := redistest.Start(t, 5, redistest.Options{})
+	cl := redlocktest.Start(t, 5, redlocktest.Options{})
 	for _, tc := range []struct {
 		name        string
 		nodeTimeout time.Duration // 0: NewNodes' default
@@ -36,7 +36,7 @@ func TestClosedLoopNeverOverloaded(t *testing.T) {
 		{"calm node timeout", calmTimeout, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, cl.Addrs(), tc.nodeTimeout)
+			c := redlocktest.NewClient(t, cl.Addrs(), tc.nodeTimeout)
 			const workers, cycles = 256, 256 * 8
 			ctx := context.Background()
 			_, errs := closedLoop(workers, cycles, func(w, i int) error {

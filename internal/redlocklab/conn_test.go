@@ -1,4 +1,4 @@
-package redlock_test
+package redlocklab_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/redlocklab/redlocklab/internal/redistest"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
 	"github.com/redlocklab/redlocklab/redlock"
+	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
 
 func newTestCA(t *testing.T, name string) *tlscert.CA {
@@ -43,11 +45,11 @@ func TestTLSConnErrors(t *testing.T) {
 	good := redistest.StartTLS(t, ca, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
 	expired := redistest.StartTLS(t, ca, []string{"127.0.0.1"}, now.Add(-48*time.Hour), now.Add(-time.Hour))
 	misnamed := redistest.StartTLS(t, ca, []string{"redis-9.example"}, now.Add(-time.Hour), now.Add(24*time.Hour))
-	plain := redistest.Start(t, 1, redistest.Options{}).Nodes[0]
+	plain := redlocktest.Start(t, 1, redlocktest.Options{}).Nodes[0]
 
 	for _, tc := range []struct {
 		name string
-		node *redistest.Node
+		node *redlocktest.Node
 		tls  *tls.Config
 		want string // "" for success
 	}{
@@ -108,10 +110,11 @@ func TestCheckTLS(t *testing.T) {
 		sev redlock.Severity
 		msg string
 	}{{redlock.Info, "TLS 1.3, certificate valid until " + now.Add(400*24*time.Hour).UTC().Format("2006-01-02")}, {redlock.Warning, "(10 days): it expires in under 30 days"}} {
-		f, ok := finding(rep, i, "tls")
-		if !ok {
+		k := slices.IndexFunc(rep.Findings, func(f redlock.Finding) bool { return f.Node == i && f.Check == "tls" })
+		if k < 0 {
 			t.Fatalf("node %d: no tls finding in %+v", i, rep.Findings)
 		}
+		f := rep.Findings[k]
 		if f.Severity != want.sev || !strings.Contains(f.Message, want.msg) {
 			t.Errorf("node %d: got %v %q, want %v containing %q", i, f.Severity, f.Message, want.sev, want.msg)
 		}

@@ -1,7 +1,7 @@
 // A drill's expectations: the conditions each guard must meet, judged on
 // the whole run, a phase or a window.
 
-package drill
+package spec
 
 import (
 	"fmt"
@@ -9,11 +9,11 @@ import (
 	"strings"
 
 	"github.com/redlocklab/redlocklab/inventory"
-	"github.com/redlocklab/redlocklab/loadgen"
+	"github.com/redlocklab/redlocklab/loadgen/loadspec"
 )
 
 // Expectation is one condition a guard must meet: a load-generator threshold
-// (loadgen.ParseThreshold's grammar, with safety.lock_violations), judged on
+// (loadspec.ParseThreshold's grammar, with safety.lock_violations), judged on
 // the whole run or, with a phase prefix (during.outcomes.unavailable<1%), on
 // the operations due in that phase. Beyond that grammar:
 //
@@ -30,15 +30,15 @@ type Expectation struct {
 	Phase Phase
 	// Threshold is the parsed condition without its phase prefix, for a
 	// figure of the load generator's.
-	Threshold loadgen.Threshold
+	Threshold loadspec.Threshold
 	// Grants and Recovery are the drill's own figures, held to Cmp.
 	Grants   bool
 	Recovery bool
-	Cmp      loadgen.Comparison
+	Cmp      loadspec.Comparison
 	// Ref, when set, makes the expectation relative: Metric Cmp.Op Factor
 	// times Ref's figure in phase Refs.
-	Metric loadgen.Metric
-	Ref    *loadgen.Metric
+	Metric loadspec.Metric
+	Ref    *loadspec.Metric
 	Refs   Phase
 	Factor float64
 	Line   int
@@ -96,7 +96,7 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 	var rest string
 	x.Phase, rest = cutPhase(x.Expr, windows)
 	if r, ok := strings.CutPrefix(rest, "grants"); ok && x.Phase != PhaseAll && (r == "" || strings.ContainsAny(r[:1], "<>=! ")) {
-		c, err := loadgen.ParseComparison(r, false)
+		c, err := loadspec.ParseComparison(r, false)
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: want %s.grants OP COUNT", expr, x.Phase)
 		}
@@ -104,10 +104,10 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 		return x, nil
 	}
 	if r, ok := strings.CutPrefix(rest, "recovery"); ok && x.Phase == PhaseAll && r != "" && strings.ContainsAny(r[:1], "<>=! ") {
-		if _, err := loadgen.ParseComparison(r, false); err == nil {
+		if _, err := loadspec.ParseComparison(r, false); err == nil {
 			return x, fmt.Errorf("expectation %q: recovery is a duration: give a unit, like 2s", expr)
 		}
-		c, err := loadgen.ParseComparison(r, true)
+		c, err := loadspec.ParseComparison(r, true)
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: want recovery OP DURATION, like recovery<2s", expr)
 		}
@@ -117,11 +117,11 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 	if m := relativeRE.FindStringSubmatch(rest); m != nil {
 		// METRIC OP K*[PHASE.]METRIC2: two metrics of the threshold grammar.
 		refPhase, refMetric := cutPhase(m[4], windows)
-		lhs, err := loadgen.ParseMetric(m[1])
+		lhs, err := loadspec.ParseMetric(m[1])
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: %w", expr, err)
 		}
-		ref, err := loadgen.ParseMetric(refMetric)
+		ref, err := loadspec.ParseMetric(refMetric)
 		if err != nil {
 			return x, fmt.Errorf("expectation %q: %w", expr, err)
 		}
@@ -140,7 +140,7 @@ func ParseExpectation(expr string, nodes int, windows ...Phase) (Expectation, er
 			return x, fmt.Errorf("expectation %q: node%d is out of range: the lab has nodes 1-%d", expr, n, nodes)
 		}
 	}
-	t, err := loadgen.ParseThreshold(rest)
+	t, err := loadspec.ParseThreshold(rest)
 	if err != nil {
 		return x, err
 	}

@@ -1,7 +1,7 @@
 // The YAML walker of the spec parser: typed reads of mapping entries, each
 // keeping the first error with its file position.
 
-package drill
+package spec
 
 import (
 	"fmt"
@@ -19,15 +19,15 @@ import (
 type specParser struct {
 	file     string
 	offset   int // lines before the front matter
-	err      *SpecError
+	err      *Error
 	nameLine int
 	// guardOptions are workload.guard_options' entries, checked against
 	// the workload's guards once it is read.
 	guardOptions []guardOption
-	// guardsLine and etcdLine are workload.guards' and lab.etcd's lines.
-	guardsLine, etcdLine, tlsLine int
-	// noFsyncLine is lab.etcd_unsafe_no_fsync's line.
-	noFsyncLine int
+	// guardsLine is workload.guards' line, labLine lab's and labLines
+	// each lab field's.
+	guardsLine, labLine int
+	labLines            map[string]int
 }
 
 type guardOption struct {
@@ -45,7 +45,7 @@ func (p *specParser) line(n ast.Node) int {
 
 func (p *specParser) fail(n ast.Node, field, format string, a ...any) {
 	if p.err == nil {
-		p.err = &SpecError{File: p.file, Line: p.line(n), Field: field, Msg: fmt.Sprintf(format, a...)}
+		p.err = &Error{File: p.file, Line: p.line(n), Field: field, Msg: fmt.Sprintf(format, a...)}
 	}
 }
 
