@@ -250,18 +250,17 @@ func newFaultKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		defer cancel()
 		ctx, cancelSig := cancelOnSignal(ctx, e)
 		defer cancelSig()
-		var res lab.FaultResult
-		switch {
-		case d.Kind == fault.Heal && len(nodes) == 0:
-			err = l.Heal(ctx)
-		case severalNodes[d.Kind]:
-			for _, n := range nodes {
-				if _, err = l.Apply(ctx, n, d.Kind, params); err != nil {
-					break
-				}
+		on := nodes
+		if len(on) == 0 { // heal: every node
+			for _, n := range l.Nodes() {
+				on = append(on, n.ID)
 			}
-		default:
-			res, err = l.Apply(ctx, nodes[0], d.Kind, params)
+		}
+		var res fault.Result
+		for _, n := range on {
+			if res, err = l.Injector(n).Apply(ctx, d.Kind, params); err != nil {
+				break
+			}
 		}
 		if errors.Is(err, lab.ErrInvalid) || errors.Is(err, fault.ErrInvalid) {
 			return &exitError{code: exitUsage, err: err}
@@ -269,7 +268,7 @@ func newFaultKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		printFaultResult(e.stdout, c.Name(), nodes, res)
+		printFaultResult(e.stdout, c.Name(), nodes, l.Nodes()[on[0]-1].Addr, res)
 		return nil
 	}
 	return c
@@ -312,7 +311,9 @@ func parseNodeNumbers(args []string) ([]int, error) {
 	return nodes, nil
 }
 
-func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult) {
+// printFaultResult says what a fault did on nodes, the first of which has
+// its front at addr.
+func printFaultResult(w io.Writer, kind string, nodes []int, addr string, res fault.Result) {
 	switch {
 	case kind == "partition" || kind == "heal":
 		if len(nodes) == 0 {
@@ -326,9 +327,9 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		return
 	case res.Failover != nil:
 		fo := res.Failover
-		fmt.Fprintf(w, "failover node %d: %s promoted behind %s", nodes[0], fo.Promoted, res.Status.Addr())
+		fmt.Fprintf(w, "failover node %d: %s promoted behind %s", nodes[0], fo.Promoted, addr)
 		if fo.Lag > 0 {
-			fmt.Fprintf(w, " after holding replication back %v (caught up before: %v)", time.Duration(fo.Lag), fo.CaughtUp)
+			fmt.Fprintf(w, " after holding replication back %v (caught up before: %v)", fo.Lag, fo.CaughtUp)
 		}
 		fmt.Fprintf(w, "; replication lost %d bytes\n", fo.LostBytes)
 		return
@@ -338,12 +339,12 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		if len(pl.Vanished)+len(pl.Returned) > 0 {
 			fmt.Fprintf(w, ", vanished %v, returned %v", pl.Vanished, pl.Returned)
 		}
-		fmt.Fprintf(w, "; now %s\n", res.Status.State)
+		fmt.Fprintf(w, "; now %s\n", res.State)
 		return
 	}
-	fmt.Fprintf(w, "%s node %d: now %s", kind, nodes[0], res.Status.State)
-	if res.Fault != nil {
-		fmt.Fprintf(w, " (fault %s from %s)", res.Fault.ID, res.Fault.Start.Format("15:04:05.000"))
+	fmt.Fprintf(w, "%s node %d: now %s", kind, nodes[0], res.State)
+	if res.ID != "" {
+		fmt.Fprintf(w, " (fault %s from %s)", res.ID, res.Start.Format("15:04:05.000"))
 	}
 	fmt.Fprintln(w)
 }

@@ -20,9 +20,12 @@
 //     redis-server left by a crashed supervisor, the first start's delay);
 //   - process.go: the processes a supervisor runs, adopts or finds;
 //   - control.go, client.go: the control endpoint and its client (Control),
-//     the one owner of its paths, bodies and error codes;
-//   - faults.go: the fault kinds, the fault recorder and the faults that act
-//     on the process or the fronts, every daemon's;
+//     the one owner of its paths and error codes (its bodies are package
+//     fault's Params and Result);
+//   - faults.go: the fault recorder and the faults that act on the process
+//     or the fronts, every daemon's;
+//   - inject.go: the lab's three fault targets (process nodes, machine
+//     nodes, etcd members), each a table of how it applies each kind;
 //   - replica.go: a replicated node's pair of redis-servers, its roles, and
 //     failover;
 //   - machine.go, machinedisk.go: a node booted as a systemd-nspawn machine,

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -221,37 +220,24 @@ func (s *etcdSupervisor) status(ctx context.Context) EtcdMemberStatus {
 // The control endpoint, as a Redis node's (control.go), with the faults
 // that apply to an etcd member:
 //
-//	GET  /v1/status          -> EtcdMemberStatus
-//	POST /v1/faults/{kind}   FaultRequest -> EtcdFaultResult
+//	GET  /v1/status                       -> EtcdMemberStatus
+//	POST /v1/faults/{kind}[?target=NOTE]  fault.Params -> EtcdFaultResult
 //
-// kind is kill, restart, stop, pause, partition or latency, or "start" or
-// "heal". A request's target ("leader" when the lab resolved the leader to
-// this member) is recorded with the fault.
+// kind is one the catalogue gives etcd members (fault.EtcdMember). A
+// request's target ("leader" when the lab resolved the leader to this
+// member) is recorded with the fault.
 func (s *etcdSupervisor) handler() http.Handler {
-	return controlMux(s.status, s.apply,
-		func(res EtcdFaultResult, st EtcdMemberStatus) EtcdFaultResult { res.Status = st; return res })
+	return controlMux(s.status, s,
+		func(res fault.Result, st EtcdMemberStatus) any {
+			return EtcdFaultResult{Result: st.stamp(res), Status: st}
+		})
 }
 
-// EtcdFaultResult is what a member reports after a fault request.
+// EtcdFaultResult is a member's answer to a fault request: what the fault
+// did (Target and State are the member's), and its status after it.
 type EtcdFaultResult struct {
-	// Fault is the fault started, if the request started one.
-	Fault *Fault `json:"fault,omitempty"`
-	// Status is the member's status after the request.
+	fault.Result
 	Status EtcdMemberStatus `json:"status"`
-	// PowerLoss is set for power-loss.
-	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
-}
-
-func (s *etcdSupervisor) apply(ctx context.Context, kind string, req FaultRequest) (EtcdFaultResult, error) {
-	if err := CheckFault(kind, req.params, fault.EtcdMember, false); err != nil {
-		return EtcdFaultResult{}, err
-	}
-	a, ok, err := s.applyShared(ctx, kind, req)
-	if !ok {
-		// CheckFault refused it first.
-		return EtcdFaultResult{}, fmt.Errorf("%w: %q is not a fault of etcd members", ErrInvalid, kind)
-	}
-	return EtcdFaultResult{Fault: a.fault, PowerLoss: a.powerLoss}, err
 }
 
 // dataDir is the member's data-dir, from its rendered etcd.yml (Validate

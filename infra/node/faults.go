@@ -179,45 +179,50 @@ func ReadFaults(stateDir string) ([]Fault, error) {
 // crashFaults are the faults that end when the process answers again.
 var crashFaults = []FaultKind{fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop}
 
-// applied is what a fault did: the fault it started, if any, and what a
-// power loss cut.
-type applied struct {
-	fault     *Fault
-	powerLoss *PowerLossResult
-}
-
-// applyShared applies a fault that every daemon takes the same way, that
-// is each kind an etcd member takes; ok is false for any other kind. The
-// request's target is recorded with the fault.
-func (d *daemon) applyShared(ctx context.Context, kind string, req FaultRequest) (a applied, ok bool, err error) {
-	params := map[string]string{}
-	if req.Target != "" {
-		params["target"] = req.Target
-	}
-	switch kind {
-	case string(fault.Kill):
-		a.fault, err = d.kill(ctx, nil, params)
-	case string(fault.PowerLoss):
-		a.fault, a.powerLoss, err = d.powerLoss(ctx, params)
-	case string(fault.Restart):
-		delay := time.Duration(*req.Delay) // CheckFault: given
-		a.fault, err = d.kill(ctx, &delay, params)
-	case string(fault.Stop):
-		a.fault, err = d.stop(ctx, params)
-	case string(fault.Start):
-		err = d.startAgain(ctx)
-	case string(fault.Pause):
-		a.fault, err = d.pause(time.Duration(req.For), params)
-	case string(fault.Partition):
-		a.fault, err = d.partition(time.Duration(req.For), params)
-	case string(fault.Heal):
+// daemonFaults are the kinds every daemon applies the same way, each on
+// the methods below (inject.go makes them every target's).
+var daemonFaults = []struct {
+	kind fault.Kind
+	fn   fault.ApplyFunc[*daemon]
+}{
+	{fault.Kill, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		f, err := d.kill(ctx, nil, notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.PowerLoss, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		f, pl, err := d.powerLoss(ctx, notes(ctx))
+		r := recorded(f)
+		r.PowerLoss = pl
+		return r, err
+	}},
+	{fault.Restart, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		delay := p.D("delay") // required: Validate
+		f, err := d.kill(ctx, &delay, notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Stop, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		f, err := d.stop(ctx, notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Start, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		return fault.Result{}, d.startAgain(ctx)
+	}},
+	{fault.Pause, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		f, err := d.pause(p.D(fault.For), notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Partition, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		f, err := d.partition(p.D(fault.For), notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Heal, func(d *daemon, _ context.Context, _ fault.Params) (fault.Result, error) {
 		d.heal()
-	case string(fault.Latency):
-		a.fault, err = d.latency(time.Duration(req.Add), time.Duration(req.Jitter), time.Duration(req.For), params)
-	default:
-		return a, false, nil
-	}
-	return a, true, err
+		return fault.Result{}, nil
+	}},
+	{fault.Latency, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		f, err := d.latency(p.D("add"), p.D("jitter"), p.D(fault.For), notes(ctx))
+		return recorded(f), err
+	}},
 }
 
 // kill SIGKILLs the process (a crash: nothing is flushed). With delay set

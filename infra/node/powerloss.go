@@ -11,38 +11,13 @@ import (
 	"github.com/redlocklab/redlocklab/infra/fault"
 )
 
-// PowerLossResult says what a power loss took from a node.
-type PowerLossResult struct {
-	// Model is how the loss was decided: PowerLossFilesystem, what the
-	// server had not fsynced, from its real fsync calls.
-	Model string `json:"model"`
-	// Persistence is the node's profile, which decides what it fsyncs:
-	// always before acknowledging, everysec about once a second, no-fsync
-	// and none never.
-	Persistence Persistence `json:"persistence"`
-	// CutBytes are the bytes cut off the ends of files and those written
-	// back where unsynced writes had overwritten durable ones; CutCommands
-	// the write commands the AOF's incr files held before the cut and not
-	// after (MULTI, EXEC and SELECT are not counted), that is acknowledged
-	// writes lost (etcd members: not counted).
-	CutBytes    int64 `json:"cut_bytes"`
-	CutCommands int64 `json:"cut_commands"`
-	// CutFiles names the files that were cut back.
-	CutFiles []string `json:"cut_files,omitempty"`
-	// Vanished and Returned name what a cut took away (created or renamed
-	// to, never made durable by a directory fsync) and gave back (unlinked
-	// or renamed away, never made durable).
-	Vanished []string `json:"vanished,omitempty"`
-	Returned []string `json:"returned,omitempty"`
-}
-
 // powerCut is a power loss between its SIGKILL and the cut, which onExit
 // applies before the restart path can run.
 type powerCut struct {
 	proc  *child
 	crash time.Time
 	done  chan struct{} // closed once res and err are set
-	res   PowerLossResult
+	res   fault.PowerLossResult
 	err   error
 }
 
@@ -51,7 +26,7 @@ type powerCut struct {
 // then the restart after the restart delay, as after any crash (a Redis
 // node's guard holds it: post-stop unclean). It returns once the cut is
 // done.
-func (d *daemon) powerLoss(ctx context.Context, params map[string]string) (*Fault, *PowerLossResult, error) {
+func (d *daemon) powerLoss(ctx context.Context, params map[string]string) (*Fault, *fault.PowerLossResult, error) {
 	d.mu.Lock()
 	p, err := d.powerLossTargetLocked()
 	if err != nil {
@@ -112,7 +87,7 @@ func (d *daemon) applyPowerLoss(cut *powerCut) {
 	cut.res, cut.err = d.disk.cut(ctx)
 	cancel()
 	// The filesystem keeps what was fsynced, whatever the profile.
-	cut.res.Persistence = d.persistence
+	cut.res.Persistence = string(d.persistence)
 	if d.acked != nil {
 		if n := before - d.acked(); n > 0 {
 			cut.res.CutCommands = n // the acknowledged writes the cut took
@@ -123,7 +98,7 @@ func (d *daemon) applyPowerLoss(cut *powerCut) {
 	}
 	model := cut.res.Model + " model"
 	if cut.res.Persistence != "" {
-		model = string(cut.res.Persistence) + ", " + model
+		model = cut.res.Persistence + ", " + model
 	}
 	d.log.Printf("power loss (%s): cut %d bytes, %d commands from %v; vanished %v, returned %v", model, cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles, cut.res.Vanished, cut.res.Returned)
 	d.mu.Lock()
@@ -135,7 +110,7 @@ func (d *daemon) applyPowerLoss(cut *powerCut) {
 }
 
 // powerLossParams are a power loss's parameters in faults.jsonl.
-func powerLossParams(r PowerLossResult) map[string]string {
+func powerLossParams(r fault.PowerLossResult) map[string]string {
 	p := map[string]string{
 		"model":        r.Model,
 		"cut_bytes":    strconv.FormatInt(r.CutBytes, 10),
