@@ -21,8 +21,10 @@ TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
 all: build
 
+# -buildvcs=auto: the commit in `redlab version` and in what explore records,
+# even where GOFLAGS turns stamping off.
 build:
-	$(GO) build -o bin/redlab ./cmd/redlab
+	$(GO) build -buildvcs=auto -o bin/redlab ./cmd/redlab
 
 ## test: everything CI runs (race detector on), after the set-up it needs.
 ## A sub-make, so that the checks start only once the set-up is done (also

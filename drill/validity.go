@@ -28,7 +28,8 @@ const (
 	minDue = 10
 )
 
-// Served is one guard's load before the first fault.
+// Served is one guard's load before the first fault: the operations due
+// then and answered before it (or never sent in time).
 type Served struct {
 	Due    int64 `json:"due"`
 	Served int64 `json:"served"`
@@ -52,21 +53,25 @@ var servedOutcomes = map[loadgen.Outcome]bool{
 }
 
 // servedBefore counts the operations due in [0, before) (ns since t0).
+// One still in flight at before is left out: the fault may have held it
+// up, and it says nothing of the host.
 func servedBefore(ops []opRecord, t0 time.Time, before int64) Served {
 	var s Served
 	for _, o := range ops {
 		if int64(o.op.Intended.Sub(t0)) >= before {
 			continue
 		}
-		s.Due++
 		switch {
 		case o.started.IsZero() || o.started.Sub(o.op.Intended) > ServedWithin:
 			s.Late++
+		case int64(o.ended.Sub(t0)) > before:
+			continue
 		case !servedOutcomes[o.res.Outcome]:
 			s.Refused++
 		default:
 			s.Served++
 		}
+		s.Due++
 	}
 	return s
 }

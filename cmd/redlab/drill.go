@@ -27,6 +27,7 @@ func newDrillCmd(e *env) *cobra.Command {
 		monitoring bool
 		machines   bool
 		check      bool
+		repeat     int
 		mcfg       = lab.MonitoringConfig{ScrapeInterval: time.Second, AlertForMax: 5 * time.Second}
 		ho         = &drillHostsOptions{}
 	)
@@ -138,8 +139,17 @@ not run, 2 usage or spec error, 3 a drill was INVALID and none failed.`,
 			if c.Flags().Changed("seed") {
 				opts.Seed, opts.SeedSet = seed, true
 			}
+			if repeat < 1 {
+				return usageErrorf("--repeat %d: want at least 1", repeat)
+			}
+			if repeat > 1 && matrix != "" {
+				return usageErrorf("--repeat replays drill files, not a --matrix")
+			}
 			ctx, cancel := cancelOnSignal(c.Context(), e)
 			defer cancel()
+			if repeat > 1 {
+				return repeatDrills(ctx, e, specs, opts, repeat)
+			}
 			return runDrills(ctx, e, specs, opts, matrix != "")
 		},
 	}
@@ -148,6 +158,7 @@ not run, 2 usage or spec error, 3 a drill was INVALID and none failed.`,
 	c.Flags().StringVar(&matrix, "matrix", "", "run every drill in this directory and write matrix.md, matrix.json and matrix.html into --out")
 	c.Flags().Uint64Var(&seed, "seed", 0, "seed for every drill's key and quantity draws (default: each spec's workload.seed)")
 	c.Flags().BoolVar(&machines, "machines", false, "run every drill on a lab of systemd-nspawn machines (lab up --machines: real systemd, chrony and restart guard; needs root) instead of processes; a drill's own 'lab: {machines: true}' asks for it too")
+	c.Flags().IntVar(&repeat, "repeat", 1, "replay each drill this many times, on one lab, and print how many reproduced its expectations (\"reproduced k/N\"): exit 0 when at least one did, 1 when none")
 	c.Flags().BoolVar(&check, "check", false, "only read and validate the specs (exit 0 valid, 2 with each error's file, line and field); no lab, no load")
 	c.Flags().BoolVar(&monitoring, "monitoring", false, "run the lab's exporters and Prometheus during each drill and keep Prometheus's data in OUT/<drill>/prometheus")
 	c.Flags().DurationVar(&mcfg.ScrapeInterval, "scrape-interval", mcfg.ScrapeInterval, "with --monitoring: scrape and rule evaluation interval")
@@ -256,6 +267,78 @@ func modelWord(m *drill.Model) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// repeatDrills replays each drill n times, on one lab per drill (between
+// two replays it is healed, cleared and proved clean: drill.Session), and
+// says how often its expectations held: a found runbook's expectations are
+// the failure it found, so that is how often it reproduced.
+func repeatDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Options, n int) error {
+	var failed []string
+	for _, s := range specs {
+		seed := s.Workload.Seed
+		if opts.SeedSet {
+			seed = opts.Seed
+		}
+		var sess *drill.Session
+		if opts.Hosts == nil && opts.Monitoring == nil {
+			prof := s.Lab
+			prof.PowerLoss = prof.PowerLoss || s.CutsPower()
+			var err error
+			if sess, err = drill.NewSession(ctx, prof, opts); err != nil {
+				return fmt.Errorf("drill %s: %w", s.Name, err)
+			}
+		}
+		k, ran := 0, 0
+		for i := 1; i <= n; i++ {
+			dir := filepath.Join(opts.Out, fmt.Sprintf("%s-%d", s.Name, i))
+			var res *drill.Result
+			var err error
+			if sess != nil {
+				var clean drill.Clean
+				if clean, err = sess.Reset(ctx); err == nil && !clean.OK() {
+					err = fmt.Errorf("the lab was not clean: %s", strings.Join(clean.Problems, "; "))
+				}
+				if err == nil {
+					res, err = sess.Run(ctx, s, dir, seed)
+				}
+			} else {
+				o := opts
+				o.Out = filepath.Join(opts.Out, fmt.Sprintf("%s-%d", s.Name, i))
+				res, err = drill.Run(ctx, s, o)
+			}
+			if err != nil {
+				fmt.Fprintf(e.stdout, "drill %s, replay %d/%d: DID NOT RUN: %v\n", s.Name, i, n, err)
+				if ctx.Err() != nil {
+					break
+				}
+				continue
+			}
+			if res.Invalid == "" {
+				ran++
+				if res.Passed {
+					k++
+				}
+			}
+			fmt.Fprintf(e.stdout, "drill %s, replay %d/%d: %s (%s)\n", s.Name, i, n, res.Verdict(), dir)
+		}
+		if sess != nil {
+			sess.Close(ctx)
+		}
+		word := "Successful reproduction"
+		if k == 0 {
+			word = "Failed to reproduce"
+			failed = append(failed, s.Name)
+		}
+		fmt.Fprintf(e.stdout, "drill %s: reproduced %d/%d (%d of the %d replays judged): %s\n\n", s.Name, k, n, ran, n, word)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("failed to reproduce: %s", strings.Join(failed, ", "))
+	}
+	return nil
 }
 
 // printResult writes a drill's verdict and counts.

@@ -32,6 +32,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newMergeCmd,
 	newDoctorCmd,
 	newDrillCmd,
+	newExploreCmd,
 	newVersionCmd,
 }
 

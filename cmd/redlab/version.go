@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -66,4 +69,27 @@ func (v version) String() string {
 		commit += " (modified)"
 	}
 	return fmt.Sprintf("redlab %s, commit %s, %s %s", v.version, commit, v.goVer, v.platform)
+}
+
+// recordedCommit is the commit a command records with its results: the
+// binary's, or, when it was built without one (-buildvcs=false, a test
+// binary), the working tree's HEAD, marked (modified) when it has changes;
+// "unknown" outside a git tree.
+func recordedCommit() string {
+	v := buildVersion()
+	if v.commit != "unknown" {
+		if v.modified {
+			return v.commit + " (modified)"
+		}
+		return v.commit
+	}
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		commit += " (modified)"
+	}
+	return commit
 }

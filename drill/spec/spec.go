@@ -294,30 +294,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 			s.Title, _ = p.scalar(e)
 		case "lab":
 			p.labLine = p.line(e.keyNode)
-			for _, le := range p.mapping(e.node, "lab", labFields...) {
-				p.labLines[le.key] = p.line(le.keyNode)
-				switch le.key {
-				case "nodes":
-					s.Lab.Nodes = int(p.integer(le, 1, profile.MaxNodes))
-				case "persistence":
-					persistence = le
-				case "restart_delay":
-					s.Lab.RestartDelay = p.duration(le, 0)
-					s.Lab.NoRestartDelay = s.Lab.RestartDelay == 0
-				case "replicas":
-					s.Lab.Replicas = int(p.integer(le, 0, 1))
-				case "machines":
-					s.Lab.Machines = p.boolean(le)
-				case "tls":
-					s.Lab.TLS = p.boolean(le)
-				case "etcd":
-					s.Lab.Etcd = int(p.integer(le, 0, profile.MaxEtcdMembers))
-				case "etcd_unsafe_no_fsync":
-					s.Lab.EtcdUnsafeNoFsync = p.boolean(le)
-				case "power_loss":
-					s.Lab.PowerLoss = p.boolean(le)
-				}
-			}
+			persistence = p.lab(e, &s.Lab)
 		case "workload":
 			p.workload(e, s)
 		case "faults":
@@ -338,21 +315,7 @@ func (p *specParser) spec(n ast.Node) *Spec {
 	if p.err != nil {
 		return s
 	}
-	if persistence.node != nil {
-		s.Lab.Persistence = nil
-		for _, it := range p.list(persistence) {
-			v, ok := p.scalar(it)
-			if !ok {
-				break
-			}
-			ps, err := profile.ParsePersistence(v)
-			if err != nil {
-				p.fail(it.node, it.field, "want always, everysec, no-fsync or none, got %q", v)
-				break
-			}
-			s.Lab.Persistence = append(s.Lab.Persistence, ps)
-		}
-	}
+	p.persistence(persistence, &s.Lab)
 	p.checkLab(s)
 	p.checkFaults(s)
 	p.checkEtcd(s)
@@ -369,6 +332,82 @@ func (p *specParser) spec(n ast.Node) *Spec {
 // labFields are the keys of a spec's lab: block: the profile's fields (ssh
 // is not one: a drill's hosts come from --hosts).
 var labFields = []string{"nodes", "persistence", "restart_delay", "replicas", "machines", "etcd", "etcd_unsafe_no_fsync", "tls", "power_loss"}
+
+// lab reads a lab: block into lab; its persistence entry is read once the
+// node count is known (persistence).
+func (p *specParser) lab(e entry, lab *profile.Profile) (persistence entry) {
+	for _, le := range p.mapping(e.node, "lab", labFields...) {
+		p.labLines[le.key] = p.line(le.keyNode)
+		switch le.key {
+		case "nodes":
+			lab.Nodes = int(p.integer(le, 1, profile.MaxNodes))
+		case "persistence":
+			persistence = le
+		case "restart_delay":
+			lab.RestartDelay = p.duration(le, 0)
+			lab.NoRestartDelay = lab.RestartDelay == 0
+		case "replicas":
+			lab.Replicas = int(p.integer(le, 0, 1))
+		case "machines":
+			lab.Machines = p.boolean(le)
+		case "tls":
+			lab.TLS = p.boolean(le)
+		case "etcd":
+			lab.Etcd = int(p.integer(le, 0, profile.MaxEtcdMembers))
+		case "etcd_unsafe_no_fsync":
+			lab.EtcdUnsafeNoFsync = p.boolean(le)
+		case "power_loss":
+			lab.PowerLoss = p.boolean(le)
+		}
+	}
+	return persistence
+}
+
+// persistence reads the lab's persistence entry, one profile or one per
+// node.
+func (p *specParser) persistence(e entry, lab *profile.Profile) {
+	if e.node == nil {
+		return
+	}
+	lab.Persistence = nil
+	for _, it := range p.list(e) {
+		v, ok := p.scalar(it)
+		if !ok {
+			break
+		}
+		ps, err := profile.ParsePersistence(v)
+		if err != nil {
+			p.fail(it.node, it.field, "want always, everysec, no-fsync or none, got %q", v)
+			break
+		}
+		lab.Persistence = append(lab.Persistence, ps)
+	}
+}
+
+// ParseLab reads a lab profile written as a spec's lab: block is, like
+// {persistence: everysec, restart_delay: 0s}, over base (the fields it
+// does not give keep base's), with its defaults filled in. name names the
+// text in errors (a flag: "--lab").
+func ParseLab(name, text string, base profile.Profile) (profile.Profile, error) {
+	f, err := parser.ParseBytes([]byte("lab: "+text+"\n"), 0)
+	if err != nil {
+		return base, &Error{File: name, Msg: "YAML: " + firstLine(err.Error())}
+	}
+	if len(f.Docs) != 1 || f.Docs[0].Body == nil {
+		return base, &Error{File: name, Msg: "want a mapping like {persistence: everysec, restart_delay: 0s}"}
+	}
+	p := &specParser{file: name, labLines: map[string]int{}}
+	s := &Spec{Lab: base}
+	for _, e := range p.mapping(f.Docs[0].Body, "", "lab") {
+		p.persistence(p.lab(e, &s.Lab), &s.Lab)
+	}
+	p.checkLab(s)
+	if p.err != nil {
+		p.err.Line = 0
+		return base, p.err
+	}
+	return s.Lab, nil
+}
 
 // checkLab fills the lab's defaults and holds it to the lab's rules
 // (profile.Validate), naming the field's line.
