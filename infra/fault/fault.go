@@ -10,11 +10,13 @@
 //
 // What a fault is applied on (a lab node run as a process or as a
 // machine, an etcd member, the service process, a host over SSH) is a
-// Target, and a fault is applied through its Injector (inject.go), which
+// Target, and every fault is applied through an Injector (inject.go), which
 // each target implements once, as a Table of how it applies each kind. A
 // new transport is one more Target constant, its name in the Targets of
-// the kinds it can apply, and its Table: the catalogue's test of
-// implementations (CheckImplementations) says what it lacks or has twice.
+// the kinds it can apply, and its Table, which the test of implementations
+// (CheckImplementations) holds to the catalogue. What injects (a drill's
+// timeline, redlab fault) takes any Injector: the transport is offered
+// where a user picks where faults go, and nothing else names its kinds.
 package fault
 
 import (
