@@ -29,16 +29,6 @@ import (
 // lab without them, so that the two kinds of lab keep their alignment.
 const etcdPortStep = 1200
 
-// etcdFaults is what a drill does to the lab's etcd members: any fault of
-// the catalogue that a member can apply, as data (*lab.Lab). member is
-// lab.TargetLeader or a number from 1.
-type etcdFaults interface {
-	EtcdApply(ctx context.Context, member int, kind fault.Kind, params fault.Params) (lab.EtcdFaultResult, error)
-	EtcdHeal(ctx context.Context, members ...int) error
-}
-
-var _ etcdFaults = (*lab.Lab)(nil)
-
 // etcdEndpoints are the client URLs guard g gets: the lab's members for
 // the etcd guards, none for the others.
 func etcdEndpoints(l interface{ EtcdEndpoints() []string }, g inventory.Guard) []string {
@@ -73,29 +63,20 @@ func (r *resolvedMembers) get(line int) []int {
 
 // applyEtcd starts one fault on all its etcd members at once.
 func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
-	if in.etcd == nil {
+	if in.etcdN == 0 {
 		return errors.New("drill: the lab has no etcd members")
-	}
-	if f.Kind == fault.Heal {
-		return in.etcd.EtcdHeal(ctx, f.Etcd...)
 	}
 	var (
 		mu       sync.Mutex
 		resolved []int
 	)
 	err := onEach(f.Etcd, func(m int) string { return "etcd member " + spec.MemberName(m) }, func(m int) error {
-		var (
-			res lab.EtcdFaultResult
-			err error
-		)
-		res, err = in.etcd.EtcdApply(ctx, m, f.Kind, f.Params)
-		if res.PowerLoss != nil {
-			in.notePowerLoss(lab.FaultResult{PowerLoss: res.PowerLoss})
-		}
+		res, err := in.at.EtcdInjector(m).Apply(ctx, f.Kind, f.Params)
+		in.notePowerLoss(res)
 		if err != nil {
 			return err
 		}
-		id := res.Status.ID
+		id := res.Target
 		if id == 0 {
 			id = m
 		}
@@ -115,22 +96,23 @@ func (in *injector) applyEtcd(ctx context.Context, f Fault) error {
 // members it acted on.
 func (in *injector) heal(ctx context.Context, f Fault) error {
 	if len(f.Etcd) == 0 {
-		return in.nodes.Heal(ctx, f.Nodes...)
+		return in.healNodes(ctx, f.Nodes)
 	}
-	ms := in.members.get(f.Line)
-	if len(ms) == 0 {
-		return nil // the fault did not start on any member
-	}
-	return in.etcd.EtcdHeal(ctx, ms...)
+	return in.healMembers(ctx, in.members.get(f.Line))
 }
 
 // healEtcd ends every network fault on the etcd members (none in a lab
 // without them).
 func (in *injector) healEtcd(ctx context.Context) error {
-	if in.etcd == nil || in.etcdN == 0 {
-		return nil
-	}
-	return in.etcd.EtcdHeal(ctx)
+	return in.healMembers(ctx, seq(in.etcdN))
+}
+
+// healMembers ends the network faults of the etcd members ms.
+func (in *injector) healMembers(ctx context.Context, ms []int) error {
+	return onEach(ms, func(m int) string { return "etcd member " + spec.MemberName(m) }, func(m int) error {
+		_, err := in.at.EtcdInjector(m).Apply(ctx, fault.Heal, nil)
+		return err
+	})
 }
 
 // labFaultRecord is the history's record of a fault the lab kept: on a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,14 +16,15 @@ import (
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
-// nodeFaults is what a drill does to the lab's nodes: any fault of the
-// catalogue, as data (*lab.Lab).
-type nodeFaults interface {
-	Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (lab.FaultResult, error)
-	Heal(ctx context.Context, ids ...int) error
+// targets are where a drill's faults go: each node and each etcd member
+// (lab.TargetLeader: the one leading when a fault fires) as a fault target
+// (*lab.Lab, or hosts over SSH).
+type targets interface {
+	Injector(id int) fault.Injector
+	EtcdInjector(member int) fault.Injector
 }
 
-var _ nodeFaults = (*lab.Lab)(nil)
+var _ targets = (*lab.Lab)(nil)
 
 // pauser freezes lock holders inside their critical section, in the
 // drill's own process: the client-pause with scope request. It is a guard's
@@ -78,18 +80,83 @@ func (p *pauser) hook(_ context.Context, _ inventory.Request) {
 // stop wakes paused holders (an aborted drill).
 func (p *pauser) stop() { p.once.Do(func() { close(p.stopped) }) }
 
+// service is the reservation service as a fault target
+// (fault.ServiceProcess): a client-pause freezes lock holders inside their
+// critical section, each guard's as the run set it up: in the drill's own
+// process (its pauser: scope request), or its whole `redlab serve`
+// processes (its serveProcs: scope process).
+type service struct {
+	pausers map[inventory.Guard]*pauser
+	procs   map[inventory.Guard]*serveProcs
+}
+
+// serviceFaults is the service process's implementation of the catalogue.
+var serviceFaults = fault.Table[*service]{Target: fault.ServiceProcess, Where: "package drill"}.
+	With(fault.ClientPause, (*service).clientPause)
+
+// Apply applies a fault of the catalogue on the service (fault.Injector).
+func (s *service) Apply(ctx context.Context, kind fault.Kind, p fault.Params) (fault.Result, error) {
+	if err := fault.Validate(kind, p, fault.ServiceProcess, false); err != nil {
+		return fault.Result{Kind: kind}, err
+	}
+	return serviceFaults.Apply(ctx, s, kind, p)
+}
+
+// clientPause freezes count holders (default 1) of each guard p names
+// (default: every guard) for p's `for`.
+func (s *service) clientPause(ctx context.Context, p fault.Params) (fault.Result, error) {
+	count := 1
+	if p.Has("count") {
+		count = int(p.N("count"))
+	}
+	var guards []inventory.Guard
+	for _, name := range p["guards"].Names {
+		g, err := inventory.ParseAnyGuard(name)
+		if err != nil {
+			return fault.Result{}, &fault.Error{Kind: fault.ClientPause, Param: "guards", Rule: err.Error()}
+		}
+		guards = append(guards, g)
+	}
+	var errs []error
+	for g, pa := range s.pausers {
+		if len(guards) > 0 && !slices.Contains(guards, g) {
+			continue
+		}
+		if sp, ok := s.procs[g]; ok {
+			errs = append(errs, sp.Arm(ctx, p.D(fault.For), count))
+		} else {
+			pa.Arm(p.D(fault.For), count)
+		}
+	}
+	return fault.Result{}, errors.Join(errs...)
+}
+
+// pauseParams are a client-pause's params as the service takes them: the
+// guards by name.
+func pauseParams(f Fault) fault.Params {
+	p := fault.Params{}
+	maps.Copy(p, f.Params)
+	delete(p, "guards")
+	delete(p, "scope") // the run set the scope up
+	if len(f.Guards) > 0 {
+		names := make([]string, len(f.Guards))
+		for i, g := range f.Guards {
+			names[i] = string(g)
+		}
+		p["guards"] = fault.Value{Names: names}
+	}
+	return p
+}
+
 // injector runs a drill's fault schedule against the lab.
 type injector struct {
-	nodes   nodeFaults
-	pausers map[inventory.Guard]*pauser
-	// procs are the guards whose replicas run as processes: their
-	// client pauses (scope process) stop a whole process.
-	procs map[inventory.Guard]*serveProcs
-	log   func(format string, a ...any)
-	nodeN int
-	// etcd and etcdN are the lab's etcd members (drill/etcd.go); members
-	// remembers which ones each etcd fault acted on.
-	etcd    etcdFaults
+	// at are the nodes and etcd members, service the reservation service.
+	at      targets
+	service *service
+	log     func(format string, a ...any)
+	nodeN   int
+	// etcdN are the lab's etcd members (drill/etcd.go); members remembers
+	// which ones each etcd fault acted on.
 	etcdN   int
 	members resolvedMembers
 
@@ -97,7 +164,7 @@ type injector struct {
 	plModel string // the model of the power losses that ran
 }
 
-func (in *injector) notePowerLoss(r lab.FaultResult) {
+func (in *injector) notePowerLoss(r fault.Result) {
 	if r.PowerLoss == nil {
 		return
 	}
@@ -165,7 +232,12 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 // healAll ends every network fault (partitions, latency) at the end of the
 // load, so that the drain and the audit run on a healed lab.
 func (in *injector) healAll(ctx context.Context) error {
-	return errors.Join(in.nodes.Heal(ctx), in.healEtcd(ctx))
+	return errors.Join(in.healNodes(ctx, seq(in.nodeN)), in.healEtcd(ctx))
+}
+
+// healNodes ends the network faults of the nodes ids.
+func (in *injector) healNodes(ctx context.Context, ids []int) error {
+	return in.onNodes(ctx, ids, fault.Heal, nil)
 }
 
 // apply starts one fault on all its nodes at once.
@@ -178,28 +250,29 @@ func (in *injector) apply(ctx context.Context, f Fault) error {
 		if len(f.Nodes) == 0 {
 			return in.healAll(ctx)
 		}
-		return in.nodes.Heal(ctx, f.Nodes...)
+		return in.healNodes(ctx, f.Nodes)
 	case fault.ClientPause:
-		var errs []error
-		for g, p := range in.pausers {
-			if len(f.Guards) > 0 && !slices.Contains(f.Guards, g) {
-				continue
-			}
-			if sp, ok := in.procs[g]; ok {
-				errs = append(errs, sp.Arm(ctx, f.For(), f.Count))
-			} else {
-				p.Arm(f.For(), f.Count)
-			}
-		}
-		return errors.Join(errs...)
+		_, err := in.service.Apply(ctx, f.Kind, pauseParams(f))
+		return err
 	}
-	return onEach(f.Nodes, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		r, err := in.nodes.Apply(ctx, id, f.Kind, f.Params)
-		if f.Kind == fault.PowerLoss {
-			in.notePowerLoss(r)
-		}
+	return in.onNodes(ctx, f.Nodes, f.Kind, f.Params)
+}
+
+// onNodes applies kind with p on the nodes ids at once.
+func (in *injector) onNodes(ctx context.Context, ids []int, kind fault.Kind, p fault.Params) error {
+	return onEach(ids, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
+		r, err := in.at.Injector(id).Apply(ctx, kind, p)
+		in.notePowerLoss(r)
 		return err
 	})
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
 }
 
 // onEach runs do for every id at once and joins their errors, each named

@@ -11,11 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hostfault"
@@ -43,8 +39,7 @@ type HostsConfig struct {
 
 // site is where a drill's nodes are: a lab, or hosts over SSH.
 type site interface {
-	nodeFaults
-	etcdFaults
+	targets
 	Addrs() []string
 	Credentials() (lab.Credentials, error)
 	StateDir() string
@@ -147,69 +142,33 @@ func weakenings(spec *Spec) map[int][]string {
 	return out
 }
 
-// hostSite is a drill's nodes on real hosts. Its faults are recorded in
-// its own faults.jsonl, as the lab's supervisors record theirs: a crash
-// ends when the node answers again, a timed fault when it is healed.
+// hostSite is a drill's nodes on real hosts, an SSH session's
+// (hostfault.Session): its faults go through the session, which records
+// them in the site's faults.jsonl, as the lab's supervisors record theirs.
 type hostSite struct {
 	cfg      HostsConfig
-	clients  []*remote.Client
+	hosts    *hostfault.Session
 	stateDir string
-	log      func(string, ...any)
-
-	// ctx ends the site's own goroutines (timed heals, answer watches).
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	active map[int][]hostfault.Fault // per node: faults a heal ends
 }
 
 func openHostSite(ctx context.Context, cfg HostsConfig, stateDir string, logf func(string, ...any)) (*hostSite, error) {
-	s := &hostSite{cfg: cfg, stateDir: stateDir, log: logf, active: map[int][]hostfault.Fault{}}
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.clients = make([]*remote.Client, len(cfg.Inventory.Hosts))
-	err := onEach(seq(len(s.clients)), func(id int) string { return "host " + strconv.Itoa(id) }, func(id int) error {
-		c, err := remote.Dial(ctx, cfg.Inventory.Hosts[id-1], cfg.Remote)
-		s.clients[id-1] = c
-		return err
+	s := &hostSite{cfg: cfg, stateDir: stateDir}
+	var err error
+	s.hosts, err = hostfault.Dial(ctx, cfg.Inventory, nil, hostfault.SessionOptions{
+		Options: hostfault.Options{Horizon: cfg.DeadMan}, Remote: cfg.Remote,
+		FaultLog: s.faultsPath(), Username: cfg.Username, Password: cfg.Password, Log: logf,
 	})
-	if err != nil {
-		s.close(ctx)
-		return nil, err
-	}
-	return s, nil
+	return s, err
 }
 
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i + 1
-	}
-	return out
-}
+func (s *hostSite) Injector(id int) fault.Injector { return s.hosts.Host(id) }
 
-// healAllHosts heals everything redlab may have left on every host.
-func (s *hostSite) healAllHosts(ctx context.Context) error {
-	return onEach(seq(len(s.clients)), func(id int) string { return "host " + strconv.Itoa(id) }, func(id int) error {
-		out, err := hostfault.HealAll(ctx, s.clients[id-1], s.clients[id-1].Host())
-		if out != "" {
-			s.log("host %d: %s", id, out)
-		}
-		return err
+// EtcdInjector refuses: a hosts inventory lists Redis nodes only
+// (CheckHosts).
+func (s *hostSite) EtcdInjector(int) fault.Injector {
+	return fault.InjectorFunc(func(_ context.Context, kind fault.Kind, _ fault.Params) (fault.Result, error) {
+		return fault.Result{Kind: kind}, fmt.Errorf("%w: no etcd members", errNotOnHosts)
 	})
-}
-
-// close stops the site's goroutines (a timed heal still pending heals at
-// once) and ends the connections.
-func (s *hostSite) close(ctx context.Context) {
-	s.cancel()
-	s.wg.Wait()
-	for _, c := range s.clients {
-		if c != nil {
-			c.Close()
-		}
-	}
 }
 
 func (s *hostSite) Addrs() []string { return s.cfg.Inventory.RedisAddresses() }
@@ -239,255 +198,15 @@ func (s *hostSite) Faults() ([]lab.Fault, error) {
 	return fs, err
 }
 
-func (s *hostSite) record(f hostfault.Fault, node int, phase faultlog.Phase, at time.Time) {
-	if err := faultlog.Append(s.faultsPath(), faultlog.Event{ID: f.ID, Node: node, Kind: faultlog.Kind(f.Kind), Phase: phase, Time: at.UTC()}); err != nil {
-		s.log("node %d: record %s: %v", node, f.Kind, err)
-	}
-}
-
-func (s *hostSite) client(id int) (*remote.Client, error) {
-	if id < 1 || id > len(s.clients) {
-		return nil, fmt.Errorf("%w: no host %d (hosts are 1-%d)", lab.ErrInvalid, id, len(s.clients))
-	}
-	return s.clients[id-1], nil
-}
-
-// inject starts kind on node id and records its start.
-func (s *hostSite) inject(ctx context.Context, id int, kind string, p hostfault.Params) (hostfault.Fault, error) {
-	c, err := s.client(id)
-	if err != nil {
-		return hostfault.Fault{}, err
-	}
-	at := time.Now()
-	f, err := hostfault.Inject(ctx, c, hostfault.Fault{Kind: kind, Host: c.Host()}, p, hostfault.Options{Horizon: s.cfg.DeadMan})
-	if err != nil {
-		return f, err
-	}
-	s.record(f, id, faultlog.Start, at)
-	return f, nil
-}
-
-// endWhenAnswering records f's end when node id answers PING again.
-func (s *hostSite) endWhenAnswering(id int, f hostfault.Fault) {
-	s.wg.Go(func() {
-		rc := redis.NewClient(&redis.Options{Addr: s.Addrs()[id-1], Username: s.cfg.Username, Password: s.cfg.Password,
-			DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
-		defer rc.Close()
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		// A crash takes a moment to land: a PING that still reaches the old
-		// process must not end it.
-		time.Sleep(100 * time.Millisecond)
-		for {
-			if rc.Ping(s.ctx).Err() == nil {
-				s.record(f, id, faultlog.End, time.Now())
-				return
-			}
-			select {
-			case <-t.C:
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	})
-}
-
-// healLater heals f on node id after d, or at once when the site closes.
-func (s *hostSite) healLater(id int, f hostfault.Fault, d time.Duration) {
-	s.wg.Go(func() {
-		select {
-		case <-time.After(d):
-		case <-s.ctx.Done():
-		}
-		s.heal(context.WithoutCancel(s.ctx), id, f)
-	})
-}
-
-func (s *hostSite) heal(ctx context.Context, id int, f hostfault.Fault) error {
-	hctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	c, _ := s.client(id)
-	if err := hostfault.Heal(hctx, c, f); err != nil {
-		return err
-	}
-	s.record(f, id, faultlog.End, time.Now())
-	return nil
-}
-
-func (s *hostSite) keep(id int, f hostfault.Fault) {
-	s.mu.Lock()
-	s.active[id] = append(s.active[id], f)
-	s.mu.Unlock()
-}
-
-// take removes and returns node id's active faults of the given kinds.
-func (s *hostSite) take(id int, kinds ...string) []hostfault.Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out, rest []hostfault.Fault
-	for _, f := range s.active[id] {
-		if slices.Contains(kinds, f.Kind) {
-			out = append(out, f)
-		} else {
-			rest = append(rest, f)
+// healAllHosts heals everything redlab may have left on every host.
+func (s *hostSite) healAllHosts(ctx context.Context, logf func(string, ...any)) error {
+	outs, err := s.hosts.HealAll(ctx)
+	for _, n := range s.hosts.Hosts() {
+		if out := outs[n]; out != "" {
+			logf("host %d: %s", n, out)
 		}
 	}
-	s.active[id] = rest
-	return out
-}
-
-func (s *hostSite) crash(ctx context.Context, id int, kind string, p hostfault.Params) (lab.FaultResult, error) {
-	f, err := s.inject(ctx, id, kind, p)
-	if err == nil {
-		s.endWhenAnswering(id, f)
-	}
-	return lab.FaultResult{}, err
-}
-
-// Apply injects one fault of the catalogue on node id, as *lab.Lab.Apply
-// does in the lab.
-func (s *hostSite) Apply(ctx context.Context, id int, kind fault.Kind, params fault.Params) (lab.FaultResult, error) {
-	if err := fault.Validate(kind, params, fault.SSHHost, false); err != nil {
-		return lab.FaultResult{}, err
-	}
-	switch kind {
-	case fault.Kill, fault.PowerLoss:
-		return s.crash(ctx, id, string(kind), hostfault.Params{})
-	case fault.Restart:
-		return s.crash(ctx, id, string(kind), hostfault.Params{Delay: params.D("delay")})
-	case fault.Stop:
-		return s.Stop(ctx, id)
-	case fault.Start:
-		return s.Start(ctx, id)
-	case fault.Pause:
-		return s.Pause(ctx, id, params.D(fault.For))
-	case fault.Partition:
-		return lab.FaultResult{}, s.Partition(ctx, id)
-	case fault.Latency:
-		return s.Latency(ctx, id, params.D("add"), params.D("jitter"))
-	case fault.ClockJump:
-		return s.ClockJump(ctx, id, params.D("by"))
-	case fault.Heal:
-		return lab.FaultResult{}, s.Heal(ctx, id)
-	}
-	return lab.FaultResult{}, fmt.Errorf("%w: %s", errNotOnHosts, kind)
-}
-
-func (s *hostSite) Stop(ctx context.Context, id int) (lab.FaultResult, error) {
-	f, err := s.inject(ctx, id, "stop", hostfault.Params{})
-	if err == nil {
-		s.keep(id, f)
-	}
-	return lab.FaultResult{}, err
-}
-
-func (s *hostSite) Start(ctx context.Context, id int) (lab.FaultResult, error) {
-	var errs []error
-	for _, f := range s.take(id, "stop") {
-		errs = append(errs, s.heal(ctx, id, f))
-	}
-	if _, err := s.inject(ctx, id, "start", hostfault.Params{}); err != nil {
-		errs = append(errs, err)
-	}
-	return lab.FaultResult{}, errors.Join(errs...)
-}
-
-func (s *hostSite) Pause(ctx context.Context, id int, d time.Duration) (lab.FaultResult, error) {
-	f, err := s.inject(ctx, id, "pause", hostfault.Params{For: d})
-	if err == nil {
-		s.healLater(id, f, d)
-	}
-	return lab.FaultResult{}, err
-}
-
-func (s *hostSite) Partition(ctx context.Context, ids ...int) error {
-	return onEach(ids, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		f, err := s.inject(ctx, id, "partition", hostfault.Params{})
-		if err == nil {
-			s.keep(id, f)
-		}
-		return err
-	})
-}
-
-// Heal ends the partitions and latency of the nodes (all when none), as
-// the lab's heal does.
-func (s *hostSite) Heal(ctx context.Context, ids ...int) error {
-	if len(ids) == 0 {
-		ids = seq(len(s.clients))
-	}
-	return onEach(ids, func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		var errs []error
-		for _, f := range s.take(id, "partition", "latency") {
-			errs = append(errs, s.heal(ctx, id, f))
-		}
-		return errors.Join(errs...)
-	})
-}
-
-func (s *hostSite) Latency(ctx context.Context, id int, add, jitter time.Duration) (lab.FaultResult, error) {
-	var errs []error
-	for _, f := range s.take(id, "latency") {
-		errs = append(errs, s.heal(ctx, id, f))
-	}
-	if add > 0 {
-		f, err := s.inject(ctx, id, "latency", hostfault.Params{Add: add, Jitter: jitter})
-		if err == nil {
-			s.keep(id, f)
-		}
-		errs = append(errs, err)
-	}
-	return lab.FaultResult{}, errors.Join(errs...)
-}
-
-func (s *hostSite) ClockJump(ctx context.Context, id int, by time.Duration) (lab.FaultResult, error) {
-	f, err := s.inject(ctx, id, "clock-jump", hostfault.Params{By: by})
-	if err == nil {
-		s.keep(id, f) // chrony stays stopped until the end of the drill
-	}
-	return lab.FaultResult{}, err
-}
-
-func (s *hostSite) EtcdApply(context.Context, int, fault.Kind, fault.Params) (lab.EtcdFaultResult, error) {
-	return lab.EtcdFaultResult{}, errEtcdNotOnHosts
-}
-
-func (s *hostSite) EtcdHeal(context.Context, ...int) error { return nil }
-
-var errEtcdNotOnHosts = fmt.Errorf("%w: no etcd members", errNotOnHosts)
-
-// healActive heals every fault still kept (stops, partitions, latency,
-// clock jumps), recording their ends.
-func (s *hostSite) healActive(ctx context.Context) error {
-	return onEach(seq(len(s.clients)), func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		var errs []error
-		for _, f := range s.take(id, hostfault.Kinds()...) {
-			errs = append(errs, s.heal(ctx, id, f))
-		}
-		return errors.Join(errs...)
-	})
-}
-
-// waitAnswering waits until every node answers PING.
-func (s *hostSite) waitAnswering(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return onEach(seq(len(s.clients)), func(id int) string { return "node " + strconv.Itoa(id) }, func(id int) error {
-		rc := redis.NewClient(&redis.Options{Addr: s.Addrs()[id-1], Username: s.cfg.Username, Password: s.cfg.Password,
-			DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: -1})
-		defer rc.Close()
-		for {
-			err := rc.Ping(ctx).Err()
-			if err == nil {
-				return nil
-			}
-			select {
-			case <-time.After(100 * time.Millisecond):
-			case <-ctx.Done():
-				return fmt.Errorf("does not answer PING at %s: %w", s.Addrs()[id-1], err)
-			}
-		}
-	})
+	return err
 }
 
 // runOnHosts is Run on real hosts: heal what an earlier run left, weaken
@@ -506,9 +225,9 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 	if err != nil {
 		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 	}
-	defer s.close(ctx)
+	defer s.hosts.Close()
 	// After Jepsen: heal at setup as at the end, whatever a crashed run left.
-	if err := s.healAllHosts(ctx); err != nil {
+	if err := s.healAllHosts(ctx, logf); err != nil {
 		return nil, fmt.Errorf("drill %s: heal before the run: %w", spec.Name, err)
 	}
 	weak := weakenings(spec)
@@ -516,25 +235,27 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
 		for id := range weak {
-			if err := hostfault.Restore(rctx, s.clients[id-1]); err != nil {
+			if err := s.hosts.Restore(rctx, id); err != nil {
 				logf("node %d: restore: %v", id, err)
 			}
 		}
 	}()
 	for id, names := range weak {
 		logf("node %d: weaken: %v", id, names)
-		if err := hostfault.Weaken(ctx, cfg.Inventory, s.clients[id-1], names...); err != nil {
+		if err := s.hosts.Weaken(ctx, id, names...); err != nil {
 			return nil, fmt.Errorf("drill %s: node %d: %w", spec.Name, id, err)
 		}
 	}
-	if err := s.waitAnswering(ctx, 2*time.Minute); err != nil {
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	if err := s.hosts.WaitAnswering(wctx); err != nil {
 		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 	}
-	logf("hosts: %d nodes over SSH (%v)", len(s.clients), s.Addrs())
+	logf("hosts: %d nodes over SSH (%v)", len(s.hosts.Hosts()), s.Addrs())
 	res, err := runLoad(ctx, spec, seed, dir, s, 0, logf)
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	herr := errors.Join(s.healActive(hctx), s.healAllHosts(hctx))
+	herr := errors.Join(s.hosts.Heal(hctx), s.healAllHosts(hctx, logf))
 	if ferr := copyFile(s.faultsPath(), filepath.Join(dir, faultlog.FileName)); ferr != nil && !errors.Is(ferr, os.ErrNotExist) && err == nil {
 		err = ferr
 	}

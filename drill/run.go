@@ -309,13 +309,14 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 	}
 
 	// The fault schedule, from the instant the loads start.
-	in := &injector{nodes: l, pausers: map[inventory.Guard]*pauser{}, procs: map[inventory.Guard]*serveProcs{}, log: logf, nodeN: spec.Lab.Nodes, etcd: l, etcdN: spec.Lab.Etcd}
+	svc := &service{pausers: map[inventory.Guard]*pauser{}, procs: map[inventory.Guard]*serveProcs{}}
 	for _, gr := range runs {
-		in.pausers[gr.guard] = gr.pause
+		svc.pausers[gr.guard] = gr.pause
 		if gr.procs != nil {
-			in.procs[gr.guard] = gr.procs
+			svc.procs[gr.guard] = gr.procs
 		}
 	}
+	in := &injector{at: l, service: svc, log: logf, nodeN: spec.Lab.Nodes, etcdN: spec.Lab.Etcd}
 	var faultErr error
 	select {
 	case t0 := <-start.released():

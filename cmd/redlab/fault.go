@@ -252,18 +252,17 @@ func newFaultKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		defer cancel()
 		ctx, cancelSig := cancelOnSignal(ctx, e)
 		defer cancelSig()
-		var res lab.FaultResult
-		switch {
-		case d.Kind == fault.Heal && len(nodes) == 0:
-			err = l.Heal(ctx)
-		case severalNodes[d.Kind]:
-			for _, n := range nodes {
-				if _, err = l.Apply(ctx, n, d.Kind, params); err != nil {
-					break
-				}
+		on := nodes
+		if len(on) == 0 { // heal: every node
+			for _, n := range l.Nodes() {
+				on = append(on, n.ID)
 			}
-		default:
-			res, err = l.Apply(ctx, nodes[0], d.Kind, params)
+		}
+		var res fault.Result
+		for _, n := range on {
+			if res, err = l.Injector(n).Apply(ctx, d.Kind, params); err != nil {
+				break
+			}
 		}
 		if errors.Is(err, lab.ErrInvalid) || errors.Is(err, fault.ErrInvalid) {
 			return &exitError{code: exitUsage, err: err}
@@ -271,8 +270,7 @@ func newFaultKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		delay := crashDelay(l, d.Kind, params)
-		printFaultResult(e.stdout, c.Name(), nodes, res, delay)
+		printFaultResult(e.stdout, c.Name(), nodes, l.Nodes()[on[0]-1].Addr, res, crashDelay(l, d.Kind, params))
 		return nil
 	}
 	return c
@@ -315,9 +313,10 @@ func parseNodeNumbers(args []string) ([]int, error) {
 	return nodes, nil
 }
 
-// printFaultResult says what the fault did and what state it left the
-// node in; delay is how long its restart guard holds a crashed node down.
-func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult, delay time.Duration) {
+// printFaultResult says what a fault did on nodes, the first of which has
+// its front at addr, and what state it left the node in; delay is how long
+// its restart guard holds a crashed node down.
+func printFaultResult(w io.Writer, kind string, nodes []int, addr string, res fault.Result, delay time.Duration) {
 	switch {
 	case kind == "partition" || kind == "heal":
 		if len(nodes) == 0 {
@@ -331,9 +330,9 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		return
 	case res.Failover != nil:
 		fo := res.Failover
-		fmt.Fprintf(w, "failover node %d: %s promoted behind %s", nodes[0], fo.Promoted, res.Status.Addr())
+		fmt.Fprintf(w, "failover node %d: %s promoted behind %s", nodes[0], fo.Promoted, addr)
 		if fo.Lag > 0 {
-			fmt.Fprintf(w, " after holding replication back %v (caught up before: %v)", time.Duration(fo.Lag), fo.CaughtUp)
+			fmt.Fprintf(w, " after holding replication back %v (caught up before: %v)", fo.Lag, fo.CaughtUp)
 		}
 		fmt.Fprintf(w, "; replication lost %d bytes\n", fo.LostBytes)
 		return
@@ -343,12 +342,12 @@ func printFaultResult(w io.Writer, kind string, nodes []int, res lab.FaultResult
 		if len(pl.Vanished)+len(pl.Returned) > 0 {
 			fmt.Fprintf(w, ", vanished %s, returned %s", listOrNone(pl.Vanished), listOrNone(pl.Returned))
 		}
-		fmt.Fprintf(w, "; %s\n", stateText(res.Status.State, "Redis", delay))
+		fmt.Fprintf(w, "; %s\n", stateText(node.State(res.State), "Redis", delay))
 		return
 	}
-	fmt.Fprintf(w, "%s node %d: %s", kind, nodes[0], stateText(res.Status.State, "Redis", delay))
-	if res.Fault != nil {
-		fmt.Fprintf(w, " (fault %s from %s)", res.Fault.ID, res.Fault.Start.Format("15:04:05.000"))
+	fmt.Fprintf(w, "%s node %d: %s", kind, nodes[0], stateText(node.State(res.State), "Redis", delay))
+	if res.ID != "" {
+		fmt.Fprintf(w, " (fault %s from %s)", res.ID, res.Start.Format("15:04:05.000"))
 	}
 	fmt.Fprintln(w)
 }

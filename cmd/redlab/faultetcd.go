@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/infra/node"
 )
 
 // parseEtcdTarget reads "leader" (lab.TargetLeader: the member that leads
@@ -58,8 +59,16 @@ removes them (every member's by default).`,
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), o.timeout)
 			defer cancel()
-			if err := l.EtcdHeal(ctx, ms...); err != nil {
-				return err
+			on := ms
+			if len(on) == 0 {
+				for _, m := range l.EtcdMembers() {
+					on = append(on, m.ID)
+				}
+			}
+			for _, m := range on {
+				if _, err := l.EtcdInjector(m).Apply(ctx, fault.Heal, nil); err != nil {
+					return err
+				}
 			}
 			if len(ms) == 0 {
 				fmt.Fprintln(e.stdout, "heal: all etcd members")
@@ -99,7 +108,7 @@ func newFaultEtcdKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 		defer cancel()
 		ctx, cancelSig := cancelOnSignal(ctx, e)
 		defer cancelSig()
-		res, err := l.EtcdApply(ctx, member, d.Kind, params)
+		res, err := l.EtcdInjector(member).Apply(ctx, d.Kind, params)
 		if errors.Is(err, lab.ErrInvalid) || errors.Is(err, fault.ErrInvalid) {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -113,13 +122,13 @@ func newFaultEtcdKindCmd(e *env, d fault.Def, o *faultOptions) *cobra.Command {
 	return c
 }
 
-func printEtcdFaultResult(w io.Writer, kind string, res lab.EtcdFaultResult, delay time.Duration) {
-	fmt.Fprintf(w, "%s etcd member %d: %s", kind, res.Status.ID, stateText(res.Status.State, "etcd", delay))
-	if f := res.Fault; f != nil {
-		if f.Params["target"] == "leader" {
+func printEtcdFaultResult(w io.Writer, kind string, res fault.Result, delay time.Duration) {
+	fmt.Fprintf(w, "%s etcd member %d: %s", kind, res.Target, stateText(node.State(res.State), "etcd", delay))
+	if res.ID != "" {
+		if res.Params["target"] == "leader" {
 			fmt.Fprint(w, ", chosen as the leader")
 		}
-		fmt.Fprintf(w, " (fault %s from %s)", f.ID, f.Start.Format("15:04:05.000"))
+		fmt.Fprintf(w, " (fault %s from %s)", res.ID, res.Start.Format("15:04:05.000"))
 	}
 	fmt.Fprintln(w)
 }

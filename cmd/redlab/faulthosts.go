@@ -56,70 +56,29 @@ func hostsOrNodeArgs(o *faultHostsOptions, lo, hi int) cobra.PositionalArgs {
 	}
 }
 
-// hostsSession is the inventory and one SSH connection per chosen host.
-type hostsSession struct {
-	inv     *hosts.Inventory
-	nums    []int
-	clients []*remote.Client
-}
-
-// dialHosts loads the inventory and connects to hosts ns (all when none).
-func dialHosts(ctx context.Context, e *env, o hostsOptions, ns []int) (*hostsSession, error) {
+// loadHosts loads the inventory and checks hosts ns (all when none) are in
+// it: usage errors, before any connection.
+func loadHosts(o hostsOptions, ns []int) (*hosts.Inventory, []int, error) {
 	inv, err := hosts.Load(o.file)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, nil, &exitError{code: exitUsage, err: err}
 	}
 	if len(ns) == 0 {
 		for i := range inv.Hosts {
 			ns = append(ns, i+1)
 		}
 	}
-	picked, err := inv.Pick(ns...)
-	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+	if _, err := inv.Pick(ns...); err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
 	}
-	s := &hostsSession{inv: inv, nums: ns, clients: make([]*remote.Client, len(picked))}
-	cfg := remote.Config{KnownHosts: inv.KnownHosts, InsecureIgnoreHostKey: o.insecure, Warn: e.stderr}
-	errs := make([]error, len(picked))
-	var wg sync.WaitGroup
-	for i, h := range picked {
-		wg.Go(func() { s.clients[i], errs[i] = remote.Dial(ctx, h, cfg) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		s.close()
-		return nil, err
-	}
-	return s, nil
+	return inv, ns, nil
 }
 
-func (s *hostsSession) close() {
-	for _, c := range s.clients {
-		if c != nil {
-			c.Close()
-		}
-	}
-}
-
-// each runs f on every chosen host at once and joins the errors.
-func (s *hostsSession) each(f func(i int, c *remote.Client) error) error {
-	errs := make([]error, len(s.clients))
-	var wg sync.WaitGroup
-	for i, c := range s.clients {
-		wg.Go(func() { errs[i] = f(i, c) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// hostsParams are the SSH backend's parameters of a catalogue fault the
-// catalogue accepted for a host over SSH.
-func hostsParams(kind fault.Kind, params fault.Params) (hostfault.Params, error) {
-	p := hostfault.Params{Delay: params.D("delay"), For: params.D(fault.For), Add: params.D("add"), Jitter: params.D("jitter"), By: params.D("by")}
-	if kind == fault.Latency && p.Add == 0 {
-		return p, errors.New("--add 0 with --hosts: heal the latency with 'redlab heal --hosts FILE N' instead")
-	}
-	return p, nil
+// dialHosts connects to hosts ns of inv as a fault session (package
+// hostfault) with so, its SSH settings from o.
+func dialHosts(ctx context.Context, e *env, o hostsOptions, inv *hosts.Inventory, ns []int, so hostfault.SessionOptions) (*hostfault.Session, error) {
+	so.Remote = remote.Config{KnownHosts: inv.KnownHosts, InsecureIgnoreHostKey: o.insecure, Warn: e.stderr}
+	return hostfault.Dial(ctx, inv, ns, so)
 }
 
 // peerAddress reads one --from entry: a host number of the inventory (its
@@ -142,7 +101,9 @@ func peerAddress(inv *hosts.Inventory, s string) (string, error) {
 	return s, nil
 }
 
-// runHostsFault is `redlab fault KIND N... --hosts FILE`.
+// runHostsFault is `redlab fault KIND N... --hosts FILE`: each host gets the
+// fault at once through an SSH fault session, which heals it after --hold
+// (or a pause's --for) and otherwise leaves it to its dead-man switch.
 func runHostsFault(c *cobra.Command, e *env, d fault.Def, nodes []int, params fault.Params, o *faultOptions) error {
 	if d.Kind == fault.Heal {
 		return runHeal(c.Context(), e, o.hosts.hostsOptions, nodes, o.timeout)
@@ -150,56 +111,69 @@ func runHostsFault(c *cobra.Command, e *env, d fault.Def, nodes []int, params fa
 	if err := validate(d.Kind, params, fault.SSHHost, false); err != nil {
 		return err
 	}
-	kind := string(d.Kind)
-	p, err := hostsParams(d.Kind, params)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+	if d.Kind == fault.Latency && params.D("add") == 0 {
+		return usageErrorf("--add 0 with --hosts: heal the latency with 'redlab heal --hosts FILE N' instead")
 	}
 	ho := o.hosts
-	if len(ho.from) > 0 && kind != "partition" {
+	if len(ho.from) > 0 && d.Kind != fault.Partition {
 		return usageErrorf("--from is for partition only")
 	}
 	if ho.hold < 0 || ho.deadMan <= 0 {
 		return usageErrorf("--hold must be >= 0 and --dead-man > 0")
 	}
 	hold := ho.hold
-	if kind == "pause" {
+	if d.Kind == fault.Pause {
 		if hold > 0 {
 			return usageErrorf("pause takes --for, not --hold")
 		}
-		hold = p.For
+		hold = params.D(fault.For)
 	}
-	if hold > 0 && p.For == 0 {
-		p.For = hold
+	inv, nodes, err := loadHosts(ho.hostsOptions, nodes)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // the hosts' lines, one at a time
+	so := hostfault.SessionOptions{
+		Options: hostfault.Options{Horizon: ho.deadMan},
+		Healed: func(n int, f hostfault.Fault) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stdout, "%s host %d: fault %s healed\n", f.Kind, n, f.ID)
+		},
+	}
+	if hold > 0 && params.D(fault.For) == 0 {
+		// Held for --hold: a switch that fires as a timed fault's would.
+		so.Horizon = hold + hostfault.DefaultMargin
+	}
+	for _, from := range ho.from {
+		ip, err := peerAddress(inv, from)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		so.From = append(so.From, ip)
 	}
 	ctx, cancel := context.WithTimeout(c.Context(), o.timeout)
 	defer cancel()
 	ctx, cancelSig := cancelOnSignal(ctx, e)
 	defer cancelSig()
-	s, err := dialHosts(ctx, e, ho.hostsOptions, nodes)
+	s, err := dialHosts(ctx, e, ho.hostsOptions, inv, nodes, so)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	for _, from := range ho.from {
-		ip, err := peerAddress(s.inv, from)
+	defer s.Close()
+	err = s.Each(func(n int) error {
+		res, err := s.Host(n).Apply(ctx, d.Kind, params)
 		if err != nil {
-			return &exitError{code: exitUsage, err: err}
+			return err
 		}
-		p.Peers = append(p.Peers, ip)
-	}
-	faults := make([]hostfault.Fault, len(s.clients))
-	err = s.each(func(i int, cl *remote.Client) error {
-		f, err := hostfault.Inject(ctx, cl, hostfault.Fault{Kind: kind, Host: cl.Host()}, p, hostfault.Options{Horizon: ho.deadMan})
-		faults[i] = f
-		if err == nil {
-			line := fmt.Sprintf("%s host %d (%s): fault %s injected", kind, s.nums[i], cl.Host().Label(s.nums[i]), f.ID)
-			if f.DeadMan > 0 {
-				line += fmt.Sprintf("; it heals itself at %s unless healed first", time.Now().Add(f.DeadMan).Format("15:04:05"))
-			}
-			fmt.Fprintln(e.stdout, line)
+		line := fmt.Sprintf("%s host %d (%s): fault %s injected", d.Kind, n, inv.Hosts[n-1].Label(n), res.ID)
+		if !res.HealsBy.IsZero() {
+			line += fmt.Sprintf("; it heals itself at %s unless healed first", res.HealsBy.Format("15:04:05"))
 		}
-		return err
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(e.stdout, line)
+		return nil
 	})
 	if errors.Is(err, hostfault.ErrRefused) {
 		return &exitError{code: exitUsage, err: err}
@@ -207,23 +181,8 @@ func runHostsFault(c *cobra.Command, e *env, d fault.Def, nodes []int, params fa
 	if err != nil || hold == 0 {
 		return err
 	}
-	// Waiting for the heal: a signal heals at once.
+	// Holding: a signal heals at once.
 	wctx, stop := cancelOnSignal(c.Context(), e)
 	defer stop()
-	select {
-	case <-time.After(hold):
-	case <-wctx.Done():
-	}
-	hctx, hcancel := context.WithTimeout(context.WithoutCancel(c.Context()), o.timeout)
-	defer hcancel()
-	return s.each(func(i int, cl *remote.Client) error {
-		if faults[i].DeadMan == 0 {
-			return nil
-		}
-		if err := hostfault.Heal(hctx, cl, faults[i]); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s host %d: fault %s healed\n", kind, s.nums[i], faults[i].ID)
-		return nil
-	})
+	return s.Hold(wctx, hold)
 }

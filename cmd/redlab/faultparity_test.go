@@ -33,7 +33,7 @@ func downLab(t *testing.T, replicas int) string {
 	for i := range nodes {
 		nodes[i] = map[string]any{"id": i + 1, "addr": dead[i], "redis_addr": dead[i], "control": dead[i]}
 	}
-	b, err := json.Marshal(map[string]any{"count": 5, "base_port": 7100, "persistence": "always", "replicas": replicas, "nodes": nodes})
+	b, err := json.Marshal(map[string]any{"nodes": 5, "base_port": 7100, "persistence": []string{"always", "always", "always", "always", "always"}, "replicas": replicas, "endpoints": nodes})
 	if err != nil {
 		t.Fatal(err)
 	}

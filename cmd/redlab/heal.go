@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/redlocklab/redlocklab/infra/hostfault"
-	"github.com/redlocklab/redlocklab/infra/remote"
 )
 
 func newHealCmd(e *env) *cobra.Command {
@@ -46,25 +45,23 @@ func runHeal(ctx context.Context, e *env, o hostsOptions, nodes []int, timeout t
 	defer cancel()
 	ctx, cancelSig := cancelOnSignal(ctx, e)
 	defer cancelSig()
-	s, err := dialHosts(ctx, e, o, nodes)
+	inv, nodes, err := loadHosts(o, nodes)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	outs := make([]string, len(s.clients))
-	err = s.each(func(i int, c *remote.Client) error {
-		out, err := hostfault.HealAll(ctx, c, c.Host())
-		outs[i] = out
+	s, err := dialHosts(ctx, e, o, inv, nodes, hostfault.SessionOptions{})
+	if err != nil {
 		return err
-	})
-	for i, out := range outs {
-		label := s.inv.Hosts[s.nums[i]-1].Label(s.nums[i])
-		out = strings.TrimSpace(out)
+	}
+	defer s.Close()
+	outs, err := s.HealAll(ctx)
+	for _, n := range nodes {
+		out := strings.TrimSpace(outs[n])
 		if out == "" {
 			out = "nothing to heal"
 		}
 		for _, line := range strings.Split(out, "\n") {
-			fmt.Fprintf(e.stdout, "host %d (%s): %s\n", s.nums[i], label, line)
+			fmt.Fprintf(e.stdout, "host %d (%s): %s\n", n, inv.Hosts[n-1].Label(n), line)
 		}
 	}
 	return err

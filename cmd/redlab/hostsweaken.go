@@ -10,7 +10,6 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/hostfault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
-	"github.com/redlocklab/redlocklab/infra/remote"
 )
 
 func newHostsWeakenCmd(e *env) *cobra.Command {
@@ -45,11 +44,11 @@ func newHostsWeakenCmd(e *env) *cobra.Command {
 			return err
 		}
 		nodes, _ := parseNodeNumbers(args)
-		return onHosts(c.Context(), e, *o, nodes, func(ctx context.Context, s *hostsSession, i int, cl *remote.Client) error {
-			if err := hostfault.Weaken(ctx, s.inv, cl, names...); err != nil {
+		return onHosts(c.Context(), e, *o, nodes, func(ctx context.Context, s *hostfault.Session, n int) error {
+			if err := s.Weaken(ctx, n, names...); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "host %d: weakened: %s (redlab hosts restore undoes it)\n", s.nums[i], strings.Join(names, ", "))
+			fmt.Fprintf(e.stdout, "host %d: weakened: %s (redlab hosts restore undoes it)\n", n, strings.Join(names, ", "))
 			return nil
 		})
 	}
@@ -67,11 +66,11 @@ func newHostsRestoreCmd(e *env) *cobra.Command {
 				return usageErrorf("--hosts FILE is required")
 			}
 			nodes, _ := parseNodeNumbers(args)
-			return onHosts(c.Context(), e, *o, nodes, func(ctx context.Context, s *hostsSession, i int, cl *remote.Client) error {
-				if err := hostfault.Restore(ctx, cl); err != nil {
+			return onHosts(c.Context(), e, *o, nodes, func(ctx context.Context, s *hostfault.Session, n int) error {
+				if err := s.Restore(ctx, n); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "host %d: restored the production profile\n", s.nums[i])
+				fmt.Fprintf(e.stdout, "host %d: restored the production profile\n", n)
 				return nil
 			})
 		},
@@ -82,15 +81,19 @@ func newHostsRestoreCmd(e *env) *cobra.Command {
 
 // onHosts connects to the hosts and runs f on each at once, bounded by
 // two minutes and the first signal.
-func onHosts(ctx context.Context, e *env, o hostsOptions, nodes []int, f func(context.Context, *hostsSession, int, *remote.Client) error) error {
+func onHosts(ctx context.Context, e *env, o hostsOptions, nodes []int, f func(context.Context, *hostfault.Session, int) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ctx, cancelSig := cancelOnSignal(ctx, e)
 	defer cancelSig()
-	s, err := dialHosts(ctx, e, o, nodes)
+	inv, nodes, err := loadHosts(o, nodes)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	return s.each(func(i int, cl *remote.Client) error { return f(ctx, s, i, cl) })
+	s, err := dialHosts(ctx, e, o, inv, nodes, hostfault.SessionOptions{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Each(func(n int) error { return f(ctx, s, n) })
 }

@@ -98,7 +98,7 @@ func labPorts(t *testing.T, stateDir string) []string {
 			Addr      string `json:"addr"`
 			RedisAddr string `json:"redis_addr"`
 			Control   string `json:"control"`
-		} `json:"nodes"`
+		} `json:"endpoints"`
 		EtcdMembers []map[string]any `json:"etcd_members"`
 	}
 	b, err := os.ReadFile(filepath.Join(stateDir, "lab.json"))

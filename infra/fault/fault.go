@@ -8,9 +8,15 @@
 // Validate, so a parameter a spec refuses is refused by the CLI and by the
 // lab with the same words.
 //
-// A transport (the lab's control endpoint, a machine's systemd, an SSH
-// host) is a Target: a new one is one more Target constant and its name in
-// the Targets of the kinds it can apply.
+// What a fault is applied on (a lab node run as a process or as a
+// machine, an etcd member, the service process, a host over SSH) is a
+// Target, and every fault is applied through an Injector (inject.go), which
+// each target implements once, as a Table of how it applies each kind. A
+// new transport is one more Target constant, its name in the Targets of
+// the kinds it can apply, and its Table, which the test of implementations
+// (CheckImplementations) holds to the catalogue. What injects (a drill's
+// timeline, redlab fault) takes any Injector: the transport is offered
+// where a user picks where faults go, and nothing else names its kinds.
 package fault
 
 import (
@@ -32,7 +38,7 @@ type Kind string
 type Target uint8
 
 // The targets. A new transport is a new constant here, its name in
-// targetNames, and its column in the catalogue's Targets.
+// targetNames, its column in the catalogue's Targets, and its Table.
 const (
 	// ProcessNode is a lab node whose redis-server the supervisor runs as a
 	// child process (the control endpoint).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 )
 
@@ -24,5 +25,8 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("hostfault: %s on a %s host is refused: %s", e.Kind, e.Type, e.Why)
 }
 
-// Is makes errors.Is(err, ErrRefused) true.
-func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+// Is makes errors.Is(err, ErrRefused) true, and errors.Is(err,
+// fault.ErrUnsupported): the host cannot apply the fault.
+func (e *RefusedError) Is(target error) bool {
+	return target == ErrRefused || target == fault.ErrUnsupported
+}

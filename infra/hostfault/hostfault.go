@@ -8,6 +8,12 @@
 // host, leaves a host that heals itself (after ChaosBlade's --timeout and
 // the rollback AWS's fault documents schedule before they inject). A power
 // loss arms nothing: the reboot heals it, and takes /run with it.
+//
+// A Session (session.go) is the faults of one run on the hosts of an
+// inventory: each host a fault target (fault.Injector, the catalogue's
+// SSHHost), what each fault leaves kept until it is healed, a timed one
+// healed after its `for`, a crash's end recorded when the node answers
+// again. A drill on hosts and `redlab fault --hosts` both go through it.
 package hostfault
 
 import (
@@ -18,6 +24,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 )
 
@@ -26,23 +33,30 @@ type Runner interface {
 	Run(ctx context.Context, script string) (string, error)
 }
 
-// Options bound the dead-man switch.
+// Options are how a fault is injected beyond its parameters: the bounds of
+// its dead-man switch, and whom a partition cuts the host off from.
 type Options struct {
-	// Margin is added to a timed fault's For: the switch fires For+Margin
-	// after the injection. 0: 30s.
+	// Margin is added to a timed fault's `for`: the switch fires for+Margin
+	// after the injection. 0: DefaultMargin.
 	Margin time.Duration
-	// Horizon is when the switch fires for a fault without For (stop, kill,
-	// restart, clock-jump, a partition healed by hand). 0: 10m.
+	// Horizon is when the switch fires for a fault without `for` (stop,
+	// kill, restart, clock-jump, a partition healed by hand). 0: 10m.
 	Horizon time.Duration
+	// From are the addresses a partition cuts the host off from (IPs: the
+	// addresses iptables matches); none: the clients on the Redis port.
+	From []string
 }
 
-func (o Options) deadMan(p Params) time.Duration {
-	if p.For > 0 {
+// DefaultMargin is Options.Margin unless set.
+const DefaultMargin = 30 * time.Second
+
+func (o Options) deadMan(p fault.Params) time.Duration {
+	if d := p.D(fault.For); d > 0 {
 		m := o.Margin
 		if m <= 0 {
-			m = 30 * time.Second
+			m = DefaultMargin
 		}
-		return p.For + m
+		return d + m
 	}
 	if o.Horizon <= 0 {
 		return 10 * time.Minute
@@ -58,13 +72,14 @@ func NewID() string {
 	return hex.EncodeToString(b)
 }
 
-// Inject arms the fault's switch and injects it on the host r reaches.
-func Inject(ctx context.Context, r Runner, f Fault, p Params, o Options) (Fault, error) {
+// Inject arms the fault's switch and injects it on the host r reaches,
+// with p its parameters (package fault's).
+func Inject(ctx context.Context, r Runner, f Fault, p fault.Params, o Options) (Fault, error) {
 	if f.ID == "" {
 		f.ID = NewID()
 	}
 	dm := o.deadMan(p)
-	script, err := InjectScript(f.Kind, f.ID, f.Host, p, dm)
+	script, err := InjectScript(f.Kind, f.ID, f.Host, p, o.From, dm)
 	if err != nil {
 		return f, err
 	}

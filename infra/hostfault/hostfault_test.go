@@ -50,20 +50,20 @@ func TestOwnNetnsMachine(t *testing.T) {
 	own := machineHost
 	own.OwnNetns = true
 	for _, kind := range []string{"partition", "latency"} {
-		s, err := InjectScript(kind, "0badcafe", own, Params{Add: 20 * time.Millisecond}, time.Minute)
+		s, err := InjectScript(kind, "0badcafe", own, fault.Params{"add": {D: 20 * time.Millisecond}}, nil, time.Minute)
 		if err != nil {
 			t.Fatalf("%s on an own-netns machine: %v", kind, err)
 		}
-		want, _ := InjectScript(kind, "0badcafe", hosts.Host{Address: own.Address, Redis: own.Redis, User: own.User, Type: hosts.VM}, Params{Add: 20 * time.Millisecond}, time.Minute)
+		want, _ := InjectScript(kind, "0badcafe", hosts.Host{Address: own.Address, Redis: own.Redis, User: own.User, Type: hosts.VM}, fault.Params{"add": {D: 20 * time.Millisecond}}, nil, time.Minute)
 		if s != want {
 			t.Errorf("%s on an own-netns machine: not the VM's script:\n%s", kind, s)
 		}
 		shCheck(t, kind, s)
-		if _, err := InjectScript(kind, "0badcafe", machineHost, Params{}, time.Minute); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "own_netns") {
+		if _, err := InjectScript(kind, "0badcafe", machineHost, fault.Params{}, nil, time.Minute); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "own_netns") {
 			t.Errorf("%s on a machine sharing the host's network: got %v, want refused, naming own_netns", kind, err)
 		}
 	}
-	if _, err := InjectScript("clock-jump", "0badcafe", own, Params{By: time.Second}, time.Minute); !errors.Is(err, ErrRefused) {
+	if _, err := InjectScript("clock-jump", "0badcafe", own, fault.Params{"by": {D: time.Second}}, nil, time.Minute); !errors.Is(err, ErrRefused) {
 		t.Errorf("clock-jump on an own-netns machine: got %v, want refused", err)
 	}
 	if h := HealAllScript(own); !strings.Contains(h, "iptables -X") || !strings.Contains(h, "tc qdisc del") {
@@ -74,12 +74,12 @@ func TestOwnNetnsMachine(t *testing.T) {
 // TestTableScripts: every kind renders for every host type or refuses with a
 // reason; every script parses; the switch is armed before the injection.
 func TestTableScripts(t *testing.T) {
-	p := Params{For: 4 * time.Second, Delay: 3 * time.Second, Add: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, By: 15 * time.Second}
+	p := fault.Params{fault.For: {D: 4 * time.Second}, "delay": {D: 3 * time.Second}, "add": {D: 20 * time.Millisecond}, "jitter": {D: 5 * time.Millisecond}, "by": {D: 15 * time.Second}}
 	for _, spec := range Table {
 		for _, h := range []hosts.Host{vm, machineHost} {
 			name := spec.Kind + "/" + string(h.Type)
 			t.Run(name, func(t *testing.T) {
-				s, err := InjectScript(spec.Kind, "0badcafe", h, p, 34*time.Second)
+				s, err := InjectScript(spec.Kind, "0badcafe", h, p, nil, 34*time.Second)
 				c := spec.Commands[h.Type]
 				if c.Refuse != "" {
 					var re *RefusedError
@@ -120,17 +120,17 @@ func TestTableScripts(t *testing.T) {
 }
 
 func TestTableRefusals(t *testing.T) {
-	_, err := InjectScript("power-loss", "1", machineHost, Params{}, time.Minute)
+	_, err := InjectScript("power-loss", "1", machineHost, fault.Params{}, nil, time.Minute)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "lab's power cut") {
 		t.Errorf("power-loss on a machine: got %v, want a refusal naming the lab's power cut", err)
 	}
-	if _, err := InjectScript("failover", "1", vm, Params{}, time.Minute); !errors.Is(err, ErrUnknownKind) {
+	if _, err := InjectScript("failover", "1", vm, fault.Params{}, nil, time.Minute); !errors.Is(err, ErrUnknownKind) {
 		t.Errorf("unknown kind: got %v, want ErrUnknownKind", err)
 	}
-	if _, err := InjectScript("partition", "1", vm, Params{Peers: []string{"10.0.0.1; reboot"}}, time.Minute); err == nil || !strings.Contains(err.Error(), "want an IP address") {
+	if _, err := InjectScript("partition", "1", vm, fault.Params{}, []string{"10.0.0.1; reboot"}, time.Minute); err == nil || !strings.Contains(err.Error(), "want an IP address") {
 		t.Errorf("bad peer: got %v, want an error", err)
 	}
-	s, err := InjectScript("power-loss", "1", vm, Params{}, time.Minute)
+	s, err := InjectScript("power-loss", "1", vm, fault.Params{}, nil, time.Minute)
 	if err != nil || !strings.Contains(s, "echo b > /proc/sysrq-trigger") || strings.Contains(s, "kernel.sysrq") || strings.Contains(s, "/proc/sys/kernel/sysrq") {
 		t.Errorf("power-loss on a VM: %v\n%s\nwant sysrq b without touching kernel.sysrq", err, s)
 	}
@@ -192,7 +192,7 @@ func TestSSHHealScriptsRun(t *testing.T) {
 	// A refused kind never reaches the host.
 	h := srv.Host
 	h.Type = hosts.Machine
-	if _, err := Inject(ctx, c, Fault{Kind: "power-loss", Host: h}, Params{}, Options{}); !errors.Is(err, ErrRefused) {
+	if _, err := Inject(ctx, c, Fault{Kind: "power-loss", Host: h}, fault.Params{}, Options{}); !errors.Is(err, ErrRefused) {
 		t.Errorf("power-loss on a machine: got %v, want ErrRefused", err)
 	}
 }

@@ -3,6 +3,7 @@ package hostfault
 import (
 	"context"
 	"errors"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,7 +128,7 @@ func TestMachineFaultScripts(t *testing.T) {
 
 	t.Run("kill restarts through the unit; heal disarms", func(t *testing.T) {
 		before := strings.TrimSpace(run(t, r, mainPID))
-		f, err := Inject(ctx, r, Fault{Kind: "kill", Host: h}, Params{}, Options{Horizon: time.Minute})
+		f, err := Inject(ctx, r, Fault{Kind: "kill", Host: h}, fault.Params{}, Options{Horizon: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestMachineFaultScripts(t *testing.T) {
 
 	t.Run("an unhealed pause heals itself when the switch fires", func(t *testing.T) {
 		waitFor(t, r, "redis running", "systemctl show -p SubState --value redlock-redis", "\nrunning\n")
-		f, err := Inject(ctx, r, Fault{Kind: "pause", Host: h}, Params{For: time.Second}, Options{Margin: time.Second})
+		f, err := Inject(ctx, r, Fault{Kind: "pause", Host: h}, fault.Params{fault.For: {D: time.Second}}, Options{Margin: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestMachineFaultScripts(t *testing.T) {
 	})
 
 	t.Run("restart adds its drop-in; heal removes it", func(t *testing.T) {
-		f, err := Inject(ctx, r, Fault{Kind: "restart", Host: h}, Params{Delay: 2 * time.Second}, Options{})
+		f, err := Inject(ctx, r, Fault{Kind: "restart", Host: h}, fault.Params{"delay": {D: 2 * time.Second}}, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +194,7 @@ func TestMachineFaultScripts(t *testing.T) {
 	})
 
 	t.Run("heal of everything finds a stop and a pause left behind", func(t *testing.T) {
-		stop, err := Inject(ctx, r, Fault{Kind: "stop", Host: h}, Params{}, Options{Horizon: time.Hour})
+		stop, err := Inject(ctx, r, Fault{Kind: "stop", Host: h}, fault.Params{}, Options{Horizon: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +259,7 @@ func TestMachineFaultScripts(t *testing.T) {
 	t.Run("clock-jump is refused on a machine, and its helper refuses there too", func(t *testing.T) {
 		// A machine's clock is the host's: nothing here may step it, so the
 		// helper only ever runs with 0 (check only).
-		if _, err := Inject(ctx, r, Fault{Kind: "clock-jump", Host: h}, Params{By: 15 * time.Second}, Options{}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "shares its host's clock") {
+		if _, err := Inject(ctx, r, Fault{Kind: "clock-jump", Host: h}, fault.Params{"by": {D: 15 * time.Second}}, Options{}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "shares its host's clock") {
 			t.Fatalf("got %v, want the machine refusal", err)
 		}
 		_, err := r.Run(ctx, "mkdir -p /run/redlab && cat > /run/redlab/clock-step <<'EOF'\n"+clockStepHelper+"EOF\npython3 /run/redlab/clock-step 0")

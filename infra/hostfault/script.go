@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 )
 
@@ -22,23 +23,6 @@ const StateDir = "/run/redlab/faults"
 // unit: redlab-heal-<id>.timer fires redlab-heal-<id>.service.
 const HealUnitPrefix = "redlab-heal-"
 
-// Params are a fault's parameters; each kind reads the ones its Summary
-// names.
-type Params struct {
-	// For is how long a timed fault (pause, partition, latency, clock-jump)
-	// lasts before the runner heals it.
-	For time.Duration
-	// Delay is restart's hold-back.
-	Delay time.Duration
-	// Add and Jitter are latency's.
-	Add, Jitter time.Duration
-	// By is clock-jump's step (negative: back).
-	By time.Duration
-	// Peers, for partition, are the addresses the host is cut off from;
-	// none: the clients on the Redis port.
-	Peers []string
-}
-
 // Fault is one fault injected on one host, with what heals it.
 type Fault struct {
 	ID   string
@@ -49,13 +33,15 @@ type Fault struct {
 	DeadMan time.Duration
 }
 
-// vars returns the shell variable assignments of a fault's script.
-func vars(id string, h hosts.Host, p Params) ([]string, error) {
+// vars returns the shell variable assignments of a fault's script: its
+// parameters (package fault's), and from, the addresses a partition cuts
+// the host off from (none: the clients on the Redis port).
+func vars(id string, h hosts.Host, p fault.Params, from []string) ([]string, error) {
 	_, port, err := net.SplitHostPort(h.Redis)
 	if err != nil {
 		return nil, fmt.Errorf("hostfault: host %s: redis address %q: %w", h.Address, h.Redis, err)
 	}
-	for _, peer := range p.Peers {
+	for _, peer := range from {
 		if net.ParseIP(peer) == nil {
 			return nil, fmt.Errorf("hostfault: partition peer %q: want an IP address (iptables matches addresses)", peer)
 		}
@@ -65,12 +51,12 @@ func vars(id string, h hosts.Host, p Params) ([]string, error) {
 		"UNIT":      unit,
 		"PORT":      port,
 		"CHAIN":     "redlab-" + id,
-		"FOR_S":     seconds(p.For),
-		"DELAY_S":   seconds(p.Delay),
-		"ADD_MS":    strconv.FormatInt(p.Add.Milliseconds(), 10),
-		"JITTER_MS": strconv.FormatInt(p.Jitter.Milliseconds(), 10),
-		"BY_S":      seconds(p.By),
-		"PEERS":     strings.Join(p.Peers, " "),
+		"FOR_S":     seconds(p.D(fault.For)),
+		"DELAY_S":   seconds(p.D("delay")),
+		"ADD_MS":    strconv.FormatInt(p.D("add").Milliseconds(), 10),
+		"JITTER_MS": strconv.FormatInt(p.D("jitter").Milliseconds(), 10),
+		"BY_S":      seconds(p.D("by")),
+		"PEERS":     strings.Join(from, " "),
 	}
 	keys := make([]string, 0, len(kv))
 	for k := range kv {
@@ -112,9 +98,11 @@ func heredoc(b *strings.Builder, redirect, path, body string) {
 }
 
 // InjectScript returns the script that arms the fault's dead-man switch
-// (deadMan after the start) and then injects it. A kind the host type
-// refuses, or unknown, is an error that says why.
-func InjectScript(kind, id string, h hosts.Host, p Params, deadMan time.Duration) (string, error) {
+// (deadMan after the start) and then injects it, with p its parameters and
+// from the addresses a partition cuts the host off from (none: the clients
+// on the Redis port). A kind the host type refuses, or unknown, is an error
+// that says why.
+func InjectScript(kind, id string, h hosts.Host, p fault.Params, from []string, deadMan time.Duration) (string, error) {
 	spec, ok := Lookup(kind)
 	if !ok {
 		return "", fmt.Errorf("%w: %q (want one of %s)", ErrUnknownKind, kind, strings.Join(Kinds(), ", "))
@@ -127,7 +115,7 @@ func InjectScript(kind, id string, h hosts.Host, p Params, deadMan time.Duration
 		}
 		return "", &RefusedError{Kind: kind, Type: h.Type, Why: why}
 	}
-	vs, err := vars(id, h, p)
+	vs, err := vars(id, h, p, from)
 	if err != nil {
 		return "", err
 	}

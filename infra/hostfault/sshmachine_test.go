@@ -3,6 +3,7 @@ package hostfault
 import (
 	"context"
 	"errors"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,7 +83,7 @@ func TestSSHMachineFaults(t *testing.T) {
 	}
 
 	t.Run("kill over SSH arms, heal disarms", func(t *testing.T) {
-		f, err := Inject(ctx, c, Fault{Kind: "kill", Host: h}, Params{}, Options{Horizon: time.Minute})
+		f, err := Inject(ctx, c, Fault{Kind: "kill", Host: h}, fault.Params{}, Options{Horizon: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestSSHMachineFaults(t *testing.T) {
 	})
 
 	t.Run("a pause whose runner is gone heals itself", func(t *testing.T) {
-		f, err := Inject(ctx, c, Fault{Kind: "pause", Host: h}, Params{For: time.Second}, Options{Margin: time.Second})
+		f, err := Inject(ctx, c, Fault{Kind: "pause", Host: h}, fault.Params{fault.For: {D: time.Second}}, Options{Margin: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestSSHMachineFaults(t *testing.T) {
 		// even if that check failed (a machine's clock is this host's).
 		vm := h
 		vm.Type = hosts.VM
-		_, err := Inject(ctx, c, Fault{Kind: "clock-jump", Host: vm}, Params{By: 0}, Options{})
+		_, err := Inject(ctx, c, Fault{Kind: "clock-jump", Host: vm}, fault.Params{"by": {D: 0}}, Options{})
 		var xe *remote.ExitError
 		if !errors.As(err, &xe) || !strings.Contains(xe.Stderr, "this host cannot step its clock: it is a container") {
 			t.Fatalf("got %v, want the host's refusal", err)

@@ -44,6 +44,9 @@ type Spec struct {
 	// machine of its own network namespace (hosts.Host.OwnNetns) runs a
 	// VM's commands for it, inside that namespace.
 	Net bool
+	// Crash marks a fault that crashes Redis: it ends when the node
+	// answers again (Session).
+	Crash bool
 }
 
 // commandsFor returns what the fault runs on h.
@@ -100,6 +103,7 @@ var Table = []Spec{
 	{
 		Kind:    "kill",
 		Summary: "SIGKILL Redis through systemd; the unit restarts it and the restart guard holds it back as in production",
+		Crash:   true,
 		Commands: machineKillsMain(Commands{
 			Inject: `systemctl kill -s SIGKILL "$UNIT"`,
 			Heal:   `systemctl start --no-block "$UNIT"`,
@@ -108,6 +112,7 @@ var Table = []Spec{
 	{
 		Kind:    "restart",
 		Summary: "SIGKILL Redis; the guard holds it back DELAY_S seconds instead of the rendered delay (plus the unit's RestartSec=1)",
+		Crash:   true,
 		Commands: machineKillsMain(Commands{
 			Inject: `mkdir -p ` + dropInDir + `
 printf '[Service]\nEnvironment=REDIS_GUARD_DELAY=%s\n' "$DELAY_S" > ` + dropInDir + `/redlab-$ID.conf
@@ -177,6 +182,7 @@ iptables -X "$CHAIN"`,
 	{
 		Kind:    "power-loss",
 		Summary: "VMs: an immediate reboot without sync (sysrq b); the reboot is the heal. Lab machines: refused (the lab cuts their power)",
+		Crash:   true,
 		Commands: map[hosts.Type]Commands{
 			// Half a second later, from a unit of its own, so that the
 			// session ends cleanly before the kernel goes. Writing to

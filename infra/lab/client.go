@@ -186,12 +186,11 @@ func (l *Lab) Apply(ctx context.Context, id int, kind fault.Kind, params fault.P
 	return l.fault(ctx, id, kind, body)
 }
 
-// requestOf validates params of kind for target (checkFault, as the
+// requestOf validates params of kind for target (CheckFault, as the
 // supervisor does) and returns the control endpoint's request: the params
-// the target sees, whose JSON is a faultRequest (the catalogue's parameter
-// names are its fields).
+// the target sees.
 func requestOf(kind fault.Kind, params fault.Params, target fault.Target, replicas bool) (fault.Params, error) {
-	if err := node.CheckFault(string(kind), params, target, replicas); err != nil {
+	if err := node.CheckFault(kind, params, target, replicas); err != nil {
 		return nil, err
 	}
 	d, _ := fault.Lookup(kind)
@@ -201,21 +200,28 @@ func requestOf(kind fault.Kind, params fault.Params, target fault.Target, replic
 // Faults returns the faults recorded so far.
 func (l *Lab) Faults() ([]Fault, error) { return node.ReadFaults(l.stateDir) }
 
-// fault sends a fault request with body, the fault.Params of one (nil:
-// none).
-func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, body any) (FaultResult, error) {
+// fault sends a fault request with p (nil: none).
+func (l *Lab) fault(ctx context.Context, id int, kind FaultKind, p fault.Params) (FaultResult, error) {
 	n, err := l.node(id)
 	if err != nil {
 		return FaultResult{}, err
 	}
-	if body == nil {
-		body = fault.Params{} // the endpoint reads a JSON object
-	}
 	var res FaultResult
-	if err := control(n).Fault(ctx, kind, body, &res); err != nil {
+	if err := control(n).Fault(ctx, kind, p, &res); err != nil {
 		return FaultResult{}, fmt.Errorf("lab: %s node %d: %w", kind, id, err)
 	}
 	return res, nil
+}
+
+// Injector is node id as a fault target: Apply, with its result as the
+// catalogue says it (fault.Injector), for callers that apply faults on any
+// target (a drill's timeline, the CLI). The node's supervisor applies the
+// fault (package node); this carries it to its control endpoint.
+func (l *Lab) Injector(id int) fault.Injector {
+	return fault.InjectorFunc(func(ctx context.Context, kind fault.Kind, p fault.Params) (fault.Result, error) {
+		res, err := l.Apply(ctx, id, kind, p)
+		return res.Result, err
+	})
 }
 
 // control is the client of node n's control endpoint.

@@ -114,8 +114,8 @@ func TestLabEtcd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Fault == nil || res.Fault.Params["etcd_member"] != strconv.Itoa(leader) || res.Fault.Params["target"] != "leader" {
-			t.Fatalf("kill of the leader %d recorded as %+v, want etcd_member %d and target leader", leader, res.Fault, leader)
+		if res.ID == "" || res.Params["etcd_member"] != strconv.Itoa(leader) || res.Params["target"] != "leader" {
+			t.Fatalf("kill of the leader %d recorded as %+v, want etcd_member %d and target leader", leader, res.Result, leader)
 		}
 		if res.Status.State != node.Waiting || res.Status.EtcdPID != 0 {
 			t.Errorf("killed member's status %+v, want waiting without a pid", res.Status)
@@ -137,7 +137,7 @@ func TestLabEtcd(t *testing.T) {
 			t.Fatalf("put with the old leader down: %v", err)
 		}
 		// Back after the restart delay, the fault ends when it answers.
-		faultcheck.FaultEnded(t, l, res.Fault.ID, nil)
+		faultcheck.FaultEnded(t, l, res.ID, nil)
 		faultcheck.Eventually(t, 20*time.Second, "the killed member healthy", func() error {
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
@@ -200,7 +200,7 @@ func TestLabEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.EtcdHeal(ctx) }) // also when a check below fails
-		if !res.Status.Partitioned || res.Fault == nil || res.Fault.Params["etcd_member"] != strconv.Itoa(old) || res.Fault.Params["target"] != "leader" {
+		if !res.Status.Partitioned || res.ID == "" || res.Params["etcd_member"] != strconv.Itoa(old) || res.Params["target"] != "leader" {
 			t.Fatalf("partition of the leader %d: got %+v, want partitioned and recorded as the leader", old, res)
 		}
 		// Clients of its front see silence.
@@ -252,7 +252,7 @@ func TestLabEtcd(t *testing.T) {
 		if err := l.EtcdHeal(ctx); err != nil {
 			t.Fatal(err)
 		}
-		faultcheck.FaultEnded(t, l, res.Fault.ID, nil)
+		faultcheck.FaultEnded(t, l, res.ID, nil)
 		faultcheck.Eventually(t, 20*time.Second, "the healed member healthy", func() error {
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
@@ -286,14 +286,14 @@ func TestLabEtcd(t *testing.T) {
 		if err != nil || res.Status.State != node.Paused {
 			t.Fatalf("pause of member %d: got %+v, %v; want paused", f, res.Status, err)
 		}
-		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"for": "1s"})
+		faultcheck.FaultEnded(t, l, res.ID, map[string]string{"for": "1s"})
 		healthy("member healthy after the pause")
 
 		res, err = l.EtcdStop(ctx, f)
 		if err != nil || res.Status.State != node.Stopped || res.Status.EtcdPID != 0 {
 			t.Fatalf("stop of member %d: got %+v, %v; want stopped without a pid", f, res.Status, err)
 		}
-		stopID := res.Fault.ID
+		stopID := res.ID
 		if _, err := l.EtcdStart(ctx, f); err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +304,7 @@ func TestLabEtcd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"delay": "0s"})
+		faultcheck.FaultEnded(t, l, res.ID, map[string]string{"delay": "0s"})
 		healthy("member healthy after a restart at once")
 
 		res, err = l.EtcdLatency(ctx, f, 50*time.Millisecond, 0)
@@ -317,7 +317,7 @@ func TestLabEtcd(t *testing.T) {
 		if err := l.EtcdHeal(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"add": "50ms"})
+		faultcheck.FaultEnded(t, l, res.ID, map[string]string{"add": "50ms"})
 
 		// Given a for, a partition ends on the member's supervisor, with
 		// no heal sent.
@@ -325,7 +325,7 @@ func TestLabEtcd(t *testing.T) {
 		if err != nil || !res.Status.Partitioned {
 			t.Fatalf("partition of member %d for 1s: got %+v, %v; want partitioned", f, res.Status, err)
 		}
-		faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"for": "1s", "ended_by": "for"})
+		faultcheck.FaultEnded(t, l, res.ID, map[string]string{"for": "1s", "ended_by": "for"})
 		healthy("member healthy after its partition's for")
 	})
 

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/node"
@@ -188,28 +187,37 @@ func (l *Lab) EtcdApply(ctx context.Context, member int, kind fault.Kind, params
 // to member, naming in it the leader when the lab chose the member as the
 // leader.
 func (l *Lab) etcdFault(ctx context.Context, member int, kind FaultKind, params fault.Params) (EtcdFaultResult, error) {
-	body := map[string]any{}
-	if b, err := json.Marshal(params); err != nil {
-		return EtcdFaultResult{}, fmt.Errorf("lab: %w", err)
-	} else if err := json.Unmarshal(b, &body); err != nil {
-		return EtcdFaultResult{}, fmt.Errorf("lab: %w", err)
-	}
-	if member == TargetLeader {
+	leader := member == TargetLeader
+	if leader {
 		id, err := l.EtcdLeader(ctx)
 		if err != nil {
 			return EtcdFaultResult{}, fmt.Errorf("lab: %s the etcd leader: %w", kind, err)
 		}
-		member, body["target"] = id, "leader"
+		member = id
 	}
 	m, err := l.etcdMember(member)
 	if err != nil {
 		return EtcdFaultResult{}, err
 	}
+	c := etcdControl(m)
+	if leader {
+		c.Target = "leader"
+	}
 	var res EtcdFaultResult
-	if err := etcdControl(m).Fault(ctx, kind, body, &res); err != nil {
+	if err := c.Fault(ctx, kind, params, &res); err != nil {
 		return EtcdFaultResult{}, fmt.Errorf("lab: %s etcd member %d: %w", kind, m.ID, err)
 	}
 	return res, nil
+}
+
+// EtcdInjector is member (TargetLeader: the member that leads when a fault
+// fires) as a fault target, as Injector is a node: the result's Target is
+// the member that took the fault.
+func (l *Lab) EtcdInjector(member int) fault.Injector {
+	return fault.InjectorFunc(func(ctx context.Context, kind fault.Kind, p fault.Params) (fault.Result, error) {
+		res, err := l.EtcdApply(ctx, member, kind, p)
+		return res.Result, err
+	})
 }
 
 // etcdControl is the client of member m's control endpoint.

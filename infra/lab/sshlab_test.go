@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"net"
 	"os"
@@ -125,7 +126,7 @@ func TestLabMachinesSSH(t *testing.T) {
 
 	t.Run("partition over SSH silences the node and heals", func(t *testing.T) {
 		h := inv.Hosts[1]
-		f, err := hostfault.Inject(ctx, clients[1], hostfault.Fault{Kind: "partition", Host: h}, hostfault.Params{For: time.Minute}, hostfault.Options{})
+		f, err := hostfault.Inject(ctx, clients[1], hostfault.Fault{Kind: "partition", Host: h}, fault.Params{fault.For: {D: time.Minute}}, hostfault.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestLabMachinesSSH(t *testing.T) {
 
 	t.Run("latency over SSH needs the host kernel's netem", func(t *testing.T) {
 		h := inv.Hosts[0]
-		f, err := hostfault.Inject(ctx, clients[0], hostfault.Fault{Kind: "latency", Host: h}, hostfault.Params{Add: 50 * time.Millisecond}, hostfault.Options{})
+		f, err := hostfault.Inject(ctx, clients[0], hostfault.Fault{Kind: "latency", Host: h}, fault.Params{"add": {D: 50 * time.Millisecond}}, hostfault.Options{})
 		if err != nil {
 			if !netemAvailable(t) {
 				t.Logf("LOUD: this host's kernel has no netem qdisc (sch_netem, CONFIG_NET_SCH_NETEM), so latency over SSH cannot be injected here; the injection failed as it should: %v", err)
@@ -169,7 +170,7 @@ func TestLabMachinesSSH(t *testing.T) {
 	})
 
 	t.Run("clock jump is refused with its message", func(t *testing.T) {
-		_, err := hostfault.Inject(ctx, clients[2], hostfault.Fault{Kind: "clock-jump", Host: inv.Hosts[2]}, hostfault.Params{By: time.Second}, hostfault.Options{})
+		_, err := hostfault.Inject(ctx, clients[2], hostfault.Fault{Kind: "clock-jump", Host: inv.Hosts[2]}, fault.Params{"by": {D: time.Second}}, hostfault.Options{})
 		var refused *hostfault.RefusedError
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "shares its host's clock") {
 			t.Errorf("clock-jump on a machine: got %v, want refused: shares its host's clock", err)

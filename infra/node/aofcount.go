@@ -14,7 +14,7 @@ import (
 
 // What a power cut took from a Redis node, in writes: the power-loss
 // filesystem counts bytes, and the AOF's write commands before and after
-// the cut turn them into acknowledged writes lost (PowerLossResult's
+// the cut turn them into acknowledged writes lost (fault.PowerLossResult's
 // CutCommands).
 //
 // Redis 7 keeps a multi-part AOF: a directory (appenddirname) with a base

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
+
+	"github.com/redlocklab/redlocklab/infra/fault"
 )
 
 // Control is a client of one supervisor's control endpoint (control.go): a
@@ -19,6 +22,9 @@ type Control struct {
 	Addr string
 	// What names the supervisor in errors: "node 1", "etcd member 2".
 	What string
+	// Target, when set, is recorded with every fault it asks for: "leader"
+	// when the caller chose the etcd member because it led.
+	Target string
 }
 
 var controlClient = &http.Client{Timeout: 2 * time.Minute}
@@ -29,11 +35,18 @@ func (c Control) Status(ctx context.Context, st any) error {
 	return c.call(ctx, http.MethodGet, "/v1/status", nil, st)
 }
 
-// Fault asks the supervisor for a fault of kind (a FaultKind, "start" or
-// "heal") and reads its answer into res: a *FaultResult for a node, an
+// Fault asks the supervisor for a fault of kind with p (validated: see
+// CheckFault) and reads its answer into res: a *FaultResult for a node, an
 // *EtcdFaultResult for an etcd member.
-func (c Control) Fault(ctx context.Context, kind FaultKind, body, res any) error {
-	return c.call(ctx, http.MethodPost, "/v1/faults/"+string(kind), body, res)
+func (c Control) Fault(ctx context.Context, kind FaultKind, p fault.Params, res any) error {
+	if p == nil {
+		p = fault.Params{} // the endpoint reads a JSON object
+	}
+	path := "/v1/faults/" + string(kind)
+	if c.Target != "" {
+		path += "?" + url.Values{"target": {c.Target}}.Encode()
+	}
+	return c.call(ctx, http.MethodPost, path, p, res)
 }
 
 func (c Control) call(ctx context.Context, method, path string, body, out any) error {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"maps"
 	"strconv"
 	"time"
 
@@ -16,38 +17,35 @@ var clockJumpLua string
 
 var clockJumpScript = redis.NewScript(clockJumpLua)
 
-// ClockJumpResult says what a clock jump did to a node's keys.
-type ClockJumpResult struct {
-	Adjusted int64 `json:"adjusted"` // keys whose TTL moved by the jump
-	Deleted  int64 `json:"deleted"`  // keys that expired because of it
-}
-
 // clockJump models a step of the node's wall clock by `by` (forward when
 // positive) on the keys of c's database. It is a model, not a real clock
 // step: the node's TIME and its clients' clocks do not move, only what Redis
 // derives from its clock for keys. The runbook gives the real-VM command.
-func clockJump(ctx context.Context, c *redis.Client, by time.Duration) (ClockJumpResult, error) {
+func clockJump(ctx context.Context, c *redis.Client, by time.Duration) (fault.ClockJumpResult, error) {
 	v, err := clockJumpScript.Run(ctx, c, nil, by.Milliseconds()).Int64Slice()
 	if err != nil {
-		return ClockJumpResult{}, fmt.Errorf("node: clock jump: %w", err)
+		return fault.ClockJumpResult{}, fmt.Errorf("node: clock jump: %w", err)
 	}
 	if len(v) != 2 {
-		return ClockJumpResult{}, fmt.Errorf("node: clock jump: unexpected reply %v", v)
+		return fault.ClockJumpResult{}, fmt.Errorf("node: clock jump: unexpected reply %v", v)
 	}
-	return ClockJumpResult{Adjusted: v[0], Deleted: v[1]}, nil
+	return fault.ClockJumpResult{Adjusted: v[0], Deleted: v[1]}, nil
 }
 
-// clockJump applies the clock-jump model (see clockjump.lua) through the
-// node's private port, so it works on a partitioned node too.
-func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResult, error) {
+// clockJump applies the clock-jump model (see clockjump.lua) by p's `by`
+// through the node's private port, so it works on a partitioned node too.
+func (s *supervisor) clockJump(ctx context.Context, p fault.Params) (fault.Result, error) {
+	by := p.D("by")
 	s.mu.Lock()
 	if s.st.State != Up {
 		err := s.notRunningLocked()
 		s.mu.Unlock()
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.mu.Unlock()
-	f, err := s.faults.rec.start(fault.ClockJump, map[string]string{"by": by.String()})
+	params := notes(ctx)
+	params["by"] = by.String()
+	f, err := s.faults.rec.start(fault.ClockJump, params)
 	if err != nil {
 		s.log.Printf("record: %v", err)
 	}
@@ -62,28 +60,29 @@ func (s *supervisor) clockJump(ctx context.Context, by time.Duration) (FaultResu
 		s.log.Printf("record: %v", rerr)
 	}
 	if err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	f.End = time.Now()
-	for k, v := range endParams {
-		f.Params[k] = v
-	}
-	return FaultResult{Fault: &f, ClockJump: &res}, nil
+	maps.Copy(f.Params, endParams)
+	r := recorded(&f)
+	r.ClockJump = &res
+	return r, nil
 }
 
-// clockRate models a clock running factor times as fast as real time for
-// d: every tick the keys' TTLs move by (factor-1) times the real time
-// elapsed. A factor below 1 (a slow clock) lengthens them.
-func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, error) {
+// clockRate models a clock running p's factor times as fast as real time
+// for p's `for`: every tick the keys' TTLs move by (factor-1) times the
+// real time elapsed. A factor below 1 (a slow clock) lengthens them.
+func (s *supervisor) clockRate(ctx context.Context, p fault.Params) (fault.Result, error) {
 	const tick = 100 * time.Millisecond
+	factor, d := p.N("factor"), p.D(fault.For)
 	s.mu.Lock()
 	if s.rateStop != nil {
 		s.rateStop()
 	}
-	f := s.faults.startLocked(fault.ClockRate, map[string]string{
-		"factor": strconv.FormatFloat(factor, 'g', -1, 64), "for": d.String(),
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	params := notes(ctx)
+	params["factor"], params["for"] = strconv.FormatFloat(factor, 'g', -1, 64), d.String()
+	f := s.faults.startLocked(fault.ClockRate, params)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	s.rateStop = cancel
 	s.mu.Unlock()
 
@@ -142,5 +141,15 @@ func (s *supervisor) clockRate(factor float64, d time.Duration) (FaultResult, er
 			}
 		}
 	}()
-	return FaultResult{Fault: &f}, nil
+	return recorded(&f), nil
+}
+
+// stopClockRate ends a clock-rate's goroutine.
+func (s *supervisor) stopClockRate() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rateStop != nil {
+		s.rateStop()
+		s.rateStop = nil
+	}
 }

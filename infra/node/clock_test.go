@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestClockJumpBackwardLengthensTTLs(t *testing.T) {
 func TestClockJumpEmptyDatabase(t *testing.T) {
 	c := redlocktest.Start(t, 1, redlocktest.Options{}).Nodes[0].Client()
 	res, err := clockJump(context.Background(), c, time.Hour)
-	if err != nil || res != (ClockJumpResult{}) {
+	if err != nil || res != (fault.ClockJumpResult{}) {
 		t.Errorf("got %+v, %v; want nothing touched, no error", res, err)
 	}
 }

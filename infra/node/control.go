@@ -25,36 +25,22 @@ var ErrInvalid = errors.New("node: invalid fault parameters")
 // passwords (those stay in the 0600 credentials file), so reaching it does
 // not give access to the nodes' data.
 //
-//	GET  /v1/status          -> Status
-//	GET  /metrics            -> the node's state and faults for Prometheus (metrics.go)
-//	POST /v1/faults/{kind}   FaultRequest -> FaultResult
+//	GET  /v1/status                       -> Status
+//	GET  /metrics                         -> the node's state and faults for Prometheus (metrics.go)
+//	POST /v1/faults/{kind}[?target=NOTE]  fault.Params -> FaultResult
 //
-// kind is a FaultKind, or "start" (ends a stop) or "heal".
+// kind is a kind of the catalogue (start ends a stop, heal the partitions
+// and latency); the body is the fault's parameters as fault.Params writes
+// them (package fault owns that JSON), none for a fault without. target,
+// when given, is recorded with the fault: "leader" when the lab chose the
+// etcd member because it led.
 
-// FaultRequest is the body of POST /v1/faults/{kind}: the parameters of
-// every fault; each uses its own.
-type FaultRequest struct {
-	Delay  *Duration `json:"delay,omitempty"`  // restart
-	For    Duration  `json:"for,omitempty"`    // pause, clock-rate, partition, latency
-	Add    Duration  `json:"add,omitempty"`    // latency
-	Jitter Duration  `json:"jitter,omitempty"` // latency
-	By     Duration  `json:"by,omitempty"`     // clock-jump
-	Factor float64   `json:"factor,omitempty"` // clock-rate
-	Lag    Duration  `json:"lag,omitempty"`    // failover
-	// Target is recorded with the fault: "leader" when the lab chose the
-	// etcd member because it led when the fault fired.
-	Target string `json:"target,omitempty"`
-	// params are the same parameters as the catalogue reads them, for
-	// CheckFault (set by controlMux).
-	params fault.Params
-}
-
-// CheckFault judges a fault request by the catalogue (package fault) for
-// target, before anything changes: ErrInvalid, or ErrUnsupported for what a
+// CheckFault judges a fault by the catalogue (package fault) for target,
+// before anything changes: ErrInvalid, or ErrUnsupported for what a
 // machine node cannot apply. The lab's client calls it too, so that a bad
 // request is refused before it is sent.
-func CheckFault(kind string, params fault.Params, target fault.Target, replicas bool) error {
-	err := fault.Validate(fault.Kind(kind), params, target, replicas)
+func CheckFault(kind fault.Kind, params fault.Params, target fault.Target, replicas bool) error {
+	err := fault.Validate(kind, params, target, replicas)
 	switch {
 	case err == nil:
 		return nil
@@ -64,18 +50,18 @@ func CheckFault(kind string, params fault.Params, target fault.Target, replicas 
 	return fmt.Errorf("%w: %w", ErrInvalid, err)
 }
 
-// FaultResult is what the node reports after a fault request.
+// FaultResult is a node's answer to a fault request: what the fault did
+// (Target and State are the node's), and its status after it.
 type FaultResult struct {
-	// Fault is the fault started, if the request started one.
-	Fault *Fault `json:"fault,omitempty"`
-	// ClockJump is set for clock-jump.
-	ClockJump *ClockJumpResult `json:"clock_jump,omitempty"`
-	// PowerLoss is set for power-loss.
-	PowerLoss *PowerLossResult `json:"power_loss,omitempty"`
-	// Failover is set for failover.
-	Failover *FailoverResult `json:"failover,omitempty"`
-	// Status is the node's status after the request.
+	fault.Result
 	Status Status `json:"status"`
+}
+
+// stamp is r as the daemon with status st reports it: its number and
+// state.
+func (st DaemonStatus) stamp(r fault.Result) fault.Result {
+	r.Target, r.State = st.ID, string(st.State)
+	return r
 }
 
 // errorBody is the answer to a request that failed; Code keeps the
@@ -94,41 +80,42 @@ const (
 )
 
 func (s *supervisor) handler() http.Handler {
-	mux := controlMux(func(context.Context) Status { return s.status() }, s.apply,
-		func(res FaultResult, st Status) FaultResult { res.Status = st; return res })
+	mux := controlMux(func(context.Context) Status { return s.status() }, s,
+		func(res fault.Result, st Status) any { return FaultResult{Result: st.stamp(res), Status: st} })
 	mux.Handle("GET /metrics", s.metricsHandler())
 	return mux
 }
 
 // controlMux is the part of the control endpoint every supervisor shares:
-// GET /v1/status answers status; POST /v1/faults/{kind} decodes a
-// FaultRequest, runs apply and answers its result with the status after it
-// (set by withStatus), or the error (writeError).
-func controlMux[S, R any](status func(context.Context) S, apply func(context.Context, string, FaultRequest) (R, error), withStatus func(R, S) R) *http.ServeMux {
+// GET /v1/status answers status; POST /v1/faults/{kind} reads the fault's
+// fault.Params, applies it with inj and answers what answer makes of its
+// result and the status after it, or the error (writeError).
+func controlMux[S any](status func(context.Context) S, inj fault.Injector, answer func(fault.Result, S) any) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, status(r.Context()))
 	})
 	mux.HandleFunc("POST /v1/faults/{kind}", func(w http.ResponseWriter, r *http.Request) {
-		var req FaultRequest
+		var p fault.Params
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
 		// No body is a fault without parameters (kill, heal, …).
 		if err == nil && len(bytes.TrimSpace(body)) > 0 {
-			err = json.Unmarshal(body, &req)
-			if err == nil {
-				err = json.Unmarshal(body, &req.params)
-			}
+			err = json.Unmarshal(body, &p)
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: %v", ErrInvalid, err))
 			return
 		}
-		res, err := apply(r.Context(), r.PathValue("kind"), req)
+		ctx := r.Context()
+		if note := r.URL.Query().Get("target"); note != "" {
+			ctx = withNote(ctx, "target", note)
+		}
+		res, err := inj.Apply(ctx, fault.Kind(r.PathValue("kind")), p)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, withStatus(res, status(r.Context())))
+		writeJSON(w, http.StatusOK, answer(res, status(r.Context())))
 	})
 	return mux
 }
@@ -179,52 +166,4 @@ func writeError(w http.ResponseWriter, err error) {
 		body.Code, code = codeUnsupported, http.StatusBadRequest
 	}
 	writeJSON(w, code, body)
-}
-
-// apply runs one fault request.
-func (s *supervisor) apply(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
-	target := fault.ProcessNode
-	if s.mach != nil {
-		target = fault.MachineNode
-	}
-	if err := CheckFault(kind, req.params, target, s.rep != nil); err != nil {
-		return FaultResult{}, err
-	}
-	if s.mach != nil {
-		return s.applyMachine(ctx, kind, req)
-	}
-	return s.applyProcess(ctx, kind, req)
-}
-
-// applyProcess runs one fault request on a process node; a machine node
-// shares the faults that act on the front or the process alone.
-func (s *supervisor) applyProcess(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
-	switch kind {
-	case string(fault.Kill):
-		return s.kill(ctx, nil)
-	case string(fault.PowerLoss):
-		return s.powerLoss(ctx)
-	case string(fault.Restart):
-		d := time.Duration(*req.Delay) // CheckFault: given
-		return s.kill(ctx, &d)
-	case string(fault.Stop):
-		return s.stop(ctx)
-	case string(fault.Start):
-		return s.startNode(ctx)
-	case string(fault.Pause):
-		return s.pause(time.Duration(req.For))
-	case string(fault.Partition):
-		return s.partition(time.Duration(req.For))
-	case string(fault.Heal):
-		return s.heal(), nil
-	case string(fault.Latency):
-		return s.latency(time.Duration(req.Add), time.Duration(req.Jitter), time.Duration(req.For))
-	case string(fault.ClockJump):
-		return s.clockJump(ctx, time.Duration(req.By))
-	case string(fault.ClockRate):
-		return s.clockRate(req.Factor, time.Duration(req.For))
-	case string(fault.Failover):
-		return s.failover(ctx, time.Duration(req.Lag))
-	}
-	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
 }

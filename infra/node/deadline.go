@@ -130,60 +130,44 @@ func (x *proxy) unpartition() error {
 // endedByFor is the end event's note of a fault its `for` ended.
 var endedByFor = map[string]string{"ended_by": "for"}
 
-// endTimedLocked ends a node's partition or latency whose `for` passed.
-func (s *supervisor) endTimedLocked(kind FaultKind) {
-	switch kind {
-	case fault.Partition:
-		if err := s.proxy.unpartition(); err != nil {
-			s.log.Printf("end partition: %v", err)
-		}
-		s.st.Partitioned = false
-	case fault.Latency:
-		if err := s.proxy.latency(0, 0); err != nil {
-			s.log.Printf("end latency: %v", err)
-		}
-		s.st.Latency, s.st.Jitter = 0, 0
-	}
-	s.faults.endLocked(kind, endedByFor)
-	s.saveLocked()
-	s.log.Printf("%s ended: its for passed", kind)
-}
-
-// endTimedLocked ends a member's partition or latency whose `for` passed.
-func (s *etcdSupervisor) endTimedLocked(kind FaultKind) {
-	for _, x := range []*proxy{s.client, s.peer} {
+// endTimedLocked ends a partition or latency whose `for` passed.
+func (d *daemon) endTimedLocked(kind FaultKind) {
+	for _, x := range d.fronts {
 		switch kind {
 		case fault.Partition:
-			x.unpartition()
+			if err := x.unpartition(); err != nil {
+				d.log.Printf("end partition: %v", err)
+			}
 		case fault.Latency:
-			_ = x.latency(0, 0)
+			if err := x.latency(0, 0); err != nil {
+				d.log.Printf("end latency: %v", err)
+			}
 		}
 	}
+	d.clearNetworkLocked(kind)
+	d.faults.endLocked(kind, endedByFor)
+	d.saveLocked()
+	d.log.Printf("%s ended: its for passed", kind)
+}
+
+// clearNetworkLocked clears the status's fields of network fault kind.
+func (d *daemon) clearNetworkLocked(kind FaultKind) {
 	switch kind {
 	case fault.Partition:
-		s.st.Partitioned = false
+		d.ds.Partitioned = false
 	case fault.Latency:
-		s.st.Latency, s.st.Jitter = 0, 0
+		d.ds.Latency, d.ds.Jitter = 0, 0
 	}
-	s.faults.endLocked(kind, endedByFor)
-	s.saveLocked()
-	s.log.Printf("%s ended: its for passed", kind)
 }
 
 // endExpired ends, in the status a supervisor restored, the network faults
-// whose `for` passed while no supervisor ran: rec records their end,
-// partitioned and latency are the status's fields to clear.
-func endExpired(kinds []FaultKind, active map[FaultKind]string, rec *recorder, partitioned *bool, latency, jitter *Duration) {
+// of kinds, whose `for` passed while no supervisor ran.
+func (d *daemon) endExpired(kinds []FaultKind) {
 	for _, kind := range kinds {
-		switch kind {
-		case fault.Partition:
-			*partitioned = false
-		case fault.Latency:
-			*latency, *jitter = 0, 0
-		}
-		if id := active[kind]; id != "" {
-			_ = rec.end(id, kind, map[string]string{"ended_by": "for (passed while no supervisor ran)"})
-			delete(active, kind)
+		d.clearNetworkLocked(kind)
+		if id := d.ds.Active[kind]; id != "" {
+			_ = d.faults.rec.end(id, kind, map[string]string{"ended_by": "for (passed while no supervisor ran)"})
+			delete(d.ds.Active, kind)
 		}
 	}
 }

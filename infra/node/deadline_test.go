@@ -24,13 +24,13 @@ func TestSupervisorEndsFaultsAtTheirFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Fault == nil || res.Fault.Params["for"] != "500ms" {
-		t.Fatalf("partition for 500ms: fault %+v, want one recorded with for 500ms", res.Fault)
+	if res.ID == "" || res.Params["for"] != "500ms" {
+		t.Fatalf("partition for 500ms: fault %+v, want one recorded with for 500ms", res.Result)
 	}
 	if st := faultcheck.Status(t, l, 1); !st.Partitioned || st.Until[fault.Partition].IsZero() {
 		t.Fatalf("partition for 500ms: status %+v, want partitioned with a deadline", st)
 	}
-	faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"ended_by": "for"})
+	faultcheck.FaultEnded(t, l, res.ID, map[string]string{"ended_by": "for"})
 	faultcheck.Eventually(t, 5*time.Second, "node answers once the partition's for passed", func() error {
 		return faultcheck.Ping(t, l, 1, timeout)
 	})
@@ -42,7 +42,7 @@ func TestSupervisorEndsFaultsAtTheirFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	faultcheck.FaultEnded(t, l, res.Fault.ID, map[string]string{"ended_by": "for", "for": "500ms"})
+	faultcheck.FaultEnded(t, l, res.ID, map[string]string{"ended_by": "for", "for": "500ms"})
 	if st := faultcheck.Status(t, l, 1); st.Latency != 0 || len(st.Until) != 0 {
 		t.Errorf("after the latency's for: status %+v, want no latency", st)
 	}
@@ -84,11 +84,11 @@ func TestSupervisorRestartDoesNotResurrectExpiredFault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := prepareTestNode(t)
 			until := time.Now().Add(tc.until)
-			st := node.Status{
+			st := node.Status{DaemonStatus: node.DaemonStatus{
 				ID: spec.ID, State: node.Up, Partitioned: true,
 				Active: map[node.FaultKind]string{fault.Partition: "n1-partition-1-1"},
 				Until:  map[node.FaultKind]time.Time{fault.Partition: until},
-			}
+			}}
 			if err := atomicfile.WriteJSON(spec.Path(node.StatusFile), st, 0o644); err != nil {
 				t.Fatal(err)
 			}

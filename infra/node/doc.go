@@ -11,13 +11,21 @@
 // Stop run and stop supervisors from outside, detached from the caller.
 // Where each part is explained:
 //
-//   - supervisor.go: supervision (restart guard, adoption of a
+//   - daemon.go: the life every supervisor shares (start, restart hold,
+//     owner watch, control endpoint, fronts, power-loss layer, stop), of
+//     which a node's and an etcd member's supervisor are the two kinds;
+//   - outside.go: a supervisor from outside: started detached, awaited,
+//     stopped, and what a dead one left swept;
+//   - supervisor.go: the node's supervision (restart guard, adoption of a
 //     redis-server left by a crashed supervisor, the first start's delay);
 //   - process.go: the processes a supervisor runs, adopts or finds;
 //   - control.go, client.go: the control endpoint and its client (Control),
-//     the one owner of its paths, bodies and error codes;
-//   - faults.go: the fault kinds, the fault recorder and the faults that act
-//     on the process or the front;
+//     the one owner of its paths and error codes (its bodies are package
+//     fault's Params and Result);
+//   - faults.go: the fault recorder and the faults that act on the process
+//     or the fronts, every daemon's;
+//   - inject.go: the lab's three fault targets (process nodes, machine
+//     nodes, etcd members), each a table of how it applies each kind;
 //   - replica.go: a replicated node's pair of redis-servers, its roles, and
 //     failover;
 //   - machine.go, machinedisk.go: a node booted as a systemd-nspawn machine,

@@ -4,7 +4,6 @@ import (
 	"github.com/redlocklab/redlocklab/infra/lab/profile"
 
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/internal/proc"
 )
 
@@ -39,11 +37,9 @@ func etcdDir(stateDir string, id int) string {
 
 // EtcdMemberPorts is Ports for etcd member id.
 func EtcdMemberPorts(stateDir string, id int) []int {
-	var s EtcdMemberSpec
-	if readJSONFile(filepath.Join(etcdDir(stateDir, id), specFile), &s) != nil {
-		return nil
-	}
-	return []int{s.ClientPort, s.PeerPort, s.EtcdClientPort, s.EtcdPeerPort, s.ControlPort}
+	return specPorts(etcdDir(stateDir, id), func(s EtcdMemberSpec) []int {
+		return []int{s.ClientPort, s.PeerPort, s.EtcdClientPort, s.EtcdPeerPort, s.ControlPort}
+	})
 }
 
 // EtcdMemberSpec is everything a member's supervisor needs; it is written to
@@ -166,32 +162,18 @@ func PrepareEtcdMember(spec EtcdMemberSpec) error {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("node: etcd member %d: %w", spec.ID, err)
 	}
-	if err := atomicfile.WriteFile(spec.path(etcdConfFile), spec.Conf, 0o644); err != nil {
-		return fmt.Errorf("node: etcd member %d: %w", spec.ID, err)
-	}
-	if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
-		return fmt.Errorf("node: etcd member %d: %w", spec.ID, err)
-	}
-	return nil
+	return etcdDaemon(spec.StateDir, spec.ID).writeSpec(spec, daemonFile{etcdConfFile, &spec.Conf, 0o644})
 }
 
 // LoadEtcdMemberSpec reads what PrepareEtcdMember wrote.
 func LoadEtcdMemberSpec(stateDir string, id int) (EtcdMemberSpec, error) {
 	var spec EtcdMemberSpec
-	if err := readJSONFile(filepath.Join(etcdDir(stateDir, id), specFile), &spec); err != nil {
-		return spec, fmt.Errorf("node: etcd member %d: %w", id, err)
-	}
-	var err error
-	if spec.Conf, err = os.ReadFile(spec.path(etcdConfFile)); err != nil {
-		return spec, fmt.Errorf("node: etcd member %d: %w", id, err)
+	if err := etcdDaemon(stateDir, id).readSpec(&spec, func() []daemonFile {
+		return []daemonFile{{name: etcdConfFile, b: &spec.Conf}}
+	}); err != nil {
+		return spec, err
 	}
 	return spec, spec.Validate()
-}
-
-// isEtcdSupervisor reports whether pid is `redlab node etcd-run` for
-// member id of stateDir.
-func isEtcdSupervisor(pid int, stateDir string, id int) bool {
-	return isDaemon(pid, "etcd-run", stateDir, id)
 }
 
 // StartEtcdMember starts the supervisor of a prepared member detached from
@@ -206,44 +188,26 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 	if err != nil {
 		return err
 	}
-	if pid := readPID(spec.path(supervisorPIDFile)); isEtcdSupervisor(pid, spec.StateDir, id) {
-		return nil
+	d := etcdDaemon(spec.StateDir, id)
+	pid, err := d.launch(redlab)
+	if err != nil || pid == 0 {
+		return err
 	}
-	pid, err := startDaemon(redlab, "etcd-run", spec.StateDir, id, spec.dir())
-	if err != nil {
-		return fmt.Errorf("node: etcd member %d: %w", id, err)
-	}
-
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.RestartDelay)+30*time.Second)
 	defer cancel()
-	for {
-		var st EtcdMemberStatus
-		_ = readJSONFile(spec.path(etcdStatus), &st)
-		mine := st.SupervisorPID == pid
-		if mine && st.State == Stopped {
-			return nil
+	front := "127.0.0.1:" + strconv.Itoa(spec.ClientPort)
+	return awaitStarted(ctx, d, pid, func(st EtcdMemberStatus) error {
+		if st.EtcdPID == 0 {
+			return fmt.Errorf("supervisor reports %q", st.State)
 		}
-		var err error
-		if mine && st.EtcdPID != 0 {
-			var conn net.Conn
-			if conn, err = net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(spec.ClientPort), 300*time.Millisecond); err == nil {
-				conn.Close()
-				return nil
-			}
-		} else {
-			err = fmt.Errorf("supervisor reports %q", st.State)
+		conn, err := net.DialTimeout("tcp", front, 300*time.Millisecond)
+		if err == nil {
+			conn.Close()
 		}
-		if !proc.Alive(pid) {
-			log, _ := os.ReadFile(spec.path(supervisorLogFile))
-			return fmt.Errorf("node: etcd member %d: supervisor exited during start; end of %s:\n%s",
-				id, spec.path(supervisorLogFile), tail(string(log), 1500))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node: etcd member %d does not listen on 127.0.0.1:%d: %w (last error: %v)", id, spec.ClientPort, ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return err
+	}, func(why error) error {
+		return fmt.Errorf("node: etcd member %d does not listen on %s: %w (last error: %v)", id, front, ctx.Err(), why)
+	})
 }
 
 // StopEtcdMember stops member id: its supervisor (SIGTERM; it stops etcd
@@ -251,23 +215,12 @@ func StartEtcdMember(ctx context.Context, redlab, stateDir string, id int) error
 // (found by its configuration file on its command line). With purge it then
 // removes stateDir/etcdM. Stopping a member that is not running succeeds.
 func StopEtcdMember(ctx context.Context, stateDir string, id int, purge bool) error {
-	dir := etcdDir(stateDir, id)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	errs := stopDaemons(ctx, fmt.Sprintf("etcd member %d", id),
-		proc.Scan(func(pid int) bool { return isEtcdSupervisor(pid, stateDir, id) }), stopTimeout+5*time.Second, filepath.Join(dir, supervisorLogFile))
-	for _, pid := range findMentioning(filepath.Join(dir, etcdConfFile)) {
-		signalGroup(pid, syscall.SIGKILL)
-		proc.WaitGone(context.Background(), pid, 5*time.Second)
-	}
-	for _, f := range []string{supervisorPIDFile, etcdPIDFile} {
-		os.Remove(filepath.Join(dir, f))
-	}
-	if purge {
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("node: etcd member %d: %w", id, err))
+	d := etcdDaemon(stateDir, id)
+	return d.stop(ctx, stopTimeout+5*time.Second, purge, func(context.Context) []error {
+		for _, pid := range findMentioning(d.path(etcdConfFile)) {
+			signalGroup(pid, syscall.SIGKILL)
+			proc.WaitGone(context.Background(), pid, 5*time.Second)
 		}
-	}
-	return errors.Join(errs...)
+		return nil
+	}, etcdPIDFile)
 }

@@ -176,198 +176,243 @@ func ReadFaults(stateDir string) ([]Fault, error) {
 	return faults, nil
 }
 
-func (s *supervisor) notRunningLocked() error {
-	return fmt.Errorf("%w on node %d (%s)", ErrNotRunning, s.spec.ID, s.st.State)
+// crashFaults are the faults that end when the process answers again.
+var crashFaults = []FaultKind{fault.Kill, fault.PowerLoss, fault.Restart, fault.Stop}
+
+// daemonFaults are the kinds every daemon applies the same way, each on
+// the methods below (inject.go makes them every target's).
+var daemonFaults = []struct {
+	kind fault.Kind
+	fn   fault.ApplyFunc[*daemon]
+}{
+	{fault.Kill, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		f, err := d.kill(ctx, nil, notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.PowerLoss, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		f, pl, err := d.powerLoss(ctx, notes(ctx))
+		r := recorded(f)
+		r.PowerLoss = pl
+		return r, err
+	}},
+	{fault.Restart, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		delay := p.D("delay") // required: Validate
+		f, err := d.kill(ctx, &delay, notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Stop, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		f, err := d.stop(ctx, notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Start, func(d *daemon, ctx context.Context, _ fault.Params) (fault.Result, error) {
+		return fault.Result{}, d.startAgain(ctx)
+	}},
+	{fault.Pause, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		f, err := d.pause(p.D(fault.For), notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Partition, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		f, err := d.partition(p.D(fault.For), notes(ctx))
+		return recorded(f), err
+	}},
+	{fault.Heal, func(d *daemon, _ context.Context, _ fault.Params) (fault.Result, error) {
+		d.heal()
+		return fault.Result{}, nil
+	}},
+	{fault.Latency, func(d *daemon, ctx context.Context, p fault.Params) (fault.Result, error) {
+		f, err := d.latency(p.D("add"), p.D("jitter"), p.D(fault.For), notes(ctx))
+		return recorded(f), err
+	}},
 }
 
-// kill SIGKILLs redis-server (a crash: nothing is flushed). With delay set
-// (the restart fault) the next pre-start uses it instead of the configured
+// kill SIGKILLs the process (a crash: nothing is flushed). With delay set
+// (the restart fault) the next start waits delay instead of the configured
 // restart delay. It returns once the process is gone.
-func (s *supervisor) kill(ctx context.Context, delay *time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	p, cancelGuard := s.proc, s.cancelGuard
+func (d *daemon) kill(ctx context.Context, delay *time.Duration, params map[string]string) (*Fault, error) {
+	d.mu.Lock()
+	p, cancelWait := d.proc, d.cancelWait
 	if delay == nil && p == nil {
-		err := s.notRunningLocked()
-		s.mu.Unlock()
-		return FaultResult{}, err
+		err := d.notRunningLocked()
+		d.mu.Unlock()
+		return nil, err
 	}
-	var f Fault
-	if delay == nil {
-		f = s.faults.startLocked(fault.Kill, nil)
-	} else {
-		f = s.faults.startLocked(fault.Restart, map[string]string{"delay": delay.String()})
-		s.override = delay
-		s.wantUp = true
+	kind := fault.Kill
+	if delay != nil {
+		kind = fault.Restart
+		params["delay"] = delay.String()
+		d.override = delay
+		d.wantUp = true
 	}
-	s.mu.Unlock()
+	f := d.faults.startLocked(kind, params)
+	d.mu.Unlock()
 	switch {
 	case p != nil:
 		signalGroup(p.pid, syscall.SIGKILL)
-		// Return once the supervisor has seen the crash.
-		err := s.waitFor(ctx, func(st Status) bool { return st.RedisPID != p.pid })
-		if err != nil {
-			return FaultResult{}, err
+		// Return once the loop has seen the crash.
+		if err := d.waitFor(ctx, func() bool { return *d.pid != p.pid }); err != nil {
+			return nil, err
 		}
-	case cancelGuard != nil:
+	case cancelWait != nil:
 		// Waiting out a delay: wait the new one instead.
-		cancelGuard()
+		cancelWait()
 	default:
-		s.poke()
+		d.poke()
 	}
-	return FaultResult{Fault: &f}, nil
+	return &f, nil
 }
 
-// stop shuts redis-server down cleanly and keeps it down until start.
-func (s *supervisor) stop(ctx context.Context) (FaultResult, error) {
-	s.mu.Lock()
-	if !s.wantUp && s.proc == nil {
-		s.mu.Unlock()
-		return FaultResult{}, nil
+// stop shuts the process down cleanly and keeps it down until start.
+func (d *daemon) stop(ctx context.Context, params map[string]string) (*Fault, error) {
+	d.mu.Lock()
+	if !d.wantUp && d.proc == nil {
+		d.mu.Unlock()
+		return nil, nil
 	}
-	s.wantUp = false
-	f := s.faults.startLocked(fault.Stop, nil)
-	p, cancelGuard := s.proc, s.cancelGuard
-	s.mu.Unlock()
+	d.wantUp = false
+	f := d.faults.startLocked(fault.Stop, params)
+	p, cancelWait := d.proc, d.cancelWait
+	d.mu.Unlock()
 	if p != nil {
-		s.stopProc(p)
+		d.stopProc(p)
 	}
-	if cancelGuard != nil {
-		cancelGuard()
+	if cancelWait != nil {
+		cancelWait()
 	}
-	s.poke()
-	err := s.waitFor(ctx, func(st Status) bool { return st.State == Stopped })
-	return FaultResult{Fault: &f}, err
+	d.poke()
+	err := d.waitFor(ctx, func() bool { return d.ds.State == Stopped })
+	return &f, err
 }
 
-// startNode starts a stopped node and waits until it answers.
-func (s *supervisor) startNode(ctx context.Context) (FaultResult, error) {
-	s.mu.Lock()
-	s.wantUp = true
-	s.mu.Unlock()
-	s.poke()
-	err := s.waitFor(ctx, func(st Status) bool { return st.State == Up || st.State == Paused })
-	return FaultResult{}, err
+// startAgain starts a stopped daemon and waits until its kind says it has
+// started (startedLocked).
+func (d *daemon) startAgain(ctx context.Context) error {
+	d.mu.Lock()
+	d.wantUp = true
+	d.mu.Unlock()
+	d.poke()
+	return d.waitFor(ctx, d.kind.startedLocked)
 }
 
-// pause SIGSTOPs redis-server for d: connections stay open, nothing answers.
-func (s *supervisor) pause(d time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.proc
-	if p == nil || (s.st.State != Up && s.st.State != Paused) {
-		return FaultResult{}, s.notRunningLocked()
+// pause SIGSTOPs the process for dur: connections stay open, nothing
+// answers.
+func (d *daemon) pause(dur time.Duration, params map[string]string) (*Fault, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.proc
+	if p == nil || (d.ds.State != Up && d.ds.State != Paused) {
+		return nil, d.notRunningLocked()
 	}
-	s.stopPauseLocked()
-	f := s.faults.startLocked(fault.Pause, map[string]string{"for": d.String()})
-	s.paused.start(p, d, &s.wg, s.resume)
-	s.setStateLocked(Paused)
-	return FaultResult{Fault: &f}, nil
+	d.stopPauseLocked()
+	params["for"] = dur.String()
+	f := d.faults.startLocked(fault.Pause, params)
+	d.paused.start(p, dur, &d.wg, d.resume)
+	d.setStateLocked(Paused)
+	return &f, nil
 }
 
-func (s *supervisor) resume(p *child) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.paused.proc != p {
+func (d *daemon) resume(p *child) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.paused.proc != p {
 		return
 	}
-	s.stopPauseLocked() // continues p
-	if s.proc == p && s.st.State == Paused {
-		s.setStateLocked(Up)
+	d.stopPauseLocked() // continues p
+	if d.proc == p && d.ds.State == Paused {
+		d.setStateLocked(Up)
 	}
 }
 
 // stopPauseLocked forgets the pause (the caller continues or lost the
 // process) and ends its fault.
-func (s *supervisor) stopPauseLocked() {
-	s.paused.stop()
-	s.faults.endLocked(fault.Pause, nil)
+func (d *daemon) stopPauseLocked() {
+	d.paused.stop()
+	d.faults.endLocked(fault.Pause, nil)
 }
 
-// partition silences the front, for d when d > 0 (deadline.go). A
-// partition already in place keeps its fault and takes d as its new
+// partition silences the fronts, for dur when dur > 0 (deadline.go). A
+// partition already in place keeps its fault and takes dur as its new
 // deadline.
-func (s *supervisor) partition(d time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.st.Partitioned {
-		s.timers.armLocked(fault.Partition, deadlineOf(d))
-		s.saveLocked()
-		return FaultResult{}, nil
+func (d *daemon) partition(dur time.Duration, params map[string]string) (*Fault, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ds.Partitioned {
+		d.timers.armLocked(fault.Partition, deadlineOf(dur))
+		d.saveLocked()
+		return nil, nil
 	}
-	if err := s.proxy.partition(); err != nil {
-		return FaultResult{}, err
+	if err := d.eachFront((*proxy).partition); err != nil {
+		return nil, err
 	}
-	s.st.Partitioned = true
-	var params map[string]string
-	if d > 0 {
-		params = map[string]string{"for": d.String()}
-	}
-	s.timers.armLocked(fault.Partition, deadlineOf(d))
-	f := s.faults.startLocked(fault.Partition, params)
-	return FaultResult{Fault: &f}, nil
+	d.ds.Partitioned = true
+	return d.startTimedLocked(fault.Partition, dur, params), nil
 }
 
 // heal removes every network fault: partition and latency.
-func (s *supervisor) heal() FaultResult {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.proxy.heal(); err != nil {
-		// Healed: the front carries every connection meanwhile.
-		s.log.Printf("heal: %v", err)
+func (d *daemon) heal() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, x := range d.fronts {
+		if err := x.heal(); err != nil {
+			// Healed: the front carries every connection meanwhile.
+			d.log.Printf("heal: %v", err)
+		}
 	}
-	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.timers.cancelLocked(fault.Partition)
-	s.timers.cancelLocked(fault.Latency)
-	s.faults.endLocked(fault.Partition, nil)
-	s.faults.endLocked(fault.Latency, nil)
-	s.saveLocked()
-	return FaultResult{}
+	d.ds.Partitioned, d.ds.Latency, d.ds.Jitter = false, 0, 0
+	d.timers.cancelLocked(fault.Partition)
+	d.timers.cancelLocked(fault.Latency)
+	d.faults.endLocked(fault.Partition, nil)
+	d.faults.endLocked(fault.Latency, nil)
+	d.saveLocked()
 }
 
-// latency delays every reply by add ± jitter, for d when d > 0
-// (deadline.go); add 0 removes it.
-func (s *supervisor) latency(add, jitter, d time.Duration) (FaultResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.proxy.latency(add, jitter); err != nil {
-		return FaultResult{}, err
+// latency delays every reply of the fronts by add ± jitter, for dur when
+// dur > 0 (deadline.go); add 0 removes it.
+func (d *daemon) latency(add, jitter, dur time.Duration, params map[string]string) (*Fault, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.eachFront(func(x *proxy) error { return x.latency(add, jitter) }); err != nil {
+		return nil, err
 	}
-	s.timers.cancelLocked(fault.Latency)
-	s.faults.endLocked(fault.Latency, nil)
-	s.st.Latency, s.st.Jitter = Duration(add), Duration(jitter)
+	d.timers.cancelLocked(fault.Latency)
+	d.faults.endLocked(fault.Latency, nil)
+	d.ds.Latency, d.ds.Jitter = Duration(add), Duration(jitter)
 	if add <= 0 {
-		s.st.Jitter = 0
-		s.saveLocked()
-		return FaultResult{}, nil
+		d.ds.Latency, d.ds.Jitter = 0, 0
+		d.saveLocked()
+		return nil, nil
 	}
-	params := map[string]string{"add": add.String(), "jitter": jitter.String()}
-	if d > 0 {
-		params["for"] = d.String()
-	}
-	s.timers.armLocked(fault.Latency, deadlineOf(d))
-	f := s.faults.startLocked(fault.Latency, params)
-	return FaultResult{Fault: &f}, nil
+	params["add"], params["jitter"] = add.String(), jitter.String()
+	return d.startTimedLocked(fault.Latency, dur, params), nil
 }
 
-// stopBackground ends the pause timer and the clock-rate goroutine.
-func (s *supervisor) stopBackground() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopPauseLocked()
-	s.timers.stopLocked()
-	if s.rateStop != nil {
-		s.rateStop()
-		s.rateStop = nil
+// eachFront runs fn on every front, up to the first error.
+func (d *daemon) eachFront(fn func(*proxy) error) error {
+	for _, x := range d.fronts {
+		if err := fn(x); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// startTimedLocked records the start of a network fault of kind that ends
+// after dur when dur > 0 (deadline.go).
+func (d *daemon) startTimedLocked(kind FaultKind, dur time.Duration, params map[string]string) *Fault {
+	if dur > 0 {
+		params["for"] = dur.String()
+	}
+	d.timers.armLocked(kind, deadlineOf(dur))
+	f := d.faults.startLocked(kind, params)
+	return &f
 }
 
 // endAllFaults closes every fault still open when the supervisor stops for
-// good: the node, and its faults, are gone.
-func (s *supervisor) endAllFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults.endAllLocked("node stop")
-	s.st.Partitioned, s.st.Latency, s.st.Jitter = false, 0, 0
-	s.st.Until = nil
-	s.saveLocked()
+// good: the daemon, and its faults, are gone.
+func (d *daemon) endAllFaults() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.faults.endAllLocked(d.endedBy)
+	d.ds.Partitioned, d.ds.Latency, d.ds.Jitter = false, 0, 0
+	d.ds.Until = nil
+	d.saveLocked()
 }

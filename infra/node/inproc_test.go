@@ -30,7 +30,7 @@ func (l *inproc) control() node.Control {
 	return node.Control{Addr: fmt.Sprintf("127.0.0.1:%d", l.spec.ControlPort), What: fmt.Sprintf("node %d", l.spec.ID)}
 }
 
-func (l *inproc) fault(ctx context.Context, kind node.FaultKind, body any) (node.FaultResult, error) {
+func (l *inproc) fault(ctx context.Context, kind node.FaultKind, body fault.Params) (node.FaultResult, error) {
 	var res node.FaultResult
 	err := l.control().Fault(ctx, kind, body, &res)
 	return res, err

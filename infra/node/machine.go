@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,27 +330,6 @@ func (s *supervisor) onMachineExit(p *child) {
 	s.log.Printf("redis-server host pid %d ended (%s): %s", p.pid, cleanness(clean), p.exit)
 }
 
-// applyMachine runs one fault request on a machine node.
-func (s *supervisor) applyMachine(ctx context.Context, kind string, req FaultRequest) (FaultResult, error) {
-	switch kind {
-	case string(fault.Kill):
-		return s.kill(ctx, nil)
-	case string(fault.PowerLoss):
-		return s.machinePowerLoss(ctx)
-	case string(fault.Restart): // delay 0 (checkFault)
-		return s.machineRestart(ctx)
-	case string(fault.Stop):
-		return s.machineStop(ctx)
-	case string(fault.Start):
-		return s.machineStart(ctx)
-	case string(fault.Pause), string(fault.Partition), string(fault.Heal), string(fault.Latency):
-		return s.applyProcess(ctx, kind, req)
-	}
-	// What a machine cannot apply (clock-jump, clock-rate, failover) the
-	// catalogue refused (checkFault).
-	return FaultResult{}, fmt.Errorf("%w: unknown fault %q", ErrInvalid, kind)
-}
-
 // systemctl runs systemctl in the machine.
 func (s *supervisor) systemctl(ctx context.Context, args ...string) error {
 	out, err := s.mach.m.Exec(ctx, append([]string{"systemctl"}, args...)...)
@@ -368,13 +348,15 @@ func (s *supervisor) machineRunningLocked() error {
 	return nil
 }
 
-func (s *supervisor) machineRestart(ctx context.Context) (FaultResult, error) {
+func (s *supervisor) machineRestart(ctx context.Context, _ fault.Params) (fault.Result, error) {
 	s.mu.Lock()
 	if err := s.machineRunningLocked(); err != nil {
 		s.mu.Unlock()
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
-	f := s.faults.startLocked(fault.Restart, map[string]string{"delay": "0s"})
+	params := notes(ctx)
+	params["delay"] = "0s"
+	f := s.faults.startLocked(fault.Restart, params)
 	if s.proc != nil {
 		s.stopping = true
 	}
@@ -382,96 +364,95 @@ func (s *supervisor) machineRestart(ctx context.Context) (FaultResult, error) {
 	s.mu.Unlock()
 	// Returns once the unit is active again (Type=notify).
 	if err := s.systemctl(ctx, "restart", machineUnit); err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.poke()
-	return FaultResult{Fault: &f}, nil
+	return recorded(&f), nil
 }
 
-func (s *supervisor) machineStop(ctx context.Context) (FaultResult, error) {
+func (s *supervisor) machineStop(ctx context.Context, _ fault.Params) (fault.Result, error) {
 	s.mu.Lock()
 	if !s.wantUp && s.proc == nil {
 		s.mu.Unlock()
-		return FaultResult{}, nil
+		return fault.Result{}, nil
 	}
 	if err := s.machineRunningLocked(); err != nil {
 		s.mu.Unlock()
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.wantUp = false
-	f := s.faults.startLocked(fault.Stop, nil)
+	f := s.faults.startLocked(fault.Stop, notes(ctx))
 	if s.proc != nil {
 		s.stopping = true
 	}
 	s.mu.Unlock()
 	if err := s.systemctl(ctx, "stop", machineUnit); err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st Status) bool { return st.State == Stopped })
-	return FaultResult{Fault: &f}, err
+	err := s.waitFor(ctx, func() bool { return s.st.State == Stopped })
+	return recorded(&f), err
 }
 
-func (s *supervisor) machineStart(ctx context.Context) (FaultResult, error) {
+func (s *supervisor) machineStart(ctx context.Context, _ fault.Params) (fault.Result, error) {
 	s.mu.Lock()
 	if err := s.machineRunningLocked(); err != nil {
 		s.mu.Unlock()
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.wantUp = true
 	s.mu.Unlock()
 	if err := s.systemctl(ctx, "start", "--no-block", machineUnit); err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.poke()
-	err := s.waitFor(ctx, func(st Status) bool { return st.State == Up || st.State == Paused })
-	return FaultResult{}, err
+	err := s.waitFor(ctx, s.startedLocked)
+	return fault.Result{}, err
 }
 
 // machinePowerLoss cuts the machine's power, then its data volume's (what
 // was not fsynced is lost), and leaves the boot to the loop. It returns
 // once the cut is done.
-func (s *supervisor) machinePowerLoss(ctx context.Context) (FaultResult, error) {
+func (s *supervisor) machinePowerLoss(ctx context.Context, _ fault.Params) (fault.Result, error) {
 	mn := s.mach
 	s.mu.Lock()
-	p, prof, err := s.powerLossTargetLocked()
+	p, err := s.powerLossTargetLocked()
 	s.mu.Unlock()
 	if err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	// The loop boots only with power held: not before the disk is cut.
 	if err := mn.lockPower(ctx); err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	defer mn.unlockPower()
 	s.mu.Lock()
 	if s.proc != p || mn.leader == 0 {
 		err := s.notRunningLocked()
 		s.mu.Unlock()
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.faults.startLocked(fault.PowerLoss, map[string]string{"persistence": string(prof)})
+	f := s.faults.startLocked(fault.PowerLoss, s.powerLossNote(notes(ctx)))
 	mn.leader = 0
 	s.mu.Unlock()
 
 	if err := mn.m.PowerCut(ctx); err != nil {
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.log.Printf("machine %s: power cut", mn.m.Name())
 	s.applyPowerLoss(cut)
 	if cut.err != nil {
-		return FaultResult{}, cut.err
+		return fault.Result{}, cut.err
 	}
 	// Return once the loop has seen the crash, as the process lab does.
-	if err := s.waitFor(ctx, func(st Status) bool { return st.RedisPID != p.pid }); err != nil {
-		return FaultResult{}, err
+	if err := s.waitFor(ctx, func() bool { return s.st.RedisPID != p.pid }); err != nil {
+		return fault.Result{}, err
 	}
-	for k, v := range powerLossParams(cut.res) {
-		f.Params[k] = v
-	}
-	res := cut.res
-	return FaultResult{Fault: &f, PowerLoss: &res}, nil
+	maps.Copy(f.Params, powerLossParams(cut.res))
+	r := recorded(&f)
+	r.PowerLoss = &cut.res
+	return r, nil
 }
 
 // ntpServer is a chronyd serving this host's time on one loopback address,

@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/internal/proc"
 	"github.com/redlocklab/redlocklab/redlock"
 )
@@ -26,25 +25,14 @@ func Prepare(spec Spec) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	dir := spec.dir()
+	dir, c := spec.dir(), nodeDaemon(spec.StateDir, spec.ID)
 	if spec.Machine != nil {
 		// The rendered dir is inside the machine: nothing to make here.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
-		for _, f := range []struct {
-			name string
-			b    []byte
-			mode os.FileMode
-		}{{confFile, spec.Conf, 0o600}, {guardFile, spec.Guard, 0o644}, {userDataFile, spec.Machine.UserData, 0o600}} {
-			if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
-				return fmt.Errorf("node %d: %w", spec.ID, err)
-			}
-		}
-		if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
-			return fmt.Errorf("node %d: %w", spec.ID, err)
-		}
-		return nil
+		return c.writeSpec(spec, daemonFile{confFile, &spec.Conf, 0o600}, daemonFile{guardFile, &spec.Guard, 0o644},
+			daemonFile{userDataFile, &spec.Machine.UserData, 0o600})
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -57,54 +45,33 @@ func Prepare(spec Spec) error {
 	if err := os.MkdirAll(parseRedisConf(spec.Conf).dir, 0o755); err != nil {
 		return fmt.Errorf("node %d data dir: %w", spec.ID, err)
 	}
-	type file struct {
-		name string
-		b    []byte
-		mode os.FileMode
-	}
-	files := []file{{confFile, spec.Conf, 0o644}, {guardFile, spec.Guard, 0o755}}
+	files := []daemonFile{{confFile, &spec.Conf, 0o644}, {guardFile, &spec.Guard, 0o755}}
 	if spec.hasReplica() {
 		if err := os.MkdirAll(parseRedisConf(spec.ReplicaConf).dir, 0o755); err != nil {
 			return fmt.Errorf("node %d replica data dir: %w", spec.ID, err)
 		}
-		files = append(files, file{replicaConfFile, spec.ReplicaConf, 0o644})
+		files = append(files, daemonFile{replicaConfFile, &spec.ReplicaConf, 0o644})
 	} else {
 		os.Remove(spec.path(replicaConfFile))
 	}
-	for _, f := range files {
-		if err := atomicfile.WriteFile(spec.path(f.name), f.b, f.mode); err != nil {
-			return fmt.Errorf("node %d: %w", spec.ID, err)
-		}
-	}
-	if err := atomicfile.WriteJSON(spec.path(specFile), spec, 0o644); err != nil {
-		return fmt.Errorf("node %d: %w", spec.ID, err)
-	}
-	return nil
+	return c.writeSpec(spec, files...)
 }
 
 // LoadSpec reads what Prepare wrote.
 func LoadSpec(stateDir string, id int) (Spec, error) {
 	var spec Spec
-	p := filepath.Join(Dir(stateDir, id), specFile)
-	if err := readJSONFile(p, &spec); err != nil {
-		return spec, fmt.Errorf("node %d: %w", id, err)
-	}
-	var err error
-	if spec.Conf, err = os.ReadFile(spec.path(confFile)); err != nil {
-		return spec, fmt.Errorf("node %d: %w", id, err)
-	}
-	if spec.Guard, err = os.ReadFile(spec.path(guardFile)); err != nil {
-		return spec, fmt.Errorf("node %d: %w", id, err)
-	}
-	if spec.Machine != nil {
-		if spec.Machine.UserData, err = os.ReadFile(spec.path(userDataFile)); err != nil {
-			return spec, fmt.Errorf("node %d: %w", id, err)
+	err := nodeDaemon(stateDir, id).readSpec(&spec, func() []daemonFile {
+		files := []daemonFile{{name: confFile, b: &spec.Conf}, {name: guardFile, b: &spec.Guard}}
+		if spec.Machine != nil {
+			files = append(files, daemonFile{name: userDataFile, b: &spec.Machine.UserData})
 		}
-	}
-	if spec.ReplicaPort != 0 {
-		if spec.ReplicaConf, err = os.ReadFile(spec.path(replicaConfFile)); err != nil {
-			return spec, fmt.Errorf("node %d: %w", id, err)
+		if spec.ReplicaPort != 0 {
+			files = append(files, daemonFile{name: replicaConfFile, b: &spec.ReplicaConf})
 		}
+		return files
+	})
+	if err != nil {
+		return spec, err
 	}
 	return spec, spec.Validate()
 }
@@ -132,21 +99,19 @@ func Start(ctx context.Context, redlab, stateDir string, id int) error {
 	if err != nil {
 		return err
 	}
-	if pid := readPID(spec.path(supervisorPIDFile)); isSupervisor(pid, spec.StateDir, id) {
-		// Already supervised; whatever state it is in is its business.
-		return nil
-	}
-	pid, err := startDaemon(redlab, "run", spec.StateDir, id, spec.dir())
-	if err != nil {
-		return fmt.Errorf("node %d: %w", id, err)
+	// Already supervised: whatever state it is in is its business.
+	pid, err := nodeDaemon(spec.StateDir, id).launch(redlab)
+	if err != nil || pid == 0 {
+		return err
 	}
 	return WaitUp(ctx, spec, pid)
 }
 
 // WaitUp waits until supervisor supervisorPID (a Start's, or a Run in this
-// process) reports the node up and it answers through its proxy (or reports it stopped: a node stopped on purpose stays
-// stopped across a supervisor restart), failing early with the end of the
-// supervisor's log when the supervisor exits.
+// process) reports the node up and it answers through its proxy (or
+// reports it stopped: a node stopped on purpose stays stopped across a
+// supervisor restart), failing early with the end of the supervisor's log
+// when the supervisor exits.
 func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 	limit := time.Duration(spec.RestartDelay) + 30*time.Second
 	if spec.Machine != nil {
@@ -173,44 +138,29 @@ func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 	redlock.WithTLS(tlsCfg)(opts)
 	c := redis.NewClient(opts)
 	defer c.Close()
-	for {
-		var st Status
-		_ = readJSONFile(spec.path(statusFile), &st)
-		mine := st.SupervisorPID == supervisorPID
-		if mine && st.State == Stopped {
-			return nil
-		}
+	d := nodeDaemon(spec.StateDir, spec.ID)
+	return awaitStarted(ctx, d, supervisorPID, func(st Status) error {
 		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		err := c.Ping(pctx).Err()
-		pcancel()
-		// A replicated node is up once its replica follows it too.
-		replicaOK := !spec.hasReplica() || (st.Replica != nil && st.Replica.State == Up && st.Replica.Synced)
-		if err == nil && mine && (st.State == Up || st.State == Paused) && replicaOK {
-			return nil
+		defer pcancel()
+		switch err := c.Ping(pctx).Err(); {
+		case err != nil:
+			return err
+		case spec.hasReplica() && (st.Replica == nil || st.Replica.State != Up || !st.Replica.Synced):
+			// A replicated node is up once its replica follows it too.
+			return fmt.Errorf("replica not following yet (%+v)", st.Replica)
+		case st.State != Up && st.State != Paused:
+			return fmt.Errorf("supervisor reports %q", st.State)
 		}
-		if err == nil && !replicaOK {
-			err = fmt.Errorf("replica not following yet (%+v)", st.Replica)
-		} else if err == nil {
-			err = fmt.Errorf("supervisor reports %q", st.State)
+		return nil
+	}, func(why error) error {
+		// What the supervisor was doing, to tell a slow start from a hang.
+		var procs []string
+		for _, pid := range d.supervisors() {
+			procs = append(procs, fmt.Sprintf("pid %d [%s]", pid, proc.Threads(pid)))
 		}
-		if !proc.Alive(supervisorPID) {
-			log, _ := os.ReadFile(spec.path(supervisorLogFile))
-			return fmt.Errorf("node %d: supervisor exited during start; end of %s:\n%s",
-				spec.ID, spec.path(supervisorLogFile), tail(string(log), 1500))
-		}
-		select {
-		case <-ctx.Done():
-			// What the supervisor was doing, to tell a slow start from a hang.
-			log, _ := os.ReadFile(spec.path(supervisorLogFile))
-			var procs []string
-			for _, pid := range proc.Scan(func(pid int) bool { return isSupervisor(pid, spec.StateDir, spec.ID) }) {
-				procs = append(procs, fmt.Sprintf("pid %d [%s]", pid, proc.Threads(pid)))
-			}
-			return fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v); supervisor processes (tid state wchan): %s; end of %s:\n%s",
-				spec.ID, spec.Port, ctx.Err(), err, strings.Join(procs, ", "), spec.path(supervisorLogFile), tail(string(log), 1500))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v); supervisor processes (tid state wchan): %s; end of %s:\n%s",
+			spec.ID, spec.Port, ctx.Err(), why, strings.Join(procs, ", "), d.logFile(), d.logTail(1500))
+	})
 }
 
 // Stop stops node id: its supervisor (SIGTERM; it shuts redis-server
@@ -220,39 +170,35 @@ func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 // that is not running succeeds.
 func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 	dir := Dir(stateDir, id)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	limit := stopTimeout + guardTimeout + 5*time.Second
+	sweep := func(ctx context.Context) []error { return sweepNode(ctx, dir, id) }
 	if fileExists(filepath.Join(dir, userDataFile)) {
 		limit += 35 * time.Second // the machine's orderly shutdown (machine.Close)
+		sweep = func(ctx context.Context) []error { return sweepMachineNode(ctx, dir, id) }
 	}
-	errs := stopDaemons(ctx, fmt.Sprintf("node %d", id),
-		proc.Scan(func(pid int) bool { return isSupervisor(pid, stateDir, id) }), limit, filepath.Join(dir, supervisorLogFile))
+	return nodeDaemon(stateDir, id).stop(ctx, limit, purge, sweep, redisPIDFile, replicaPIDFile)
+}
 
-	if fileExists(filepath.Join(dir, userDataFile)) {
-		// A machine node: its redis.conf's dir is the machine's, so no
-		// process sweep by working directory (it would find other
-		// machines' redis-servers); its leftovers are the machine, its
-		// mounts and the NTP server.
-		if err := sweepMachine(ctx, dir); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("node %d: %w", id, err))...)
-		}
-		// The machine's data volume, a power-loss mount its supervisor
-		// served: dead if that supervisor died.
-		if err := SweepDisks(dir); err != nil {
-			errs = append(errs, fmt.Errorf("node %d: %w", id, err))
-		}
-		for _, f := range []string{supervisorPIDFile, redisPIDFile} {
-			os.Remove(filepath.Join(dir, f))
-		}
-		if purge {
-			if err := os.RemoveAll(dir); err != nil {
-				errs = append(errs, fmt.Errorf("node %d: %w", id, err))
-			}
-		}
-		return errors.Join(errs...)
+// sweepMachineNode ends what a dead supervisor of a machine node left: its
+// redis.conf's dir is the machine's, so no process sweep by working
+// directory (it would find other machines' redis-servers); its leftovers
+// are the machine, its mounts and the NTP server, and its data volume, a
+// power-loss mount its supervisor served.
+func sweepMachineNode(ctx context.Context, dir string, id int) []error {
+	if err := sweepMachine(ctx, dir); err != nil {
+		return []error{fmt.Errorf("node %d: %w", id, err)}
 	}
+	if err := SweepDisks(dir); err != nil {
+		return []error{fmt.Errorf("node %d: %w", id, err)}
+	}
+	return nil
+}
+
+// sweepNode ends what a dead supervisor of a process node left: a waiting
+// restart guard, the replica, redis-server found by its working directory
+// (and tells the guard how it stopped), a dead power-loss mount.
+func sweepNode(ctx context.Context, dir string, id int) []error {
+	var errs []error
 	dataDir := filepath.Join(dir, "data")
 	if conf, err := os.ReadFile(filepath.Join(dir, confFile)); err == nil {
 		if d := parseRedisConf(conf).dir; d != "" {
@@ -268,24 +214,12 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 	if conf, err := os.ReadFile(filepath.Join(dir, replicaConfFile)); err == nil {
 		if d := parseRedisConf(conf).dir; d != "" {
 			for _, pid := range FindRedis(d) {
-				signalGroup(pid, syscall.SIGTERM)
-				signalGroup(pid, syscall.SIGCONT)
-				if !proc.WaitGone(ctx, pid, stopTimeout) {
-					signalGroup(pid, syscall.SIGKILL)
-					proc.WaitGone(context.Background(), pid, 5*time.Second)
-				}
+				stopOrphan(ctx, pid)
 			}
 		}
 	}
 	for _, pid := range FindRedis(dataDir) {
-		how := "clean"
-		signalGroup(pid, syscall.SIGTERM)
-		signalGroup(pid, syscall.SIGCONT)
-		if !proc.WaitGone(ctx, pid, stopTimeout) {
-			how = "unclean"
-			signalGroup(pid, syscall.SIGKILL)
-			proc.WaitGone(context.Background(), pid, 5*time.Second)
-		}
+		how := cleanness(stopOrphan(ctx, pid))
 		if fileExists(guard) {
 			gctx, cancel := context.WithTimeout(ctx, guardTimeout)
 			out, err := exec.CommandContext(gctx, "bash", guard, "post-stop", how).CombinedOutput()
@@ -298,15 +232,21 @@ func Stop(ctx context.Context, stateDir string, id int, purge bool) error {
 	if err := SweepDisks(dir); err != nil {
 		errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
 	}
-	for _, f := range []string{supervisorPIDFile, redisPIDFile, replicaPIDFile} {
-		os.Remove(filepath.Join(dir, f))
+	return errs
+}
+
+// stopOrphan stops a redis-server whose supervisor is gone (SIGTERM, and
+// SIGCONT in case it was paused; SIGKILL after stopTimeout) and says
+// whether it stopped cleanly.
+func stopOrphan(ctx context.Context, pid int) (clean bool) {
+	signalGroup(pid, syscall.SIGTERM)
+	signalGroup(pid, syscall.SIGCONT)
+	if proc.WaitGone(ctx, pid, stopTimeout) {
+		return true
 	}
-	if purge {
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("node %d: %w", id, err))
-		}
-	}
-	return errors.Join(errs...)
+	signalGroup(pid, syscall.SIGKILL)
+	proc.WaitGone(context.Background(), pid, 5*time.Second)
+	return false
 }
 
 // tail returns the last n bytes of s (a supervisor's log, for an error).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"log"
 	"os"
 	"slices"
@@ -90,12 +91,12 @@ func (d disk) close(lg *log.Logger) {
 }
 
 // cut is the power cut on a disk whose writers are dead.
-func (d disk) cut(ctx context.Context) (PowerLossResult, error) {
+func (d disk) cut(ctx context.Context) (fault.PowerLossResult, error) {
 	if d.fs == nil {
-		return PowerLossResult{}, fmt.Errorf("node: power loss needs the power-loss filesystem: %w", d.err)
+		return fault.PowerLossResult{}, fmt.Errorf("node: power loss needs the power-loss filesystem: %w", d.err)
 	}
 	r, err := d.fs.Cut(ctx)
-	return PowerLossResult{
+	return fault.PowerLossResult{
 		Model:    PowerLossFilesystem,
 		CutBytes: r.Truncated + r.Restored, CutFiles: r.Files,
 		Vanished: r.Vanished, Returned: r.Returned,

@@ -2,7 +2,7 @@ package node
 
 import (
 	"context"
-	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,114 +11,106 @@ import (
 	"github.com/redlocklab/redlocklab/infra/fault"
 )
 
-// PowerLossResult says what a power loss took from a node.
-type PowerLossResult struct {
-	// Model is how the loss was decided: PowerLossFilesystem, what the
-	// server had not fsynced, from its real fsync calls.
-	Model string `json:"model"`
-	// Persistence is the node's profile, which decides what it fsyncs:
-	// always before acknowledging, everysec about once a second, no-fsync
-	// and none never.
-	Persistence Persistence `json:"persistence"`
-	// CutBytes are the bytes cut off the ends of files and those written
-	// back where unsynced writes had overwritten durable ones; CutCommands
-	// the write commands the AOF's incr files held before the cut and not
-	// after (MULTI, EXEC and SELECT are not counted), that is acknowledged
-	// writes lost (etcd members: not counted).
-	CutBytes    int64 `json:"cut_bytes"`
-	CutCommands int64 `json:"cut_commands"`
-	// CutFiles names the files that were cut back.
-	CutFiles []string `json:"cut_files,omitempty"`
-	// Vanished and Returned name what a cut took away (created or renamed
-	// to, never made durable by a directory fsync) and gave back (unlinked
-	// or renamed away, never made durable).
-	Vanished []string `json:"vanished,omitempty"`
-	Returned []string `json:"returned,omitempty"`
-}
-
 // powerCut is a power loss between its SIGKILL and the cut, which onExit
 // applies before the restart path can run.
 type powerCut struct {
 	proc  *child
 	crash time.Time
 	done  chan struct{} // closed once res and err are set
-	res   PowerLossResult
+	res   fault.PowerLossResult
 	err   error
 }
 
-// powerLoss is a crash that also loses what the node had not fsynced:
-// SIGKILL, then the power cut on its disk (the power-loss filesystem), then
-// the usual restart through the guard (post-stop unclean, so the restart
-// delay holds). It returns once the cut is done.
-func (s *supervisor) powerLoss(ctx context.Context) (FaultResult, error) {
-	s.mu.Lock()
-	p, prof, err := s.powerLossTargetLocked()
+// powerLoss is a crash that also loses what the daemon had not fsynced:
+// SIGKILL, then the power cut on its disk (the power-loss filesystem),
+// then the restart after the restart delay, as after any crash (a Redis
+// node's guard holds it: post-stop unclean). It returns once the cut is
+// done.
+func (d *daemon) powerLoss(ctx context.Context, params map[string]string) (*Fault, *fault.PowerLossResult, error) {
+	d.mu.Lock()
+	p, err := d.powerLossTargetLocked()
 	if err != nil {
-		s.mu.Unlock()
-		return FaultResult{}, err
+		d.mu.Unlock()
+		return nil, nil, err
 	}
 	cut := &powerCut{proc: p, crash: time.Now(), done: make(chan struct{})}
-	f := s.faults.startLocked(fault.PowerLoss, map[string]string{"persistence": string(prof)})
-	s.pendingCut = cut
-	s.mu.Unlock()
+	f := d.faults.startLocked(fault.PowerLoss, d.powerLossNote(params))
+	d.pendingCut = cut
+	d.mu.Unlock()
 
 	signalGroup(p.pid, syscall.SIGKILL)
 	select {
 	case <-cut.done:
 	case <-ctx.Done():
-		return FaultResult{}, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if cut.err != nil {
-		return FaultResult{}, cut.err
+		return nil, nil, cut.err
 	}
-	for k, v := range powerLossParams(cut.res) {
-		f.Params[k] = v
-	}
+	maps.Copy(f.Params, powerLossParams(cut.res))
 	res := cut.res
-	return FaultResult{Fault: &f, PowerLoss: &res}, nil
+	return &f, &res, nil
 }
 
-// powerLossTargetLocked returns the redis-server a power loss would crash
-// and the node's persistence profile, or why there is none to crash.
-func (s *supervisor) powerLossTargetLocked() (*child, Persistence, error) {
-	p := s.proc
+// powerLossNote is params with the daemon's persistence profile, which
+// decides what it fsyncs, when it has one.
+func (d *daemon) powerLossNote(params map[string]string) map[string]string {
+	if d.persistence != "" {
+		params["persistence"] = string(d.persistence)
+	}
+	return params
+}
+
+// powerLossTargetLocked returns the process a power loss would crash, or
+// why there is none to crash.
+func (d *daemon) powerLossTargetLocked() (*child, error) {
+	p := d.proc
 	if p == nil {
-		return nil, "", s.notRunningLocked()
+		return nil, d.notRunningLocked()
 	}
-	if s.disk.fs == nil {
-		return nil, "", fmt.Errorf("node %d: power loss needs the power-loss filesystem: %w", s.spec.ID, s.disk.err)
+	if d.disk.fs == nil {
+		return nil, d.errorf("power loss needs the power-loss filesystem: %w", d.disk.err)
 	}
-	// The filesystem keeps what was fsynced, whatever the profile.
-	return p, s.conf.persistence(), nil
+	return p, nil
 }
 
 // applyPowerLoss cuts the disk after a power loss killed its process (a
 // machine's: the whole machine) and keeps what was cut for the fault's end
 // event.
-func (s *supervisor) applyPowerLoss(cut *powerCut) {
+func (d *daemon) applyPowerLoss(cut *powerCut) {
 	defer close(cut.done)
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	before := aofWrites(s.conf)
-	cut.res, cut.err = s.disk.cut(ctx)
+	var before int64
+	if d.acked != nil {
+		before = d.acked()
+	}
+	cut.res, cut.err = d.disk.cut(ctx)
 	cancel()
-	cut.res.Persistence = s.conf.persistence()
-	if n := before - aofWrites(s.conf); n > 0 {
-		cut.res.CutCommands = n // the acknowledged writes the cut took
+	// The filesystem keeps what was fsynced, whatever the profile.
+	cut.res.Persistence = string(d.persistence)
+	if d.acked != nil {
+		if n := before - d.acked(); n > 0 {
+			cut.res.CutCommands = n // the acknowledged writes the cut took
+		}
 	}
 	if cut.err != nil {
-		s.log.Printf("power loss: %v", cut.err)
+		d.log.Printf("power loss: %v", cut.err)
 	}
-	s.log.Printf("power loss (%s, %s model): cut %d bytes, %d commands from %v; vanished %v, returned %v", cut.res.Persistence, cut.res.Model, cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles, cut.res.Vanished, cut.res.Returned)
-	s.mu.Lock()
-	if s.faults.notes == nil {
-		s.faults.notes = map[FaultKind]map[string]string{}
+	model := cut.res.Model + " model"
+	if cut.res.Persistence != "" {
+		model = cut.res.Persistence + ", " + model
 	}
-	s.faults.notes[fault.PowerLoss] = powerLossParams(cut.res)
-	s.mu.Unlock()
+	d.log.Printf("power loss (%s): cut %d bytes, %d commands from %v; vanished %v, returned %v", model, cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles, cut.res.Vanished, cut.res.Returned)
+	d.mu.Lock()
+	if d.faults.notes == nil {
+		d.faults.notes = map[FaultKind]map[string]string{}
+	}
+	d.faults.notes[fault.PowerLoss] = powerLossParams(cut.res)
+	d.mu.Unlock()
 }
 
 // powerLossParams are a power loss's parameters in faults.jsonl.
-func powerLossParams(r PowerLossResult) map[string]string {
+func powerLossParams(r fault.PowerLossResult) map[string]string {
 	p := map[string]string{
 		"model":        r.Model,
 		"cut_bytes":    strconv.FormatInt(r.CutBytes, 10),

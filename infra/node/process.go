@@ -7,7 +7,6 @@ import (
 	"github.com/redlocklab/redlocklab/internal/proc"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,56 +174,6 @@ func (t *pauseTimer) stop() {
 	}
 }
 
-// startDaemon runs `redlab node SUB --id ID --state-dir STATEDIR` (a
-// supervisor) detached in dir, its output appended to dir/supervisor.log,
-// and returns its pid.
-func startDaemon(redlab, sub, stateDir string, id int, dir string) (int, error) {
-	logf, err := os.OpenFile(filepath.Join(dir, supervisorLogFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(redlab, "node", sub, "--id", strconv.Itoa(id), "--state-dir", stateDir)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// A new session: no terminal, no signal meant for the caller's process
-	// group (terraform's included) reaches it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start supervisor: %w", err)
-	}
-	pid := cmd.Process.Pid
-	// Not waited for: it outlives us. Whoever reaps orphans reaps it.
-	_ = cmd.Process.Release()
-	return pid, nil
-}
-
-// stopDaemons SIGTERMs the supervisors sups of what ("node 2") and waits up
-// to limit for each, SIGKILLing one that outlives it (an error each, with
-// what its threads waited in and the goroutines it dumped into log, its
-// log file, on SIGQUIT).
-func stopDaemons(ctx context.Context, what string, sups []int, limit time.Duration, log string) []error {
-	var errs []error
-	for _, pid := range sups {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	for _, pid := range sups {
-		if !proc.WaitGone(ctx, pid, limit) {
-			threads := proc.Threads(pid)
-			// The Go runtime writes every goroutine's stack to stderr, the
-			// supervisor's log, and exits.
-			_ = syscall.Kill(pid, syscall.SIGQUIT)
-			proc.WaitGone(context.Background(), pid, 2*time.Second)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			proc.WaitGone(context.Background(), pid, 5*time.Second)
-			b, _ := os.ReadFile(log)
-			errs = append(errs, fmt.Errorf("node: %s: supervisor pid %d ignored SIGTERM; killed (threads, tid state wchan: %s); end of %s:\n%s",
-				what, pid, threads, log, tail(string(b), 6000)))
-		}
-	}
-	return errs
-}
-
 func readPID(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -236,36 +185,6 @@ func readPID(path string) int {
 
 func writePID(path string, pid int) error {
 	return atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644)
-}
-
-// isSupervisor reports whether pid is `redlab node run` for this node.
-func isSupervisor(pid int, stateDir string, id int) bool {
-	return isDaemon(pid, "run", stateDir, id)
-}
-
-// isDaemon reports whether pid is `redlab node SUB` (run or etcd-run) for
-// node or member id of stateDir.
-func isDaemon(pid int, sub, stateDir string, id int) bool {
-	if !proc.Alive(pid) {
-		return false
-	}
-	args := proc.Cmdline(pid)
-	var run, dirOK, idOK bool
-	for i, a := range args {
-		next := ""
-		if i+1 < len(args) {
-			next = args[i+1]
-		}
-		switch {
-		case a == sub && i > 0 && args[i-1] == "node":
-			run = true
-		case a == "--state-dir" && next == stateDir, a == "--state-dir="+stateDir:
-			dirOK = true
-		case a == "--id" && next == strconv.Itoa(id), a == "--id="+strconv.Itoa(id):
-			idOK = true
-		}
-	}
-	return run && dirOK && idOK
 }
 
 // FindRedis returns the live redis-server processes whose working

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/redlocklab/redlocklab/infra/fault"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -327,20 +328,6 @@ func infoValue(info, key string) string {
 	return ""
 }
 
-// FailoverResult says what a failover did.
-type FailoverResult struct {
-	// Promoted is the redis-server now behind the node's address.
-	Promoted string `json:"promoted"`
-	// Lag is how long replication was held back before the crash.
-	Lag Duration `json:"lag"`
-	// CaughtUp: before the lag began, the replica had every write the
-	// master had acknowledged (only checked with a lag).
-	CaughtUp bool `json:"caught_up"`
-	// LostBytes is how far the replica was behind the master's replication
-	// stream when the master crashed: writes that are gone (-1: unknown).
-	LostBytes int64 `json:"lost_bytes"`
-}
-
 // failover crashes the pair's master (SIGKILL), promotes the other process
 // (REPLICAOF NO ONE) and points the node's front and the replication link
 // at it, as Sentinel or a managed endpoint would: clients keep the node's
@@ -350,12 +337,13 @@ type FailoverResult struct {
 // crashed process restarts through the restart guard and rejoins as a
 // replica. The fault ends when the promoted process answers as master
 // through the node's front.
-func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResult, error) {
+func (s *supervisor) failover(ctx context.Context, p fault.Params) (fault.Result, error) {
+	lag := p.D("lag")
 	// A node without a replica (s.rep nil) was refused by checkFault.
 	s.mu.Lock()
 	if s.failingOver {
 		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("%w: a failover of node %d is already under way", ErrInvalid, s.spec.ID)
+		return fault.Result{}, fmt.Errorf("%w: a failover of node %d is already under way", ErrInvalid, s.spec.ID)
 	}
 	master := s.masterSideLocked()
 	standby := sideReplica
@@ -368,10 +356,12 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 	if !standbyUp {
 		err := fmt.Errorf("%w: node %d's %s, the one to promote, is not running", ErrNotRunning, s.spec.ID, standby)
 		s.mu.Unlock()
-		return FaultResult{}, err
+		return fault.Result{}, err
 	}
 	s.failingOver = true
-	f := s.faults.startLocked(fault.Failover, map[string]string{"lag": lag.String(), "from": s.sideAddr(master)})
+	params := notes(ctx)
+	params["lag"], params["from"] = lag.String(), s.sideAddr(master)
+	f := s.faults.startLocked(fault.Failover, params)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -381,13 +371,13 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 		s.mu.Unlock()
 	}()
 
-	res := FailoverResult{Lag: Duration(lag), LostBytes: -1, Promoted: s.sideAddr(standby)}
-	fail := func(err error) (FaultResult, error) {
+	res := fault.FailoverResult{Lag: lag, LostBytes: -1, Promoted: s.sideAddr(standby)}
+	fail := func(err error) (fault.Result, error) {
 		s.rep.link.heal()
 		s.mu.Lock()
 		s.faults.endLocked(fault.Failover, map[string]string{"error": err.Error()})
 		s.mu.Unlock()
-		return FaultResult{}, fmt.Errorf("node %d: failover: %w", s.spec.ID, err)
+		return fault.Result{}, fmt.Errorf("node %d: failover: %w", s.spec.ID, err)
 	}
 	if lag > 0 {
 		res.CaughtUp = s.awaitCaughtUp(ctx, master, standby, time.Second)
@@ -450,10 +440,10 @@ func (s *supervisor) failover(ctx context.Context, lag time.Duration) (FaultResu
 	s.mu.Unlock()
 	s.log.Printf("failover: the %s answers as master through 127.0.0.1:%d (lost %d bytes of replication)", standby, s.spec.Port, res.LostBytes)
 	f.End = time.Now()
-	for k, v := range end {
-		f.Params[k] = v
-	}
-	return FaultResult{Fault: &f, Failover: &res}, nil
+	maps.Copy(f.Params, end)
+	r := recorded(&f)
+	r.Failover = &res
+	return r, nil
 }
 
 func pidOf(p *child) int {

@@ -55,11 +55,18 @@ func Dir(stateDir string, id int) string {
 // Ports returns the ports node id's spec in stateDir claims (none without
 // one): the ports its processes may hold.
 func Ports(stateDir string, id int) []int {
-	var s Spec
-	if readJSONFile(filepath.Join(Dir(stateDir, id), specFile), &s) != nil {
+	return specPorts(Dir(stateDir, id), func(s Spec) []int {
+		return []int{s.Port, s.RedisPort, s.ControlPort, s.ReplicaPort, s.ReplicaLinkPort}
+	})
+}
+
+// specPorts is ports of the spec in dir; none without one.
+func specPorts[S any](dir string, ports func(S) []int) []int {
+	var s S
+	if readJSONFile(filepath.Join(dir, specFile), &s) != nil {
 		return nil
 	}
-	return []int{s.Port, s.RedisPort, s.ControlPort, s.ReplicaPort, s.ReplicaLinkPort}
+	return ports(s)
 }
 
 // Duration is a time.Duration that reads and writes JSON as "1.5s".

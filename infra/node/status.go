@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // State is what a node is doing.
@@ -24,24 +23,11 @@ const (
 
 // Status is one node's state as its supervisor sees it.
 type Status struct {
-	ID            int         `json:"id"`
-	State         State       `json:"state"`
-	SupervisorPID int         `json:"supervisor_pid,omitempty"`
-	RedisPID      int         `json:"redis_pid,omitempty"`
-	Restarts      int         `json:"restarts"`
-	Port          int         `json:"port"`
-	RedisPort     int         `json:"redis_port"`
-	ControlPort   int         `json:"control_port"`
-	Persistence   Persistence `json:"persistence"`
-	Partitioned   bool        `json:"partitioned,omitempty"`
-	Latency       Duration    `json:"latency,omitempty"`
-	Jitter        Duration    `json:"jitter,omitempty"`
-	LastExit      string      `json:"last_exit,omitempty"`
-	Since         time.Time   `json:"since"`
-	// Active maps each fault in effect on the node to its ID in faults.jsonl.
-	Active map[FaultKind]string `json:"active_faults,omitempty"`
-	// Until is when each active fault given a `for` ends (deadline.go).
-	Until map[FaultKind]time.Time `json:"fault_until,omitempty"`
+	DaemonStatus
+	RedisPID    int         `json:"redis_pid,omitempty"`
+	Port        int         `json:"port"`
+	RedisPort   int         `json:"redis_port"`
+	Persistence Persistence `json:"persistence"`
 	// Replica describes the node's replica; nil without one.
 	Replica *ReplicaStatus `json:"replica,omitempty"`
 }

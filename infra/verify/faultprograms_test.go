@@ -12,6 +12,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/hostfault"
 	"github.com/redlocklab/redlocklab/infra/hosts"
 	"github.com/redlocklab/redlocklab/infra/machine"
@@ -75,8 +76,8 @@ func faultScripts(t *testing.T) map[string]string {
 	}
 	for _, kind := range hostfault.Kinds() {
 		for _, peers := range [][]string{nil, {"10.0.2.10"}} {
-			p := hostfault.Params{For: 4 * time.Second, Delay: 3 * time.Second, Add: 20 * time.Millisecond, By: 15 * time.Second, Peers: peers}
-			s, err := hostfault.InjectScript(kind, "0badcafe", vm, p, time.Minute)
+			p := fault.Params{fault.For: {D: 4 * time.Second}, "delay": {D: 3 * time.Second}, "add": {D: 20 * time.Millisecond}, "by": {D: 15 * time.Second}}
+			s, err := hostfault.InjectScript(kind, "0badcafe", vm, p, peers, time.Minute)
 			if err != nil {
 				t.Fatalf("%s on a VM: %v", kind, err)
 			}

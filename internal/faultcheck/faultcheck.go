@@ -296,8 +296,8 @@ func RestartOverride(t *testing.T, l Lab, id int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Fault == nil || res.Fault.Params["delay"] != "0s" {
-		t.Errorf("restart fault: got %+v, want delay 0s recorded", res.Fault)
+	if res.ID == "" || res.Params["delay"] != "0s" {
+		t.Errorf("restart fault: got %+v, want delay 0s recorded", res.Result)
 	}
 	awaitBack(t, l, id, 20*time.Second, "restarted node comes back")
 	if after := Status(t, l, id); after.RedisPID == before.RedisPID {
@@ -397,7 +397,7 @@ func ClockRate(t *testing.T, l Lab, id int) {
 			return err
 		}
 		for _, f := range fs {
-			if f.ID == res.Fault.ID && !f.Active() {
+			if f.ID == res.ID && !f.Active() {
 				return nil
 			}
 		}
@@ -512,7 +512,7 @@ func Failover(t *testing.T, l Lab, id int, lag time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failover == nil || res.Failover.Promoted != replicaAddr || res.Fault == nil || res.Fault.Kind != fault.Failover {
+	if res.Failover == nil || res.Failover.Promoted != replicaAddr || res.ID == "" || res.Kind != fault.Failover {
 		t.Fatalf("failover result: got %+v, want the replica %s promoted", res, replicaAddr)
 	}
 	// A new client: the front closed the connections to the dead master.
@@ -526,7 +526,7 @@ func Failover(t *testing.T, l Lab, id int, lag time.Duration) {
 	if n, err := front.Exists(ctx, old...).Result(); err != nil || int(n) != len(old) {
 		t.Errorf("keys written well before a failover without lag: %d of %d there (%v), want all", n, len(old), err)
 	}
-	FaultEnded(t, l, res.Fault.ID, map[string]string{"promoted": replicaAddr, "lag": "0s"})
+	FaultEnded(t, l, res.ID, map[string]string{"promoted": replicaAddr, "lag": "0s"})
 	if st := Status(t, l, id); st.Replica == nil || !st.Replica.Promoted {
 		t.Errorf("status after the failover: replica %+v, want promoted", st.Replica)
 	}
@@ -593,7 +593,7 @@ func Failover(t *testing.T, l Lab, id int, lag time.Duration) {
 	if r, err := Role(front); err != nil || r != "master" {
 		t.Errorf("front after the second failover: role %q, %v; want master", r, err)
 	}
-	FaultEnded(t, l, o.res.Fault.ID, map[string]string{"promoted": original, "lag": lag.String(), "caught_up": "true"})
+	FaultEnded(t, l, o.res.ID, map[string]string{"promoted": original, "lag": lag.String(), "caught_up": "true"})
 	Eventually(t, 30*time.Second, "the replica follows again", func() error {
 		st := Status(t, l, id)
 		if st.Replica == nil || st.Replica.Promoted || !st.Replica.Synced || st.Replica.State != node.Up {

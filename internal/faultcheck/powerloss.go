@@ -72,7 +72,7 @@ func PowerLoss(t *testing.T, l Lab, id int, prof node.Persistence) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Fault == nil || res.Fault.Kind != fault.PowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != prof || res.PowerLoss.Model != node.PowerLossFilesystem {
+	if res.ID == "" || res.Kind != fault.PowerLoss || res.PowerLoss == nil || res.PowerLoss.Persistence != string(prof) || res.PowerLoss.Model != node.PowerLossFilesystem {
 		t.Fatalf("power-loss result: got %+v, want a power-loss fault on a %s node, filesystem model", res, prof)
 	}
 	Eventually(t, 2*time.Minute, "node answers after the power loss", func() error { return Ping(t, l, id, 300*time.Millisecond) })
@@ -109,7 +109,7 @@ func PowerLoss(t *testing.T, l Lab, id int, prof node.Persistence) {
 	if prof == node.PersistNoFsync && (pl.CutBytes == 0 || pl.CutCommands < int64(len(a)+len(b))) {
 		t.Errorf("no-fsync: got %+v, want the unsynced AOF cut, at least the %d writes of sets A and B", pl, len(a)+len(b))
 	}
-	FaultEnded(t, l, res.Fault.ID, map[string]string{
+	FaultEnded(t, l, res.ID, map[string]string{
 		"persistence": string(prof), "model": node.PowerLossFilesystem, "cut_bytes": fmt.Sprint(pl.CutBytes), "cut_commands": fmt.Sprint(pl.CutCommands),
 	})
 }
