@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/fault"
@@ -219,7 +220,7 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 	}
 	spec, leftOut := forHosts(spec)
 	if len(leftOut) > 0 {
-		logf("guards %v left out: they lock on etcd members, which the hosts inventory does not list (they run in the lab)", leftOut)
+		logf("guards %s left out: they lock on etcd members, which the hosts inventory does not list (they run in the lab)", inventory.JoinGuards(leftOut))
 	}
 	s, err := openHostSite(ctx, cfg, state, logf)
 	if err != nil {
@@ -241,7 +242,7 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 		}
 	}()
 	for id, names := range weak {
-		logf("node %d: weaken: %v", id, names)
+		logf("node %d: weaken: %s", id, strings.Join(names, ", "))
 		if err := s.hosts.Weaken(ctx, id, names...); err != nil {
 			return nil, fmt.Errorf("drill %s: node %d: %w", spec.Name, id, err)
 		}
@@ -251,7 +252,7 @@ func runOnHosts(ctx context.Context, spec *Spec, opts Options, seed uint64, dir,
 	if err := s.hosts.WaitAnswering(wctx); err != nil {
 		return nil, fmt.Errorf("drill %s: %w", spec.Name, err)
 	}
-	logf("hosts: %d nodes over SSH (%v)", len(s.hosts.Hosts()), s.Addrs())
+	logf("hosts: %d nodes over SSH (%s)", len(s.hosts.Hosts()), strings.Join(s.Addrs(), ", "))
 	res, err := runLoad(ctx, spec, seed, dir, s, 0, logf)
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()

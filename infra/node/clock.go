@@ -27,7 +27,7 @@ func clockJump(ctx context.Context, c *redis.Client, by time.Duration) (fault.Cl
 		return fault.ClockJumpResult{}, fmt.Errorf("node: clock jump: %w", err)
 	}
 	if len(v) != 2 {
-		return fault.ClockJumpResult{}, fmt.Errorf("node: clock jump: unexpected reply %v", v)
+		return fault.ClockJumpResult{}, fmt.Errorf("node: clock jump: unexpected reply of %d values, want 2", len(v))
 	}
 	return fault.ClockJumpResult{Adjusted: v[0], Deleted: v[1]}, nil
 }

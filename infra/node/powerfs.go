@@ -46,7 +46,7 @@ func mountDisk(dir string, plain, allowOther bool, lg *log.Logger, orphans func(
 		if swept, err := powerfs.Sweep(dir); err != nil {
 			lg.Printf("power loss: %v", err)
 		} else if len(swept) > 0 {
-			lg.Printf("power loss: ended the dead mount at %v", swept)
+			lg.Printf("power loss: ended the dead mount at %s", strings.Join(swept, ", "))
 		}
 	}
 	if plain {

@@ -100,7 +100,7 @@ func (d *daemon) applyPowerLoss(cut *powerCut) {
 	if cut.res.Persistence != "" {
 		model = cut.res.Persistence + ", " + model
 	}
-	d.log.Printf("power loss (%s): cut %d bytes, %d commands from %v; vanished %v, returned %v", model, cut.res.CutBytes, cut.res.CutCommands, cut.res.CutFiles, cut.res.Vanished, cut.res.Returned)
+	d.log.Printf("power loss (%s): cut %d bytes, %d commands from %s; vanished %s, returned %s", model, cut.res.CutBytes, cut.res.CutCommands, listWords(cut.res.CutFiles), listWords(cut.res.Vanished), listWords(cut.res.Returned))
 	d.mu.Lock()
 	if d.faults.notes == nil {
 		d.faults.notes = map[FaultKind]map[string]string{}
@@ -126,4 +126,12 @@ func powerLossParams(r fault.PowerLossResult) map[string]string {
 		p["cut_files"] = strings.Join(r.CutFiles, ",")
 	}
 	return p
+}
+
+// listWords is a list as people write it, "none" when empty.
+func listWords(ss []string) string {
+	if len(ss) == 0 {
+		return "none"
+	}
+	return strings.Join(ss, ", ")
 }

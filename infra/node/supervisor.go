@@ -342,14 +342,14 @@ func (s *supervisor) guard(ctx context.Context, delay *time.Duration, args ...st
 	cmd.Stdout, cmd.Stderr = s.log.Writer(), s.log.Writer()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("restart guard %v: %w", args, err)
+		return fmt.Errorf("restart guard %s: %w", strings.Join(args, " "), err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("restart guard %v: %w", args, err)
+			return fmt.Errorf("restart guard %s: %w", strings.Join(args, " "), err)
 		}
 		return nil
 	case <-ctx.Done():
