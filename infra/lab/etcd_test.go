@@ -59,7 +59,7 @@ func TestLabEtcd(t *testing.T) {
 	const delay = 2 * time.Second
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := redistest.FreeStableBasePort(t, members, etcdLabOffsets...)
-	cfg := Config{Profile: profile.Profile{Nodes: 1, RestartDelay: delay, Etcd: members},
+	cfg := Config{Profile: profile.Profile{Nodes: 1, RestartDelay: delay, Etcd: members, PowerLoss: true},
 		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: infra, EtcdServer: etcd,
 	}

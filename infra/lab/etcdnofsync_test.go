@@ -32,7 +32,7 @@ func TestLabEtcdNoFsyncPowerLoss(t *testing.T) {
 	const members = 3
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := redistest.FreeStableBasePort(t, members, etcdLabOffsets...)
-	cfg := Config{Profile: profile.Profile{Nodes: 1, NoRestartDelay: true, Etcd: members, EtcdUnsafeNoFsync: true},
+	cfg := Config{Profile: profile.Profile{Nodes: 1, NoRestartDelay: true, Etcd: members, EtcdUnsafeNoFsync: true, PowerLoss: true},
 		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: infra, EtcdServer: etcd,
 	}

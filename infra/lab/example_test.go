@@ -14,7 +14,7 @@ import (
 // A drill: three nodes, one crash, one partition, the fault log, and down.
 func Example() {
 	ctx := context.Background()
-	cfg := lab.Config{Profile: profile.Profile{Nodes: 3, RestartDelay: 10 * time.Second}, StateDir: "/tmp/drill"}
+	cfg := lab.Config{Profile: profile.Profile{Nodes: 3, RestartDelay: 10 * time.Second, PowerLoss: true}, StateDir: "/tmp/drill"}
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

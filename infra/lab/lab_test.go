@@ -33,7 +33,7 @@ func TestLab(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
 	infra := filepath.Join(testenv.RepoRoot(t), "infra")
-	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: []Persistence{PersistAlways}, RestartDelay: delay},
+	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: []Persistence{PersistAlways}, RestartDelay: delay, PowerLoss: true},
 		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: infra,
 	}
@@ -246,7 +246,7 @@ func TestLabProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: profiles, NoRestartDelay: true},
+	cfg := Config{Profile: profile.Profile{Nodes: n, Persistence: profiles, NoRestartDelay: true, PowerLoss: true},
 		StateDir: dir, BasePort: base,
 		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
 	}

@@ -55,7 +55,7 @@ func TestLabMachines(t *testing.T) {
 	const delay = 3 * time.Second
 	dir := filepath.Join(t.TempDir(), "lab")
 	base := freeBasePort(t, n)
-	cfg := Config{Profile: profile.Profile{Nodes: n, RestartDelay: delay, Machines: true, Persistence: []Persistence{PersistAlways, PersistAlways, PersistEverysec}},
+	cfg := Config{Profile: profile.Profile{Nodes: n, RestartDelay: delay, Machines: true, Persistence: []Persistence{PersistAlways, PersistAlways, PersistEverysec}, PowerLoss: true},
 		StateDir: dir, BasePort: base,
 
 		Redlab: redlab, Terraform: tf, InfraDir: filepath.Join(testenv.RepoRoot(t), "infra"),
