@@ -19,6 +19,7 @@ import (
 	"github.com/redlocklab/redlocklab/infra/hosts"
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
+	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"github.com/redlocklab/redlocklab/infra/remote"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/redlock/nodeaddr"
@@ -121,19 +122,23 @@ func forHosts(spec *Spec) (*Spec, []inventory.Guard) {
 
 // weakenings returns, per node (from 1), the infra/hostfault weakenings
 // that give it the spec's profile instead of production's.
-func weakenings(spec *Spec) map[int][]string {
+func weakenings(spec *Spec) map[int][]string { return weakeningsOf(spec.Lab) }
+
+// weakeningsOf returns, per node (from 1), the infra/hostfault weakenings
+// that give it the profile p instead of production's.
+func weakeningsOf(p profile.Profile) map[int][]string {
 	out := map[int][]string{}
-	for i := range spec.Lab.Nodes {
+	for i := range p.Nodes {
 		var w []string
-		if i < len(spec.Lab.Persistence) {
-			switch spec.Lab.Persistence[i] {
+		if i < len(p.Persistence) {
+			switch p.Persistence[i] {
 			case lab.PersistEverysec:
 				w = append(w, "everysec")
 			case lab.PersistNone:
 				w = append(w, "no-persistence")
 			}
 		}
-		if spec.Lab.RestartDelay == 0 {
+		if p.RestartDelay == 0 {
 			w = append(w, "no-delay")
 		}
 		if len(w) > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -31,8 +32,15 @@ type Session struct {
 	prof  profile.Profile
 	opts  Options
 	state string
+	// lab is the session's lab; hosts its hosts over SSH instead
+	// (Options.Hosts).
 	lab   *lab.Lab
+	hosts *hostSite
 	logf  func(string, ...any)
+	// keysGone is when every lock key the last drill may have left has
+	// expired: on hosts, whose keys the lock user may not list, Reset
+	// waits for it.
+	keysGone time.Time
 	// since is when the running drill began: the lab's fault log holds
 	// every drill's faults, a drill's history only its own.
 	since time.Time
@@ -42,11 +50,14 @@ type Session struct {
 }
 
 // NewSession brings a lab up with prof (its defaults filled in) and the
-// binaries and directories of opts.Lab; opts.Hosts and opts.Monitoring are
-// not for sessions. The lab lives for this process.
+// binaries and directories of opts.Lab, which lives for this process; or,
+// with opts.Hosts, opens the hosts of an inventory over SSH, which must
+// already run prof (a session weakens no host: a weakening would outlive a
+// killed process, and a fault does not, its dead-man switch heals it).
+// opts.Monitoring is not for sessions.
 func NewSession(ctx context.Context, prof profile.Profile, opts Options) (*Session, error) {
-	if opts.Hosts != nil || opts.Monitoring != nil {
-		return nil, errors.New("drill: a session runs on a lab of its own, without hosts or monitoring")
+	if opts.Monitoring != nil {
+		return nil, errors.New("drill: a session runs without monitoring")
 	}
 	prof, err := prof.WithDefaults()
 	if err != nil {
@@ -57,6 +68,13 @@ func NewSession(ctx context.Context, prof profile.Profile, opts Options) (*Sessi
 		return nil, fmt.Errorf("drill: %w", err)
 	}
 	s := &Session{prof: prof, opts: opts, state: state, logf: opts.logf("session")}
+	if opts.Hosts != nil {
+		if err := s.openHosts(ctx); err != nil {
+			os.RemoveAll(state)
+			return nil, err
+		}
+		return s, nil
+	}
 	l, err := upLab(ctx, prof, opts, state, s.logf)
 	if err != nil {
 		os.RemoveAll(state)
@@ -69,8 +87,51 @@ func NewSession(ctx context.Context, prof profile.Profile, opts Options) (*Sessi
 // Profile is the session's lab profile, its defaults filled in.
 func (s *Session) Profile() profile.Profile { return s.prof }
 
-// Lab is the session's lab.
+// Lab is the session's lab (nil on hosts).
 func (s *Session) Lab() *lab.Lab { return s.lab }
+
+// openHosts opens the session on the hosts of opts.Hosts: every host must
+// answer, and nothing an earlier run left may stay (healed, as Jepsen
+// heals at setup).
+func (s *Session) openHosts(ctx context.Context) error {
+	cfg := *s.opts.Hosts
+	if n := len(cfg.Inventory.Hosts); n != s.prof.Nodes {
+		return fmt.Errorf("drill: session: the profile has %d nodes, the inventory %d hosts", s.prof.Nodes, n)
+	}
+	switch w := weakeningsOf(s.prof); {
+	case s.prof.Etcd > 0 || s.prof.Replicas > 0:
+		return errors.New("drill: session: a hosts inventory lists Redis nodes only: no etcd members, no replicas")
+	case len(w) > 0:
+		return fmt.Errorf("drill: session: the profile asks for weaker hosts than production (%s): a session weakens no host, since a weakening would outlive a killed run; weaken them first with `redlab hosts weaken` (and `redlab hosts restore` after)", weakWords(w))
+	}
+	site, err := openHostSite(ctx, cfg, s.state, s.logf)
+	if err != nil {
+		return fmt.Errorf("drill: session: %w", err)
+	}
+	s.hosts = site
+	if err := site.healAllHosts(ctx, s.logf); err != nil {
+		s.Close(ctx)
+		return fmt.Errorf("drill: session: heal before the runs: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := site.hosts.WaitAnswering(wctx); err != nil {
+		s.Close(ctx)
+		return fmt.Errorf("drill: session: %w", err)
+	}
+	s.logf("hosts: %d nodes over SSH (%s)", len(site.hosts.Hosts()), strings.Join(site.Addrs(), ", "))
+	return nil
+}
+
+// weakWords is what weakeningsOf asks for, as people write it.
+func weakWords(w map[int][]string) string {
+	var out []string
+	for id, names := range w {
+		out = append(out, fmt.Sprintf("node %d: %s", id, strings.Join(names, ", ")))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
 
 // upLab brings up a lab of prof in state, owned by this process (killed,
 // even by SIGKILL, it leaves no lab behind, and no directory).
@@ -164,15 +225,36 @@ func (s *Session) Run(ctx context.Context, spec *Spec, dir string, seed uint64) 
 	}
 	s.since = time.Now()
 	logf := s.opts.logf(spec.Name)
-	res, err := runLoad(ctx, spec, seed, dir, sessionSite{s.lab, s.since}, 0, logf)
+	var st site = sessionSite{s.lab, s.since}
+	if s.hosts != nil {
+		if err := CheckHosts(spec, s.opts.Hosts.Inventory); err != nil {
+			return nil, err
+		}
+		st = sessionHosts{s.hosts, s.since}
+	}
+	res, err := runLoad(ctx, spec, seed, dir, st, 0, logf)
+	s.keysGone = time.Now().Add(keysLast(spec))
+	if s.hosts != nil {
+		// As runOnHosts: what the schedule left is healed at once.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		herr := errors.Join(s.hosts.hosts.Heal(hctx), s.hosts.healAllHosts(hctx, logf))
+		cancel()
+		if herr != nil && err == nil {
+			err = fmt.Errorf("drill %s: heal after the run: %w", spec.Name, herr)
+		}
+	}
 	if ferr := s.copyFaults(dir); ferr != nil && err == nil {
 		err = ferr
 	}
 	if err != nil {
 		return nil, err
 	}
-	res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = s.lab.Machines(), s.lab.TLS(), !s.lab.PowerLossLayer()
-	res.Lab.EtcdUnsafeNoFsync = s.lab.EtcdUnsafeNoFsync()
+	if s.hosts != nil {
+		res.Transport = TransportSSH
+	} else {
+		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = s.lab.Machines(), s.lab.TLS(), !s.lab.PowerLossLayer()
+		res.Lab.EtcdUnsafeNoFsync = s.lab.EtcdUnsafeNoFsync()
+	}
 	if err := writeJSON(filepath.Join(dir, ResultFile), res); err != nil {
 		return nil, err
 	}
@@ -203,7 +285,13 @@ func (s *Session) fits(spec *Spec) error {
 // copyFaults copies the lab's fault events of the drill that just ran into
 // its directory's fault log.
 func (s *Session) copyFaults(dir string) error {
-	fs, err := s.lab.Faults()
+	var fs []lab.Fault
+	var err error
+	if s.hosts != nil {
+		fs, err = s.hosts.Faults()
+	} else {
+		fs, err = s.lab.Faults()
+	}
 	if err != nil {
 		return err
 	}
@@ -243,6 +331,29 @@ func (s sessionSite) Faults() ([]lab.Fault, error) {
 	return sinceFaults(fs, s.since), err
 }
 
+// sessionHosts is the session's hosts as a drill's site, likewise.
+type sessionHosts struct {
+	*hostSite
+	since time.Time
+}
+
+func (s sessionHosts) Faults() ([]lab.Fault, error) {
+	fs, err := s.hostSite.Faults()
+	return sinceFaults(fs, s.since), err
+}
+
+// keysLast is how long after a drill the lock keys it granted may live:
+// its TTL, and as much again as a clock stepped back lengthened them.
+func keysLast(spec *Spec) time.Duration {
+	d := spec.Workload.LockTTL
+	for _, f := range spec.Faults {
+		if by := f.Params.D("by"); by < 0 {
+			d += -by
+		}
+	}
+	return d + time.Second
+}
+
 // Clean is what Reset found: Problems is empty when the lab was proved
 // clean.
 type Clean struct {
@@ -260,6 +371,9 @@ func (c Clean) OK() bool { return len(c.Problems) == 0 }
 // lock key from etcd; then it proves it (Clean). An error is a lab that
 // could not be asked; a lab that is not clean is reported in Clean.
 func (s *Session) Reset(ctx context.Context) (Clean, error) {
+	if s.hosts != nil {
+		return s.resetHosts(ctx)
+	}
 	start := time.Now()
 	l := s.lab
 	if err := errors.Join(l.Heal(ctx), l.EtcdHeal(ctx)); err != nil {
@@ -292,6 +406,31 @@ func (s *Session) Reset(ctx context.Context) (Clean, error) {
 	if s.prof.Etcd > 0 {
 		if err := s.resetEtcd(ctx, patience); err != nil {
 			c.Problems = append(c.Problems, err.Error())
+		}
+	}
+	c.Waited = time.Since(start)
+	return c, nil
+}
+
+// resetHosts heals the hosts, waits until every node answers and the last
+// drill's keys have expired (the lock user may not list keys, so the time
+// they may last is waited out).
+func (s *Session) resetHosts(ctx context.Context) (Clean, error) {
+	start := time.Now()
+	if err := errors.Join(s.hosts.hosts.Heal(ctx), s.hosts.healAllHosts(ctx, s.logf)); err != nil {
+		return Clean{}, fmt.Errorf("drill: reset: heal: %w", err)
+	}
+	var c Clean
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := s.hosts.hosts.WaitAnswering(wctx); err != nil {
+		c.Problems = append(c.Problems, err.Error())
+	}
+	if wait := time.Until(s.keysGone); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return c, ctx.Err()
 		}
 	}
 	c.Waited = time.Since(start)
@@ -408,11 +547,18 @@ func (s *Session) resetEtcd(ctx context.Context, patience time.Duration) error {
 	return nil
 }
 
-// Close takes the session's lab down; it is idempotent.
+// Close takes the session's lab down, or ends its sessions with the hosts
+// (what a fault still holds there is healed first); it is idempotent.
 func (s *Session) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		if s.lab != nil {
+		switch {
+		case s.lab != nil:
 			s.closeErr = downLab(ctx, s.state, s.lab.Config().Terraform, s.logf)
+		case s.hosts != nil:
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			s.closeErr = errors.Join(s.hosts.hosts.Heal(hctx), s.hosts.healAllHosts(hctx, s.logf))
+			cancel()
+			s.hosts.hosts.Close()
 		}
 		os.RemoveAll(s.state)
 	})

@@ -30,8 +30,8 @@ func addDrillHostsFlags(fs *pflag.FlagSet, o *drillHostsOptions) {
 	fs.DurationVar(&o.deadMan, "dead-man", 10*time.Minute, "with --hosts: a fault without a length heals itself this long after it started, should the run die")
 }
 
-// hostsConfig checks the specs against the inventory and returns the
-// drill's hosts configuration, or nil without --hosts.
+// config checks the specs against the inventory and returns the drill's
+// hosts configuration, or nil without --hosts.
 func (o *drillHostsOptions) config(e *env, specs []*drill.Spec, monitoring, machines bool) (*drill.HostsConfig, error) {
 	if o.file == "" {
 		return nil, nil
@@ -39,19 +39,29 @@ func (o *drillHostsOptions) config(e *env, specs []*drill.Spec, monitoring, mach
 	if err := hostsLabFlags(monitoring, machines); err != nil {
 		return nil, err
 	}
-	inv, err := hosts.Load(o.file)
+	cfg, err := o.hostsConfig(e)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, err
 	}
 	var refused []string
 	for _, s := range specs {
-		if err := drill.CheckHosts(s, inv); err != nil {
+		if err := drill.CheckHosts(s, cfg.Inventory); err != nil {
 			refused = append(refused, strings.TrimPrefix(err.Error(), "drill: "))
 		}
 	}
 	if len(refused) > 0 {
 		return nil, usageErrorf("--hosts: %d of %d drill specs cannot run over SSH on %s:\n  %s",
 			len(refused), len(specs), o.file, strings.Join(refused, "\n  "))
+	}
+	return cfg, nil
+}
+
+// hostsConfig reads the inventory of --hosts and the login, the hosts
+// configuration of a drill or a search on them.
+func (o *drillHostsOptions) hostsConfig(e *env) (*drill.HostsConfig, error) {
+	inv, err := hosts.Load(o.file)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
 	}
 	if o.deadMan <= 0 {
 		return nil, usageErrorf("--dead-man must be positive")

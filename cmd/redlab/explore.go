@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ func newExploreCmd(e *env) *cobra.Command {
 		machines bool
 		noShrink bool
 		unavail  percentFlag
+		ho       = &drillHostsOptions{}
 	)
 	unavail = percentFlag(cfg.Unavailable)
 	c := &cobra.Command{
@@ -41,6 +43,14 @@ times, durations, parameters) and runs each against every guard at once on
 one lab, which serves every schedule: between two schedules it is healed,
 its restart delays waited out, its keys and stores cleared, and proved clean
 (a schedule that finds it unclean is discarded and counted).
+
+With --hosts the schedules run on the hosts of an inventory over SSH (a lab
+of machines with --ssh, or real VMs in a drill environment), every fault
+behind its dead-man switch, healed between schedules, the keys waited out;
+the hosts must run the rules --lab gives (no host is weakened: weaken them
+first with 'redlab hosts weaken' to search weaker rules). The etcd guards are
+left out (an inventory lists no etcd member), and so is the clock family (a
+real step of the host's clock there) unless --faults names it.
 
 Each schedule is a drill spec (OUT/specs/<schedule>.md): anything found
 replays with 'redlab drill'. A schedule is judged by the drill's checkers:
@@ -120,6 +130,17 @@ Exit 0 a conclusive search, 1 it could not run or its checkers disagreed,
 				cfg.Lab.Machines = true
 				cfg.Drill.Lab.Machines = true
 			}
+			if ho.file != "" {
+				if machines {
+					return usageErrorf("--hosts runs on real hosts: --machines is for the lab")
+				}
+				if cfg.Drill.Hosts, err = ho.hostsConfig(e); err != nil {
+					return err
+				}
+				if !fs.Changed("faults") {
+					cfg.Families = slices.Clone(explore.DefaultHostFamilies)
+				}
+			}
 			if cfg.Budget <= 0 && cfg.MaxSchedules <= 0 {
 				return usageErrorf("--budget and --schedules are both 0: the search would never end")
 			}
@@ -154,6 +175,7 @@ Exit 0 a conclusive search, 1 it could not run or its checkers disagreed,
 	f.BoolVar(&cfg.Keep, "keep", false, "keep every schedule's whole directory (default: only the failing ones')")
 	f.Var(&unavail, "unavailable", "share of a guard's requests found unavailable above which a schedule counts as unavailable for it, like 5%")
 	f.BoolVar(&machines, "machines", false, "run on a lab of systemd-nspawn machines (the families a machine cannot apply are refused)")
+	addDrillHostsFlags(f, ho)
 	f.StringSliceVar(&merge, "merge", nil, "add up finished searches (their explore.json, comma-separated or repeated) into --out, and print the merged rates")
 	return c
 }

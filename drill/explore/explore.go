@@ -71,7 +71,7 @@ type Config struct {
 	// Drill is how the session's lab runs (binaries, directories).
 	Drill drill.Options
 	// Target is what applies the faults: process nodes (the lab) or
-	// machine nodes.
+	// machine nodes; hosts over SSH when Drill.Hosts is set.
 	Target fault.Target
 	Log    io.Writer
 }
@@ -102,11 +102,22 @@ func (c *Config) Prepare() error {
 			return fmt.Errorf("explore: %w", err)
 		}
 	}
-	if slices.ContainsFunc(c.Guards, func(g inventory.Guard) bool { return g.NeedsEtcd() }) && c.Lab.Etcd == 0 {
-		c.Lab.Etcd = 3
-	}
-	if slices.Contains(c.Families, "power") {
-		c.Lab.PowerLoss = true
+	if h := c.Drill.Hosts; h != nil {
+		// On hosts over SSH: the inventory's nodes, which list no etcd
+		// member; a power cut is the host's own, not the lab's filesystem.
+		c.Target = fault.SSHHost
+		c.Lab.Nodes = len(h.Inventory.Hosts)
+		c.Guards = slices.DeleteFunc(c.Guards, func(g inventory.Guard) bool { return g.NeedsEtcd() })
+		if len(c.Guards) == 0 {
+			return errors.New("explore: on hosts every guard but the etcd ones runs: give one")
+		}
+	} else {
+		if slices.ContainsFunc(c.Guards, func(g inventory.Guard) bool { return g.NeedsEtcd() }) && c.Lab.Etcd == 0 {
+			c.Lab.Etcd = 3
+		}
+		if slices.Contains(c.Families, "power") {
+			c.Lab.PowerLoss = true
+		}
 	}
 	lab, err := c.Lab.WithDefaults()
 	if err != nil {

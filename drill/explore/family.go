@@ -55,6 +55,11 @@ var families = []Family{
 // family the default lab can apply.
 var DefaultFamilies = []string{"crash", "power", "partition", "latency", "pause", "clock", "client"}
 
+// DefaultHostFamilies are the families on when a search runs on hosts over
+// SSH: those of the lab but clock, which there is a real step of the host's
+// clock, asked for by name only.
+var DefaultHostFamilies = []string{"crash", "power", "partition", "latency", "pause", "client"}
+
 // FamilyNames is every family's name, for help text.
 func FamilyNames() []string {
 	out := make([]string, len(families))
