@@ -170,17 +170,21 @@ func (r *runner) shrink(ctx context.Context, s *spec.Spec, g inventory.Guard, h 
 	if err != nil {
 		return f, nil, err
 	}
-	if !c.accepts(first) {
-		f.Note = fmt.Sprintf("the schedule failed again only %d times in %d: too rare to shrink", first.failed, first.runs)
-		c.logf("shrinking %s: %s", s.Name, f.Note)
-		f.TookS = time.Since(began).Seconds()
-		return f, nil, nil
+	// kept are the schedules kept, the original first when it failed
+	// again often enough: the final count may find the last one reproduces
+	// less often than its early stop said, and then falls back on the one
+	// before. A schedule that failed once but rarely replays is shrunk all
+	// the same: a smaller one (fewer guards, fewer faults) often fails
+	// more often than the schedule as drawn.
+	var kept []*spec.Spec
+	steps := 1 // kept[i] is steps+i steps from the schedule as drawn
+	if c.accepts(first) {
+		kept = append(kept, clone(s))
+		steps = 0
+	} else {
+		c.logf("shrinking %s: as drawn it failed again %d times in %d; trying smaller schedules", s.Name, first.failed, first.runs)
 	}
-	// kept are the schedules kept, the original first: the final count
-	// may find the last one reproduces less often than its early stop
-	// said, and then falls back on the one before.
-	kept := []*spec.Spec{clone(s)}
-	cur := kept[0]
+	cur := clone(s)
 	for progress := true; progress; {
 		progress = false
 		for _, cand := range candidates(cur, g) {
@@ -198,14 +202,24 @@ func (r *runner) shrink(ctx context.Context, s *spec.Spec, g inventory.Guard, h 
 				kept = append(kept, cand)
 				break
 			}
+			if len(kept) == 0 && f.Note == "" && time.Since(began) > c.ShrinkBudget/4 {
+				// Nothing reproduces at the first step: not worth the rest.
+				break
+			}
 		}
 		if f.Note != "" {
 			break
 		}
 	}
+	if len(kept) == 0 {
+		f.Note = fmt.Sprintf("neither the schedule (failed again %d times in %d) nor a smaller one failed often enough to shrink", first.failed, first.runs)
+		c.logf("shrinking %s: %s", s.Name, f.Note)
+		f.TookS = time.Since(began).Seconds()
+		return f, nil, nil
+	}
 	// The final count, every replay run: what the runbook promises. When
 	// the last schedule kept falls short of the share, the one before it
-	// is counted, back to the original.
+	// is counted, back to the first kept.
 	var out *spec.Spec
 	var final trial
 	for i := len(kept) - 1; i >= 0; i-- {
@@ -216,7 +230,7 @@ func (r *runner) shrink(ctx context.Context, s *spec.Spec, g inventory.Guard, h 
 		if final, err = r.replay(ctx, out, g, h, c.ShrinkRuns, false); err != nil {
 			return f, nil, err
 		}
-		f.Steps = i
+		f.Steps = steps + i
 		if c.accepts(final) || time.Now().After(deadline) {
 			break
 		}
