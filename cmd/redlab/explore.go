@@ -30,6 +30,7 @@ func newExploreCmd(e *env) *cobra.Command {
 		merge    []string
 		machines bool
 		noShrink bool
+		verbose  bool
 		unavail  percentFlag
 		ho       = &drillHostsOptions{}
 	)
@@ -125,6 +126,9 @@ Exit 0 a conclusive search, 1 it could not run or its checkers disagreed,
 			cfg.Unavailable = float64(unavail)
 			cfg.Commit = recordedCommit()
 			cfg.Log = e.stderr
+			if verbose {
+				cfg.Drill.Log = e.stderr
+			}
 			if machines {
 				cfg.Target = fault.MachineNode
 				cfg.Lab.Machines = true
@@ -172,6 +176,7 @@ Exit 0 a conclusive search, 1 it could not run or its checkers disagreed,
 	f.IntVar(&cfg.ShrinkRuns, "shrink-runs", cfg.ShrinkRuns, "replays of each shrinking candidate")
 	f.Float64Var(&cfg.ShrinkShare, "shrink-share", cfg.ShrinkShare, "share of a candidate's replays that must fail the same way for it to be kept")
 	f.DurationVar(&cfg.ShrinkBudget, "shrink-budget", cfg.ShrinkBudget, "how long shrinking may take in all")
+	f.BoolVarP(&verbose, "verbose", "v", false, "also show each schedule's drill log: the lab, the load, every fault as it is applied")
 	f.BoolVar(&cfg.Keep, "keep", false, "keep every schedule's whole directory (default: only the failing ones')")
 	f.Var(&unavail, "unavailable", "share of a guard's requests found unavailable above which a schedule counts as unavailable for it, like 5%")
 	f.BoolVar(&machines, "machines", false, "run on a lab of systemd-nspawn machines (the families a machine cannot apply are refused)")

@@ -50,7 +50,7 @@ func TestExploreOnSSHHosts(t *testing.T) {
 	}
 	env := append(os.Environ(), "REDLAB_STATE_DIR="+l.StateDir(), lab.CredentialsEnv+"="+l.CredentialsPath())
 	explore := func(out string, extra ...string) *exec.Cmd {
-		cmd := exec.Command(bin, append([]string{"explore", "--hosts", l.HostsFile(), "--seed", "11", "--no-shrink",
+		cmd := exec.Command(bin, append([]string{"explore", "--hosts", l.HostsFile(), "--seed", "11", "--no-shrink", "-v",
 			"--faults", "crash,partition,pause", "--guards", "redlock,redlock-fenced,db-atomic", "--out", out, "--found", filepath.Join(out, "found")}, extra...)...)
 		cmd.Env = env
 		return cmd
@@ -95,9 +95,13 @@ func TestExploreOnSSHHosts(t *testing.T) {
 		killed.Process.Kill()
 		t.Fatal("the search never started its load")
 	}
-	// The first schedule's faults start from 2 s into the load, and last
-	// until 9 s at most: kill it inside them.
-	time.Sleep(5 * time.Second)
+	// Kill it just after its first schedule's first fault started (the
+	// seed draws it: the same schedule the search runs).
+	c := DefaultConfig()
+	c.Seed, c.Families = 11, []string{"crash", "partition", "pause"}
+	first := c.Draw(0).Faults[0]
+	t.Logf("the search is killed %v into its first schedule, after %s", first.At+time.Second, first)
+	time.Sleep(first.At + time.Second)
 	if err := killed.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

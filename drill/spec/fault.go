@@ -86,18 +86,7 @@ func (p *specParser) fault(e entry) Fault {
 			f.Etcd = p.etcdMembers(fe)
 		case "guards":
 			f.Params[fe.key] = fault.Value{Names: []string{}}
-			for _, ge := range p.list(fe) {
-				v, ok := p.scalar(ge)
-				if !ok {
-					break
-				}
-				g, err := inventory.ParseAnyGuard(v)
-				if err != nil {
-					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)))
-					break
-				}
-				f.Guards = append(f.Guards, g)
-			}
+			f.Guards = p.guards(fe)
 		case "scope":
 			f.Params[fe.key] = fault.Value{Names: []string{}}
 			if v, ok := p.scalar(fe); ok {

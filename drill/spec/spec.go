@@ -482,21 +482,7 @@ func (p *specParser) workload(e entry, s *Spec) {
 		switch we.key {
 		case "guards":
 			p.guardsLine = p.line(we.node)
-			for _, ge := range p.list(we) {
-				v, ok := p.scalar(ge)
-				if !ok {
-					break
-				}
-				g, err := inventory.ParseAnyGuard(v)
-				if err != nil {
-					p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)))
-					break
-				}
-				if contains(w.Guards, g) {
-					p.fail(ge.node, ge.field, "guard %s listed twice", g)
-				}
-				w.Guards = append(w.Guards, g)
-			}
+			w.Guards = p.guards(we)
 		case "rate":
 			w.Rate = p.number(we, 0.1, maxRatePerGuard)
 		case "duration":
@@ -562,6 +548,27 @@ func (p *specParser) workload(e entry, s *Spec) {
 			p.fail(e.keyNode, "workload."+req, "missing")
 		}
 	}
+}
+
+// guards reads a list of guard names, each once.
+func (p *specParser) guards(e entry) []inventory.Guard {
+	var out []inventory.Guard
+	for _, ge := range p.list(e) {
+		v, ok := p.scalar(ge)
+		if !ok {
+			break
+		}
+		g, err := inventory.ParseAnyGuard(v)
+		if err != nil {
+			p.fail(ge.node, ge.field, "unknown guard %q (want one of %s)", v, inventory.JoinGuards(append(inventory.Guards(), inventory.Comparisons()...)))
+			break
+		}
+		if contains(out, g) {
+			p.fail(ge.node, ge.field, "guard %s listed twice", g)
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // nodeTimeout is a duration of at least 1ms, or "default" (0).
