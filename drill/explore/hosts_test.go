@@ -106,7 +106,13 @@ func TestExploreOnSSHHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed.Wait()
-	time.Sleep(25 * time.Second) // the dead-man switch of 20 s, and a margin
+	// Its dead-man switch: --dead-man for a fault without a length, else
+	// the length and hostfault's margin; then a few seconds more.
+	deadMan := 20 * time.Second
+	if d := first.For(); d > 0 {
+		deadMan = d + hostfault.DefaultMargin
+	}
+	time.Sleep(deadMan + 5*time.Second)
 
 	inv, err := hosts.Load(l.HostsFile())
 	if err != nil {
