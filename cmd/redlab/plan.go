@@ -89,6 +89,7 @@ not be made, 2 usage error.`,
 			if err := o.validate(c.Flags()); err != nil {
 				return err
 			}
+			o.cfg.Command = "redlab " + strings.Join(e.args, " ")
 			ctx, cancel := cancelOnSignal(c.Context(), e)
 			defer cancel()
 			site, err := o.site(ctx, e)
@@ -169,7 +170,6 @@ func (o *planOptions) validate(fs *pflag.FlagSet) error {
 	if err != nil {
 		return usageErrorf("%v", strings.TrimPrefix(err.Error(), "plan: "))
 	}
-	o.cfg.Command = "redlab " + strings.Join(os.Args[1:], " ")
 	if _, err := os.Stat(filepath.Join(o.cfg.Out, plan.JSONFile)); err == nil {
 		return usageErrorf("--out %s already holds a plan: choose a new --out", o.cfg.Out)
 	}
@@ -218,17 +218,12 @@ func (o *planOptions) site(ctx context.Context, e *env) (*plan.Site, error) {
 	return plan.LabSite(l)
 }
 
-// loginFor is the login of role: --username with $REDLAB_PASSWORD, else
-// the lab's credentials ($REDLAB_CREDENTIALS) for role.
+// loginFor is the login of role: --username with $REDLAB_PASSWORD (the
+// same user for the lock and the audit), else the lab's credentials
+// ($REDLAB_CREDENTIALS): its redlock user for the lock, its monitor user
+// for the audit.
 func (o *planOptions) loginFor(role string) (plan.Login, error) {
 	l := login{username: o.login.username, role: role}
-	if role == node.UserMonitor && o.login.username != "" {
-		// --username names the lock user; the audit reads as the lab's
-		// monitor when there is a lab, else as the same user.
-		if os.Getenv(lab.CredentialsEnv) != "" && os.Getenv(envPassword) == "" {
-			l.username = ""
-		}
-	}
 	user, password, err := l.resolve()
 	if err != nil {
 		return plan.Login{}, err

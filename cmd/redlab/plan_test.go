@@ -1,10 +1,17 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/redlocklab/redlocklab/infra/lab"
+	"github.com/redlocklab/redlocklab/internal/redistest"
+	"github.com/redlocklab/redlocklab/internal/testenv"
 )
 
 // TestPlanUsageErrors: every bad command line is a usage error (exit 2)
@@ -71,5 +78,54 @@ func TestSweepUntilMissFlags(t *testing.T) {
 		if code, _, stderr := runArgs(t, args...); code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: got exit %d, stderr %q; want %d with %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// TestPlanDoesNotMeet runs `redlab plan` on a lab of five nodes for
+// 50,000 reservations per second, which no lab on one machine does: exit 1,
+// "does not meet" with the knee and the limiting resource on stderr, and
+// the plan's files written all the same.
+func TestPlanDoesNotMeet(t *testing.T) {
+	bin, _ := testenv.RequireLab(t, lab.FindTerraform)
+	infra := filepath.Join(testenv.RepoRoot(t), "infra")
+	dir := filepath.Join(t.TempDir(), "state")
+	base := redistest.FreeStableBasePort(t, 5, lab.PortOffsets(0)...)
+	redlab := func(args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), envStateDir+"="+dir, lab.CredentialsEnv+"="+filepath.Join(dir, "credentials.json"), envNodes+"=")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+	t.Cleanup(func() { redlab("lab", "down") })
+	if code, _, stderr := redlab("lab", "up", "--base-port", fmt.Sprint(base), "--infra-dir", infra); code != exitOK {
+		t.Fatalf("lab up: exit %d\n%s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "plan")
+	code, stdout, stderr := redlab("plan", "--rate", "50000", "--slo", "acquire.p99<10ms", "--hold", "uniform:100ms:300ms", "--step-duration", "1s", "--out", out)
+	if code != exitFailure {
+		t.Fatalf("got exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailure, stdout, stderr)
+	}
+	if !regexp.MustCompile(`redlab plan: does not meet 50000/s under acquire\.p99<10ms: limited by (disk|round trips|CPU|unknown): `).MatchString(stderr) {
+		t.Errorf("stderr does not say why:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "the knee is") && !strings.Contains(stderr, "no step met the SLO") {
+		t.Errorf("stderr names no knee:\n%s", stderr)
+	}
+	for _, f := range []string{"plan.md", "plan.json", "plan.html", "terraform.tfvars"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("no %s: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout, "headroom (knee)") || !strings.Contains(stdout, "plan: "+filepath.Join(out, "plan.md")) {
+		t.Errorf("stdout lacks the values or the files:\n%s", stdout)
 	}
 }

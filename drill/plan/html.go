@@ -275,7 +275,10 @@ func (p *Plan) charts() []chart {
 	out = append(out, knee)
 
 	// The disks: one append's latency, etcd's bound.
-	disk := chart{title: "Data disks: one 64-byte append with O_DSYNC", xLabel: "percentile", yLabel: "latency (ms)", percentileX: true, logY: true}
+	disk := chart{title: "Data disks: one 64-byte append with O_DSYNC; appendfsync " + r.Persistence, xLabel: "percentile", yLabel: "latency (ms)", percentileX: true, logY: true}
+	if p.Facts.DiskMeasured {
+		disk.title += fmt.Sprintf(" (the target needs %.0f fsyncs/s of the %.0f/s measured)", p.Facts.neededFsyncs(), p.Facts.DiskSyncsPerS)
+	}
 	for _, d := range m.Disks {
 		if d.Error == "" {
 			disk.lines = append(disk.lines, series{name: fmt.Sprintf("%s %.0f/s", d.Host, d.SyncsPerS), points: d.Latency.Curve})

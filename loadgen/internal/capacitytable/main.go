@@ -324,7 +324,7 @@ func render(w io.Writer, rows []row, fl *floor.File, note string) {
 	}
 	for _, r := range rows {
 		if r.kneeAtTop {
-			fmt.Fprintln(w, "\n≥: every rate of that sweep met the SLO, so its knee lies at or above the sweep's top rate (raise CAPACITY_RATES to find it).")
+			fmt.Fprintln(w, "\n≥: every rate of that sweep met the SLO, so its knee lies at or above the sweep's top rate (raise CAPACITY_MAX_RATE to find it).")
 			break
 		}
 	}
