@@ -74,7 +74,7 @@ func Measure(ctx context.Context, cfg Config) (Measurements, error) {
 			cfg.logf("disk of %s: %s", d.Host, d.Error)
 			continue
 		}
-		cfg.logf("disk of %s (%s): %.0f fsyncs/s by %d writers, one append p50 %.3f ms, p99 %.3f ms", d.Host, d.Dir, d.SyncsPerS, d.Writers, d.Latency.P50, d.Latency.P99)
+		cfg.logf("disk of %s (%s): %.0f fsyncs/s by %s, one append p50 %.3f ms, p99 %.3f ms", d.Host, d.Dir, d.SyncsPerS, writers(d.Writers), d.Latency.P50, d.Latency.P99)
 	}
 	_ = timed("clocks", func() error { m.Clocks = measureClocks(ctx, s.Clocks); return nil })
 	for _, c := range m.Clocks {

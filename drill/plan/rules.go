@@ -248,8 +248,10 @@ const (
 	// diskHeadroomWanted is the disk's fsyncs over those needed below
 	// which the plan prefers everysec with a delayed restart.
 	diskHeadroomWanted = 2
-	// cpuSaturated is a host's CPU use that counts as the limit.
-	cpuSaturated = 0.85
+	// cpuSaturated is a host's CPU use that counts as the limit: queueing
+	// delays grow well before every core is busy, and one single-threaded
+	// redis-server fills one core of a few.
+	cpuSaturated = 0.7
 	// lateLimit is the sweep's own bound on operations sent late.
 	lateLimit = 0.01
 	// backoffCapMax is the library's DefaultBackoff cap.
@@ -422,7 +424,7 @@ func restartRule(f Facts, r *Recommendation) (delay, margin time.Duration) {
 		Rule: fmt.Sprintf("≥ the longest TTL: max_lock_ttl %s × (1 + %g) + restart_margin %s; the unit's restart guard (redlock-redis.service, ExecStartPre pre-start) waits it after every crash and boot",
 			dur(maxTTL), r.DriftFactor, dur(margin)),
 		Sources:  []string{SrcSeedRestart, SrcChubby, SrcRedisNode},
-		Measured: fmt.Sprintf("TTL %s; largest clock offset %s (%s), in the margin", dur(r.TTL), ms(f.MaxOffset), orUnknown(f.MaxOffsetNode)),
+		Measured: fmt.Sprintf("TTL %s; largest clock offset %s (%s), in the margin", dur(r.TTL), ms(f.MaxOffset.Abs()), orUnknown(f.MaxOffsetNode)),
 	})
 	return delay, margin
 }
