@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: capacity cost tlscost drills drills-ssh publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity cost tlscost drills drills-ssh plan-ssh publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -54,14 +54,14 @@ vet:
 	@set -e; for m in $(MODULES); do echo "(cd $$m && $(GO) vet ./...)"; (cd $$m && $(GO) vet ./...); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-## test-go: the library's modules, then the lab's; the drill and explore
-## packages run alone, one after the other, after the rest: their CI drills
-## and searches run a lab and a load per guard, and must not share two cores
-## with other packages (a starved host makes a drill INVALID).
+## test-go: the library's modules, then the lab's; the drill, explore and
+## plan packages run alone, one after the other, after the rest: their CI
+## drills, searches and sweeps run a lab and a load, and must not share two
+## cores with other packages (a starved host makes a drill INVALID).
 test-go:
 	@set -e; for m in $(filter-out .,$(MODULES)); do echo "(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...)"; (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); done
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/drill$$' -e '/drill/explore$$')
-	$(GO) test -race -count=1 -timeout 20m -p 1 ./drill/ ./drill/explore/
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/drill$$' -e '/drill/explore$$' -e '/drill/plan$$')
+	$(GO) test -race -count=1 -timeout 20m -p 1 ./drill/ ./drill/explore/ ./drill/plan/
 
 ## test-fuzz: the request decoder's fuzz test, briefly.
 test-fuzz:
@@ -158,6 +158,12 @@ drills: build
 drills-ssh: build
 	REDLAB_DRILLS_SSH=1 $(GO) test -count=1 -timeout 20m -run '^TestHostsDrillsOnSSHLab$$' -v ./drill/
 	REDLAB_DRILLS_SSH=1 $(GO) test -count=1 -timeout 20m -run '^TestExploreOnSSHHosts$$' -v ./drill/explore/
+
+## plan-ssh: redlab plan on the hosts of a lab of three machines brought up
+## with --machines --ssh (each data disk and clock measured over SSH, a
+## short sweep), alone; `make test` runs it too. About half a minute; root.
+plan-ssh: build
+	$(GO) test -count=1 -timeout 20m -run '^TestPlanOnSSHLab$$' -v ./drill/plan/
 
 ## publish-matrix: the measured matrix into README.md and runbooks/README.md.
 publish-matrix:

@@ -376,3 +376,77 @@ func TestSweepFindsTheKnee(t *testing.T) {
 		t.Errorf("LoadSweep: got knee %v and steps %+v, want knee %v and steps %+v", back.Knee, back.Steps, sw.Knee, sw.Steps)
 	}
 }
+
+func TestSweepUntilMiss(t *testing.T) {
+	// Stands in for a latency SLO: at 200 ms per step, more than 250
+	// operations means the rate was above 1250/s.
+	step := func(ctx context.Context, rate float64, dir string) (*Report, error) {
+		r, _ := executeRun(t, dir, runOpts{rate: rate, d: 200 * time.Millisecond, lock: true})
+		return r, nil
+	}
+	for _, tc := range []struct {
+		name        string
+		spec        SweepSpec
+		wantRates   []float64
+		wantKnee    float64
+		wantBounded bool
+	}{
+		{"goes on past the list until a miss", SweepSpec{Rates: []float64{250, 500}, UntilMiss: true},
+			[]float64{250, 500, 1000, 2000}, 1000, true},
+		{"refines between the knee and the miss", SweepSpec{Rates: []float64{250, 500}, UntilMiss: true, Refine: true},
+			[]float64{250, 500, 1000, 2000, 1400}, 1000, true},
+		{"a refining step that meets the SLO raises the knee", SweepSpec{Rates: []float64{300, 600}, UntilMiss: true, Growth: 3, Refine: true},
+			[]float64{300, 600, 1800, 1000}, 1000, true},
+		{"stops at MaxRate, unbounded", SweepSpec{Rates: []float64{250}, UntilMiss: true, MaxRate: 600},
+			[]float64{250, 500}, 500, false},
+		{"the listed rates only, without UntilMiss", SweepSpec{Rates: []float64{250, 500}},
+			[]float64{250, 500}, 500, false},
+		{"a missed step runs again once", SweepSpec{Rates: []float64{250, 500}, UntilMiss: true, RetryMissed: true},
+			[]float64{250, 500, 500, 1000, 2000, 2000}, 1000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Out = filepath.Join(t.TempDir(), "sweep")
+			spec.SLO = []Threshold{mustThreshold(t, "requests<=250")}
+			spec.Step = step
+			if spec.RetryMissed {
+				// The first run at 500/s stalls: three times as long, so
+				// three times the operations.
+				stalled := false
+				spec.Step = func(ctx context.Context, rate float64, dir string) (*Report, error) {
+					d := 200 * time.Millisecond
+					if rate == 500 && !stalled {
+						stalled, d = true, 600*time.Millisecond
+					}
+					r, _ := executeRun(t, dir, runOpts{rate: rate, d: d, lock: true})
+					return r, nil
+				}
+			}
+			sw, err := RunSweep(context.Background(), spec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rates []float64
+			for _, s := range sw.Steps {
+				rates = append(rates, s.Rate)
+			}
+			if !slices.Equal(rates, tc.wantRates) || sw.Knee != tc.wantKnee || sw.Bounded != tc.wantBounded {
+				t.Errorf("got rates %v, knee %v, bounded %t; want %v, %v, %t", rates, sw.Knee, sw.Bounded, tc.wantRates, tc.wantKnee, tc.wantBounded)
+			}
+			txt, _ := os.ReadFile(filepath.Join(spec.Out, TextFile))
+			if want := "at least"; strings.Contains(string(txt), want) == tc.wantBounded {
+				t.Errorf("summary.txt says %q: %t, want %t:\n%s", want, !tc.wantBounded, !tc.wantBounded, txt)
+			}
+		})
+	}
+}
+
+func TestRoundRate(t *testing.T) {
+	for _, tc := range []struct{ in, want float64 }{
+		{1414.2, 1400}, {2828.4, 2800}, {707.1, 710}, {99.4, 99}, {5.55, 5.6}, {12345, 12000},
+	} {
+		if got := roundRate(tc.in); got != tc.want {
+			t.Errorf("roundRate(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

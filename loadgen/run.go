@@ -486,3 +486,33 @@ func (e *Engine) collect(start time.Time, stop <-chan struct{}, end *atomic.Poin
 		}
 	}
 }
+
+// SampleCPU is the CPU time each of ps uses over d (or until ctx ends),
+// with no load of this process's: the lab's idle baseline, beside which a
+// load's cost is read. A process that cannot be read at the start or the
+// end is marked Lost.
+func SampleCPU(ctx context.Context, ps []WatchedProcess, d time.Duration) ([]ProcessCPU, time.Duration, error) {
+	start := time.Now()
+	before := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		before[i] = pidCPU(p.PID)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	out := make([]ProcessCPU, len(ps))
+	for i, p := range ps {
+		end := pidCPU(p.PID)
+		pc := ProcessCPU{Name: p.Name, PID: p.PID, Lost: before[i] < 0 || end < 0 || end < before[i]}
+		if !pc.Lost {
+			pc.Seconds = (end - before[i]).Seconds()
+		}
+		out[i] = pc
+	}
+	return out, elapsed, nil
+}

@@ -32,6 +32,22 @@ type SweepSpec struct {
 	// KeepGoing runs every rate; by default the sweep stops at the first
 	// step that missed the SLO.
 	KeepGoing bool
+	// UntilMiss goes on past the last of Rates while every step meets the
+	// SLO, each step Growth times the one before (default 2), until one
+	// misses or the next would pass MaxRate (0: no bound): the knee is then
+	// a measured limit, not the top of the list. Ignored with KeepGoing.
+	UntilMiss bool
+	Growth    float64
+	MaxRate   float64
+	// RetryMissed runs a step that missed the SLO once more before the
+	// sweep stops (its second run is a step of its own, "-again"): one
+	// stall of a shared host is not the knee. Ignored with KeepGoing.
+	RetryMissed bool
+	// Refine runs one more step after the first miss, at the geometric
+	// mean of the missed rate and the highest rate that met the SLO, when
+	// they are more than refineRatio apart: it halves the gap the knee
+	// lies in. Ignored with KeepGoing.
+	Refine bool
 	// Step runs one step at rate into dir (a fresh directory).
 	Step func(ctx context.Context, rate float64, dir string) (*Report, error)
 	// Log, when set, gets a line per step.
@@ -40,12 +56,16 @@ type SweepSpec struct {
 
 // Sweep is sweep.json.
 type Sweep struct {
-	SLO          []string    `json:"slo"`
-	MaxLateRatio float64     `json:"max_late_ratio"`
-	Knee         float64     `json:"knee"` // 0: no step met the SLO
-	Steps        []SweepStep `json:"steps"`
-	Started      time.Time   `json:"started"`
-	Stopped      bool        `json:"stopped,omitempty"`
+	SLO          []string `json:"slo"`
+	MaxLateRatio float64  `json:"max_late_ratio"`
+	Knee         float64  `json:"knee"` // 0: no step met the SLO
+	// Bounded is set when a step above the knee missed the SLO: the knee is
+	// a measured limit. Unset, every step met it, and the knee is only a
+	// lower bound (the top of the sweep).
+	Bounded bool        `json:"bounded"`
+	Steps   []SweepStep `json:"steps"`
+	Started time.Time   `json:"started"`
+	Stopped bool        `json:"stopped,omitempty"`
 }
 
 // SweepStep is one rate of a sweep.
@@ -116,7 +136,18 @@ func RunSweep(ctx context.Context, spec SweepSpec, stop <-chan struct{}) (*Sweep
 	for _, t := range spec.SLO {
 		sw.SLO = append(sw.SLO, t.Expr)
 	}
-	for i, rate := range spec.Rates {
+	rates := append([]float64(nil), spec.Rates...)
+	refined := false
+	retried := map[float64]bool{}
+	for i := 0; ; i++ {
+		if i == len(rates) {
+			next, ok := spec.next(sw.Steps)
+			if !ok {
+				break
+			}
+			rates = append(rates, next)
+		}
+		rate := rates[i]
 		select {
 		case <-stop:
 			sw.Stopped = true
@@ -126,6 +157,9 @@ func RunSweep(ctx context.Context, spec SweepSpec, stop <-chan struct{}) (*Sweep
 			break
 		}
 		rel := fmt.Sprintf("step-%02d-%s", i+1, strconv.FormatFloat(rate, 'f', -1, 64))
+		if retried[rate] {
+			rel += "-again"
+		}
 		r, err := spec.Step(ctx, rate, filepath.Join(spec.Out, rel))
 		if err != nil {
 			if errors.Is(err, ErrAborted) {
@@ -146,15 +180,80 @@ func RunSweep(ctx context.Context, spec SweepSpec, stop <-chan struct{}) (*Sweep
 			}
 			fmt.Fprintf(spec.Log, "sweep: %v/s achieved %.1f/s, acquire p99 %.3fms: %s\n", rate, st.Achieved, st.AcquireP99Ms, verdict)
 		}
-		if !st.Pass && !spec.KeepGoing {
-			break
+		if spec.KeepGoing {
+			continue
+		}
+		if !st.Pass && spec.RetryMissed && !retried[rate] {
+			retried[rate] = true
+			rates = append(rates[:i+1], append([]float64{rate}, rates[i+1:]...)...)
+			continue
+		}
+		if !st.Pass {
+			// One refining step at most, then stop.
+			mid, ok := refineRate(knee(sw.Steps), rate)
+			if !spec.Refine || refined || !ok {
+				break
+			}
+			refined = true
+			rates = append(rates[:i+1], mid)
 		}
 	}
-	sw.Knee = knee(sw.Steps)
+	sw.Knee, sw.Bounded = knee(sw.Steps), bounded(sw.Steps)
 	if err := writeJSON(filepath.Join(spec.Out, SweepFile), sw); err != nil {
 		return sw, err
 	}
 	return sw, RenderSweep(spec.Out)
+}
+
+// refineRatio is how far apart the knee and the first miss above it must
+// be for a refining step (SweepSpec.Refine).
+const refineRatio = 1.2
+
+// next is the rate after steps when the listed rates are done: Growth
+// times the last, while every step met the SLO (SweepSpec.UntilMiss).
+func (spec SweepSpec) next(steps []SweepStep) (float64, bool) {
+	if !spec.UntilMiss || spec.KeepGoing || len(steps) == 0 {
+		return 0, false
+	}
+	// A rate counts by its last run (RetryMissed may have run it twice).
+	last := map[float64]bool{}
+	for _, s := range steps {
+		last[s.Rate] = s.Pass
+	}
+	for _, pass := range last {
+		if !pass {
+			return 0, false
+		}
+	}
+	g := spec.Growth
+	if g <= 1 {
+		g = 2
+	}
+	r := roundRate(steps[len(steps)-1].Rate * g)
+	if spec.MaxRate > 0 && r > spec.MaxRate {
+		return 0, false
+	}
+	return r, true
+}
+
+// refineRate is the rate halfway (geometrically) between a knee and the
+// rate that missed above it, when the two are far enough apart.
+func refineRate(knee, missed float64) (float64, bool) {
+	if knee <= 0 || missed <= knee*refineRatio {
+		return 0, false
+	}
+	mid := roundRate(math.Sqrt(knee * missed))
+	return mid, mid > knee && mid < missed
+}
+
+// roundRate rounds a computed rate to two significant digits: steps of
+// 1400/s and 2800/s, not 1414.2/s.
+func roundRate(r float64) float64 {
+	if r < 10 {
+		return math.Round(r*10) / 10
+	}
+	p := math.Pow(10, math.Floor(math.Log10(r))-1)
+	return math.Round(r/p) * p
 }
 
 func judgeStep(r *Report, rate float64, rel string, slo []Threshold, maxLate float64) SweepStep {
@@ -193,6 +292,17 @@ func knee(steps []SweepStep) float64 {
 	return k
 }
 
+// bounded reports whether a step above the knee missed the SLO.
+func bounded(steps []SweepStep) bool {
+	k := knee(steps)
+	for _, s := range steps {
+		if !s.Pass && s.Rate > k {
+			return true
+		}
+	}
+	return false
+}
+
 // LoadSweep reads the sweep in dir (its sweep.json); LoadReport reads each
 // step, in dir joined with the step's Dir.
 func LoadSweep(dir string) (*Sweep, error) {
@@ -229,7 +339,7 @@ func RenderSweep(dir string) error {
 		}
 		sw.Steps[i] = judgeStep(r, st.Rate, st.Dir, slo, sw.MaxLateRatio)
 	}
-	sw.Knee = knee(sw.Steps)
+	sw.Knee, sw.Bounded = knee(sw.Steps), bounded(sw.Steps)
 	if err := writeJSON(filepath.Join(dir, SweepFile), sw); err != nil {
 		return err
 	}
@@ -268,9 +378,12 @@ func (sw *Sweep) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "%s/s missed: %s\n", strconv.FormatFloat(s.Rate, 'f', -1, 64), s.Why)
 		}
 	}
-	if sw.Knee > 0 {
-		fmt.Fprintf(&b, "knee: %s/s (the highest rate that met the SLO)\n", strconv.FormatFloat(sw.Knee, 'f', -1, 64))
-	} else {
+	switch {
+	case sw.Knee > 0 && sw.Bounded:
+		fmt.Fprintf(&b, "knee: %s/s (the highest rate that met the SLO; a higher one missed it)\n", strconv.FormatFloat(sw.Knee, 'f', -1, 64))
+	case sw.Knee > 0:
+		fmt.Fprintf(&b, "knee: at least %s/s (every rate met the SLO: the knee lies at or above the top of the sweep)\n", strconv.FormatFloat(sw.Knee, 'f', -1, 64))
+	default:
 		b.WriteString("knee: none (no rate met the SLO)\n")
 	}
 	if sw.Stopped {
@@ -306,6 +419,9 @@ type sweepStepView struct {
 func (sw *Sweep) htmlData() *htmlData {
 	v := &sweepView{SLOText: strings.Join(sw.SLO, " && "), SLOMs: optFloat(math.NaN()), Knee: sw.Knee,
 		HasKnee: sw.Knee > 0, KneeText: strconv.FormatFloat(sw.Knee, 'f', -1, 64)}
+	if !sw.Bounded && sw.Knee > 0 {
+		v.KneeText = "≥ " + v.KneeText
+	}
 	// The chart draws the SLO line when there is one acquire.p99-style bound.
 	for _, e := range sw.SLO {
 		if t, err := ParseThreshold(e); err == nil && t.ParsedMetric().IsLatency() && t.ParsedMetric().Head() == TagAcquire {

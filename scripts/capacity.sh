@@ -3,9 +3,15 @@
 # fresh local lab of five nodes: clients through the lab's fault fronts or
 # straight to the redis-servers behind them, with appendfsync always and
 # everysec. For each, `redlab sweep` finds the knee (the highest rate
-# meeting acquire.p99<10ms and outcomes.reserved>=99%) and `redlab load`
-# then offers three times it, with default settings, to measure goodput
-# past the knee.
+# meeting acquire.p99<10ms and outcomes.reserved>=99%; past the last of
+# CAPACITY_RATES it goes on doubling until a step misses, so no knee is the
+# top of the sweep) and `redlab load` then offers three times it, with
+# default settings, to measure goodput past the knee.
+# At the knee's rate, the bare client (package loadgen/internal/floor,
+# MeasureClient) for CAPACITY_CLIENT (the step's length): open loop, a SET
+# NX PX and a compare-and-delete to every node in parallel and one SQLite
+# reservation transaction per operation; the table gives the generator's
+# CPU per reservation at the knee against it.
 # Last, a spike: CAPACITY_SPIKE (20 s) at three times the knee, then
 # CAPACITY_CALM (30 s) at half the knee; the table gives the time from the
 # drop until acquire p99 stays under 10 ms with 99% reserved (a collapse
@@ -29,6 +35,7 @@
 # prints the table and leaves README.md alone), CAPACITY_RATES,
 # CAPACITY_STEP (step duration), CAPACITY_OVER (duration of the run at three
 # times the knee), CAPACITY_FLOOR (duration of each floor measurement),
+# CAPACITY_CLIENT (duration of the bare client), CAPACITY_MAX_RATE,
 # CAPACITY_OUT (runs/capacity-TIMESTAMP),
 # CAPACITY_BASE_PORT (8100, clear of the default lab and its monitoring: the
 # nodes on base+1.., redis on base+101.., control on base+201..).
@@ -45,6 +52,8 @@ if [ -n "${CAPACITY_QUICK:-}" ]; then
 	SPIKE=${CAPACITY_SPIKE:-3s}
 	CALM=${CAPACITY_CALM:-5s}
 	FLOOR=${CAPACITY_FLOOR:-1s}
+	CLIENT=${CAPACITY_CLIENT:-2s}
+	MAX_RATE=${CAPACITY_MAX_RATE:-800}
 else
 	RATES=${CAPACITY_RATES:-100,200,300,400,500,600,700,800,1000,1200,1400,1600,2000,2400,2800,3200,4000}
 	STEP=${CAPACITY_STEP:-20s}
@@ -52,6 +61,8 @@ else
 	SPIKE=${CAPACITY_SPIKE:-20s}
 	CALM=${CAPACITY_CALM:-30s}
 	FLOOR=${CAPACITY_FLOOR:-5s}
+	CLIENT=${CAPACITY_CLIENT:-$STEP}
+	MAX_RATE=${CAPACITY_MAX_RATE:-64000}
 fi
 OUT=${CAPACITY_OUT:-runs/capacity-$(date +%Y%m%d-%H%M%S)}
 BASE=${CAPACITY_BASE_PORT:-8100}
@@ -118,7 +129,7 @@ for fsync in always everysec; do
 		[ "$path" = direct ] && nodes=$(addrs 100)
 		echo "capacity: $path, appendfsync $fsync: sweep $RATES, $STEP steps"
 		rc=0
-		"$BIN" sweep "${common[@]}" --nodes "$nodes" --rates "$RATES" --step-duration "$STEP" \
+		"$BIN" sweep "${common[@]}" --nodes "$nodes" --rates "$RATES" --until-miss --max-rate "$MAX_RATE" --step-duration "$STEP" \
 			--slo 'acquire.p99<10ms' --slo 'outcomes.reserved>=99%' --out "$dir/sweep" >"$dir.sweep.log" 2>&1 || rc=$?
 		# 99: no rate met the SLO, which the table says.
 		if [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
@@ -128,6 +139,8 @@ for fsync in always everysec; do
 		fi
 		knee=$("$TABLE" -knee "$dir/sweep")
 		if [ "$knee" != 0 ]; then
+			echo "capacity: $path, appendfsync $fsync: the bare client, $CLIENT at ${knee}/s"
+			"$TABLE" -floor "$floor" -client "$nodes" -setup "$path:$fsync" -rate "$knee" -duration "$CLIENT"
 			over=$(awk -v k="$knee" 'BEGIN { printf "%g", 3 * k }')
 			echo "capacity: $path, appendfsync $fsync: knee ${knee}/s; $OVER at ${over}/s"
 			"$BIN" load "${common[@]}" --nodes "$nodes" --rate "$over" --duration "$OVER" --out "$dir/over" >"$dir.over.log" 2>&1 ||
@@ -147,7 +160,7 @@ for fsync in always everysec; do
 	done
 done
 
-note="_\`make capacity\`, $(date -u +%Y-%m-%d): $NODES lab nodes, redlock guard, uniform:1000 keys, sweep steps of $STEP over $RATES /s, $OVER at three times the knee, $(nproc) CPUs; CPU summed over every process._"
+note="_\`make capacity\`, $(date -u +%Y-%m-%d): $NODES lab nodes, redlock guard, uniform:1000 keys, sweep steps of $STEP over $RATES /s and on, doubling, until a step misses the SLO; the bare client for $CLIENT at the knee; $OVER at three times the knee, $(nproc) CPUs; CPU summed over every process._"
 if [ -n "${CAPACITY_QUICK:-}" ]; then
 	"$TABLE" -floor "$floor" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
 	echo "capacity: quick mode: README.md left as it is; the table is in $OUT/table.md"

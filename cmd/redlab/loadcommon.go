@@ -369,40 +369,19 @@ func (f *loadFlags) setUp(ctx context.Context, e *env, sweep bool) (*loadRig, er
 }
 
 // labProcesses lists the processes of the lab in dir whose CPU --lab-cpu
-// accounts: per node, its redis-server and its supervisor (the front); per
-// etcd member, its etcd and its supervisor (the client and peer fronts).
+// accounts (lab.Processes).
 func labProcesses(ctx context.Context, dir string) ([]loadgen.WatchedProcess, error) {
 	l, err := lab.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("--lab-cpu: %w", err)
 	}
-	sts, err := l.Status(ctx)
+	ps, err := l.Processes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("--lab-cpu: %w", err)
 	}
-	var out []loadgen.WatchedProcess
-	for _, st := range sts {
-		if st.RedisPID > 0 {
-			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d redis-server", st.ID), PID: st.RedisPID})
-		}
-		if st.SupervisorPID > 0 {
-			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("node%d supervisor", st.ID), PID: st.SupervisorPID})
-		}
-	}
-	members, err := l.EtcdStatus(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("--lab-cpu: %w", err)
-	}
-	for _, m := range members {
-		if m.EtcdPID > 0 {
-			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("etcd%d etcd", m.ID), PID: m.EtcdPID})
-		}
-		if m.SupervisorPID > 0 {
-			out = append(out, loadgen.WatchedProcess{Name: fmt.Sprintf("etcd%d supervisor", m.ID), PID: m.SupervisorPID})
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--lab-cpu: no running node in the lab at %s", dir)
+	out := make([]loadgen.WatchedProcess, len(ps))
+	for i, p := range ps {
+		out[i] = loadgen.WatchedProcess{Name: p.Name, PID: p.PID}
 	}
 	return out, nil
 }

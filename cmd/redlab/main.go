@@ -33,6 +33,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newDoctorCmd,
 	newDrillCmd,
 	newExploreCmd,
+	newPlanCmd,
 	newVersionCmd,
 }
 

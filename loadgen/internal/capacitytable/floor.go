@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/loadgen/internal/floor"
@@ -46,22 +48,11 @@ func runFanout(ctx context.Context, floorPath, addrs, appendfsync string, d time
 	if appendfsync == "" {
 		return errors.New("-fanout needs -appendfsync, the policy the nodes run with")
 	}
-	// A node timeout of a second, not the client's 50 ms: a slow fsync is
-	// the time the floor measures, not an error.
-	opts := []redlock.NodeOption{redlock.WithPoolSize(fanoutWorkers), redlock.WithNodeTimeout(time.Second)}
-	if path := os.Getenv(lab.CredentialsEnv); path != "" {
-		c, err := node.ReadCredentials(path)
-		if err != nil {
-			return fmt.Errorf("$%s: %w", lab.CredentialsEnv, err)
-		}
-		opts = append(opts, redlock.WithAuth(c.Redlock.Name, c.Redlock.Password))
+	nodes, closeNodes, err := floorNodes(addrs)
+	if err != nil {
+		return err
 	}
-	nodes := redlock.NewNodes(strings.Split(addrs, ","), opts...)
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
-		}
-	}()
+	defer closeNodes()
 	r, err := floor.MeasureFanout(ctx, nodes, fanoutWorkers, d)
 	if err != nil {
 		return err
@@ -73,6 +64,80 @@ func runFanout(ctx context.Context, floorPath, addrs, appendfsync string, d time
 		}
 		f.Fanout[appendfsync] = r
 	})
+}
+
+// runClient measures the bare client on the nodes at addrs (logged in as
+// the redlock user of $REDLAB_CREDENTIALS when it is set) at rate, and
+// records it in the floor file under setup.
+func runClient(ctx context.Context, floorPath, addrs, setup string, rate float64, d time.Duration, stdout io.Writer) error {
+	if path, fsync, ok := strings.Cut(setup, ":"); !ok || (path != "fronts" && path != "direct") || fsync == "" {
+		return fmt.Errorf("-client needs -setup PATH:FSYNC with PATH fronts or direct, got %q", setup)
+	}
+	if rate <= 0 {
+		return errors.New("-client needs -rate, the setup's knee")
+	}
+	nodes, closeNodes, err := floorNodes(addrs)
+	if err != nil {
+		return err
+	}
+	defer closeNodes()
+	dir, err := os.MkdirTemp("", "capacity-client-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := floor.MeasureClient(ctx, nodes, dir, rate, d)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "bare client, %s, at %g/s: %.3f ms of CPU per reservation (%d operations, %d errors)\n", setup, rate, c.CPUMsPerOp, c.Ops, c.Errors)
+	return floor.Update(floorPath, func(f *floor.File) {
+		if f.Client == nil {
+			f.Client = map[string]floor.Client{}
+		}
+		f.Client[setup] = c
+	})
+}
+
+// floorNodes are clients of the redis-servers at addrs, logged in as the
+// redlock user of $REDLAB_CREDENTIALS when it is set, with a second's
+// node timeout: a slow fsync is what the floor measures, not an error.
+// closeAll closes them.
+func floorNodes(addrs string) (nodes []*redis.Client, closeAll func(), err error) {
+	opts := []redlock.NodeOption{redlock.WithPoolSize(fanoutWorkers), redlock.WithNodeTimeout(time.Second)}
+	if path := os.Getenv(lab.CredentialsEnv); path != "" {
+		c, err := node.ReadCredentials(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("$%s: %w", lab.CredentialsEnv, err)
+		}
+		opts = append(opts, redlock.WithAuth(c.Redlock.Name, c.Redlock.Password))
+	}
+	nodes = redlock.NewNodes(strings.Split(addrs, ","), opts...)
+	return nodes, func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}, nil
+}
+
+// clientCell is the generator's CPU per reservation at the knee against
+// the bare client's at the same rate.
+func clientCell(f *floor.File, r row) string {
+	c, ok := f.Client[r.path+":"+r.fsync]
+	if !ok || c.CPUMsPerOp <= 0 || r.genCPUPerReserved <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f× (of %.2f)", r.genCPUPerReserved/c.CPUMsPerOp, c.CPUMsPerOp)
+}
+
+// clientNote says under the table what the bare client is.
+func clientNote(f *floor.File) string {
+	for _, c := range f.Client {
+		return fmt.Sprintf("Generator ÷ bare client: the load generator's CPU per reservation at the knee (its process: the schedule, the HDR recorders, the in-process replicas with their Redlock clients and SQLite store), "+
+			"against the CPU per reservation of a bare client measured in the same run at the knee's rate for %.0f s: open loop, one SET NX PX to each of the %d nodes in parallel, then one compare-and-delete to each in parallel, then one SQLite reservation transaction "+
+			"(the stock's conditional UPDATE and the ledger's INSERT, as db-atomic commits it). The target is at most 1.3×; the rest is the generator's own bookkeeping.", c.DurationS, c.Nodes)
+	}
+	return ""
 }
 
 // floorCells are the table's last three cells for a row: the disk (one

@@ -25,6 +25,18 @@
 // addresses, which run with appendfsync POLICY, logged in as the redlock
 // user of $REDLAB_CREDENTIALS when it is set.
 //
+//	go run ./loadgen/internal/capacitytable -floor FILE -client ADDR,... -setup PATH:FSYNC -rate R [-duration 5s]
+//
+// measures the bare client at the setup's knee R (package floor,
+// MeasureClient), logged in as the redlock user of $REDLAB_CREDENTIALS, and
+// records it in FILE: the table's generator ÷ client column reads the
+// generator's CPU per reservation at the knee against it.
+//
+//	go run ./loadgen/internal/capacitytable -idle STATEDIR -out FILE [-duration 10s]
+//
+// samples the CPU of the lab's processes with no load (idle.json), the
+// baseline of the cost table.
+//
 //	go run ./loadgen/internal/capacitytable -knee SWEEPDIR
 //
 // prints the knee of one sweep (0 when no step met the SLO), for the script
@@ -78,14 +90,25 @@ func main() {
 	disk := flag.String("disk", "", "measure appends+fdatasyncs per second in this directory, by one writer and by five, into -floor")
 	fanout := flag.String("fanout", "", "measure the fan-out floor on these comma-separated redis-server addresses, into -floor under -appendfsync")
 	appendfsync := flag.String("appendfsync", "", "with -fanout: the appendfsync policy the nodes run with")
-	duration := flag.Duration("duration", 5*time.Second, "with -disk or -fanout: how long each measurement runs")
+	client := flag.String("client", "", "measure the bare client on these comma-separated redis-server addresses at -rate, into -floor under -setup")
+	setup := flag.String("setup", "", "with -client: the setup (PATH:FSYNC) it is measured for")
+	clientRate := flag.Float64("rate", 0, "with -client: the offered rate (the setup's knee)")
+	idle := flag.String("idle", "", "sample the CPU of the processes of the lab in this state directory with no load, into -out")
+	out := flag.String("out", "", "with -idle: the file to write (idle.json)")
+	duration := flag.Duration("duration", 5*time.Second, "with -disk, -fanout, -client or -idle: how long each measurement runs")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	switch {
-	case (*disk != "" || *fanout != "") && *floorPath == "":
-		err = errors.New("-disk and -fanout need -floor, the file to record into")
+	case (*disk != "" || *fanout != "" || *client != "") && *floorPath == "":
+		err = errors.New("-disk, -fanout and -client need -floor, the file to record into")
+	case *idle != "" && *out == "":
+		err = errors.New("-idle needs -out, the file to write")
+	case *idle != "":
+		err = runIdle(ctx, *idle, *out, *duration, os.Stdout)
+	case *client != "":
+		err = runClient(ctx, *floorPath, *client, *setup, *clientRate, *duration, os.Stdout)
 	case *disk != "" && *fanout != "":
 		err = errors.New("-disk and -fanout are separate runs: give one")
 	case *disk != "":
@@ -274,11 +297,11 @@ func (r row) kneeText() string {
 var pathNames = map[string]string{"fronts": "lab fronts", "direct": "direct to redis-server"}
 
 func render(w io.Writer, rows []row, fl *floor.File, note string) {
-	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | of which the generator ms | goodput at knee /s | goodput at 3× knee /s | share | back under the SLO after a spike | disk fsyncs/s, 1 / 5 writers | fan-out floor locks/s | knee of the floor |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| path | appendfsync | knee /s | acquire p50 ms | acquire p99 ms | CPU per reservation ms | of which the generator ms | generator ÷ bare client | goodput at knee /s | goodput at 3× knee /s | share | back under the SLO after a spike | disk fsyncs/s, 1 / 5 writers | fan-out floor locks/s | knee of the floor |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.knee == 0 {
-			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | | | |%s\n", pathNames[r.path], r.fsync, floorCells(fl, r))
+			fmt.Fprintf(w, "| %s | %s | none met the SLO | | | | | | | | | |%s\n", pathNames[r.path], r.fsync, floorCells(fl, r))
 			continue
 		}
 		spike := "not run"
@@ -295,13 +318,13 @@ func render(w io.Writer, rows []row, fl *floor.File, note string) {
 				share = fmt.Sprintf("%.0f%%", r.overGoodput/r.goodput*100)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %.0f | %s | %s | %s |%s\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %s | %.0f | %s | %s | %s |%s\n",
 			pathNames[r.path], r.fsync, r.kneeText(), r.acquireP50, r.acquireP99, orDash(r.cpuPerReserved, "%.2f"),
-			orDash(r.genCPUPerReserved, "%.2f"), r.goodput, over, share, spike, floorCells(fl, r))
+			orDash(r.genCPUPerReserved, "%.2f"), clientCell(fl, r), r.goodput, over, share, spike, floorCells(fl, r))
 	}
 	for _, r := range rows {
 		if r.kneeAtTop {
-			fmt.Fprintln(w, "\n≥: every rate of that sweep met the SLO, so its knee lies at or above the sweep's top rate (raise CAPACITY_RATES to find it).")
+			fmt.Fprintln(w, "\n≥: every rate of that sweep met the SLO, so its knee lies at or above the sweep's top rate (raise CAPACITY_MAX_RATE to find it).")
 			break
 		}
 	}
@@ -346,6 +369,10 @@ func render(w io.Writer, rows []row, fl *floor.File, note string) {
 	if len(lines) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, strings.Join(lines, "\n"))
+	}
+	if n := clientNote(fl); n != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, n)
 	}
 	if n := floorNote(fl); n != "" {
 		fmt.Fprintln(w)

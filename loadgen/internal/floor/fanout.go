@@ -55,24 +55,7 @@ func MeasureFanout(ctx context.Context, nodes []*redis.Client, workers int, d ti
 	)
 	cycle := func() error {
 		key := prefix + strconv.FormatInt(seq.Add(1), 10)
-		token := key // unique, which is all a token must be here
-		errs := make([]error, len(nodes))
-		var votes atomic.Int32
-		fan(len(nodes), func(i int) {
-			ok, err := nodes[i].SetNX(ctx, key, token, FanoutTTL).Result()
-			if err != nil {
-				errs[i] = err
-			} else if ok {
-				votes.Add(1)
-			}
-		})
-		fan(len(nodes), func(i int) {
-			if err := compareAndDelete.Run(ctx, nodes[i], []string{key}, token).Err(); err != nil && errs[i] == nil {
-				errs[i] = err
-			}
-		})
-		if n := int(votes.Load()); n < quorum {
-			err := errors.Join(errs...)
+		if n, err := lockUnlock(ctx, nodes, key); n < quorum {
 			if err == nil {
 				err = errors.New("the others found the key set")
 			}
@@ -119,6 +102,30 @@ func MeasureFanout(ctx context.Context, nodes []*redis.Client, workers int, d ti
 		return f, fmt.Errorf("floor: fan-out: no cycle reached a quorum; the first said %w", first)
 	}
 	return f, nil
+}
+
+// lockUnlock is the least a Redlock lock and unlock do: SET key NX PX
+// FanoutTTL to every node in parallel, waiting for them all, then the
+// compare-and-delete to every node in parallel. The key is its own token
+// (unique, which is all a token must be here). It returns how many SETs
+// granted, and the nodes' errors.
+func lockUnlock(ctx context.Context, nodes []*redis.Client, key string) (int, error) {
+	errs := make([]error, len(nodes))
+	var votes atomic.Int32
+	fan(len(nodes), func(i int) {
+		ok, err := nodes[i].SetNX(ctx, key, key, FanoutTTL).Result()
+		if err != nil {
+			errs[i] = err
+		} else if ok {
+			votes.Add(1)
+		}
+	})
+	fan(len(nodes), func(i int) {
+		if err := compareAndDelete.Run(ctx, nodes[i], []string{key}, key).Err(); err != nil && errs[i] == nil {
+			errs[i] = err
+		}
+	})
+	return int(votes.Load()), errors.Join(errs...)
 }
 
 // fan runs f(0) … f(n-1) in parallel and waits for them all.

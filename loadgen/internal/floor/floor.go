@@ -2,7 +2,9 @@
 // allows, for scripts/capacity.sh to set each knee against: how many small
 // fsynced appends per second the lab's filesystem takes (Disk), and how many
 // lock+unlock cycles per second the least a Redlock must do over the nodes
-// can reach (Fanout). It owns floor.json, where a run keeps both.
+// can reach (Fanout); and what a reservation costs a process that does
+// only what one must (Client), against which the load generator's own CPU
+// per reservation is read. It owns floor.json, where a run keeps them.
 //
 // With appendfsync always, each lock+unlock is two fsynced writes on every
 // node (the SET and the compare-and-delete), so the disk bounds everything
@@ -22,11 +24,13 @@ import (
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
-// File is floor.json: the disk, measured once per run, and the fan-out
-// floor for each appendfsync policy the lab ran with.
+// File is floor.json: the disk, measured once per run, the fan-out floor
+// for each appendfsync policy the lab ran with, and the bare client at
+// each setup's knee.
 type File struct {
 	Disk   []Disk            `json:"disk,omitempty"`
 	Fanout map[string]Fanout `json:"fanout,omitempty"` // by appendfsync policy
+	Client map[string]Client `json:"client,omitempty"` // by setup, PATH:FSYNC
 }
 
 // DiskFor returns the disk run with this many writers.
