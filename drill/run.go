@@ -255,9 +255,15 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 				return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
 			}
 			logf("guard %s: %d redlab serve processes (%s)", g, len(gr.procs.procs), strings.Join(gr.procs.URLs(), ", "))
-			gr.target, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store, RunID: gr.runID})
+			// A target is kept only once made: a typed nil in the
+			// interface would be closed by the cleanup above.
+			var t *loadgen.HTTPTarget
+			if t, err = loadgen.NewHTTPTarget(ctx, loadgen.HTTPConfig{URLs: gr.procs.URLs(), StoreDSN: store, RunID: gr.runID}); err == nil {
+				gr.target = t
+			}
 		} else {
-			gr.target, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
+			var t *loadgen.InventoryTarget
+			t, err = loadgen.NewInventoryTarget(ctx, loadgen.InventoryConfig{
 				ReplicaConfig: inventory.ReplicaConfig{
 					Nodes: l.Addrs(), Etcd: etcdEndpoints(l, g), Guard: g, StoreDSN: store,
 					LockTTL: w.LockTTL, AcquireTimeout: w.AcquireTimeout, NodeTimeout: w.NodeTimeoutOf(g),
@@ -268,6 +274,9 @@ func runLoad(ctx context.Context, spec *Spec, seed uint64, dir string, l site, s
 				Replicas: w.Replicas, Recorder: gr.rec, Hold: w.Hold,
 				RunID: gr.runID,
 			})
+			if err == nil {
+				gr.target = t
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("drill %s: guard %s: %w", spec.Name, g, err)
