@@ -207,7 +207,7 @@ func TestCheckConfigDenied(t *testing.T) {
 // did not give is reachable but has every setting Unchecked, and that the
 // report says so.
 func TestCheckLoginRefused(t *testing.T) {
-	cl := redistest.Start(t, 1, redistest.Options{Extra: []string{"user default off resetpass resetkeys resetchannels -@all"}})
+	cl := redlocktest.Start(t, 1, redlocktest.Options{Extra: []string{"user default off resetpass resetkeys resetchannels -@all"}})
 	nodes := redlock.NewNodes(cl.Addrs(), redlock.WithNodeTimeout(calmTimeout))
 	t.Cleanup(func() { nodes[0].Close() })
 	c, err := redlock.New(nodes)
