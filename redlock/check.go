@@ -394,8 +394,16 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 	add := func(check string, sev Severity, msg, fix string) {
 		fs = append(fs, Finding{Node: i, Check: check, Severity: sev, Message: msg, Fix: fix})
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(10*c.timeout, time.Second))
+	wait := max(10*c.timeout, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	// The audit reads settings, not speed: it talks to the node through a
+	// client of its own whose socket timeouts are the audit's, so one reply
+	// slower than the lock's short request timeout on a busy machine does
+	// not leave a check unread. checkClient still judges the caller's client.
+	given := node
+	node = auditClient(node, wait)
+	defer node.Close()
 
 	// Any reply, even an ACL refusal (a monitoring user may lack PING), means
 	// the node is up.
@@ -422,7 +430,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		for _, check := range settingChecks {
 			add(check, Unchecked, "not read: the node refused the login", "See the login line above.")
 		}
-		checkClient(node, c.timeout, add)
+		checkClient(given, c.timeout, add)
 		return info, fs
 	}
 
@@ -477,7 +485,7 @@ func (c *Client) checkNode(ctx context.Context, i int, node *redis.Client, ttl t
 		}
 	}
 
-	checkClient(node, c.timeout, add)
+	checkClient(given, c.timeout, add)
 	return info, fs
 }
 
@@ -503,6 +511,15 @@ func readFix(err error, what string) string {
 
 // checkClient audits the client's own settings for the node: what the
 // lock client would do, whatever the node says.
+// auditClient is a one-connection client to node's address, with node's
+// login and TLS, whose dial, read and write timeouts are timeout.
+func auditClient(node *redis.Client, timeout time.Duration) *redis.Client {
+	o := *node.Options()
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = 1, 0, 1
+	return redis.NewClient(&o)
+}
+
 func checkClient(node *redis.Client, timeout time.Duration, add func(check string, sev Severity, msg, fix string)) {
 	o := node.Options()
 	var issues []string

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redlocklab/redlocklab/internal/prose"
+
 	"github.com/redlocklab/redlocklab/drill/spec"
 	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/infra/lab/profile"
@@ -146,7 +148,7 @@ func (r *Result) writeHTML(path string) error {
 
 var reportTmpl = template.Must(template.New("explore").Funcs(template.FuncMap{
 	"join":   joinStrings,
-	"ints":   joinInts,
+	"ints":   prose.List[int],
 	"harm":   func(h Harm) string { return words[h] },
 	"hasAny": func(o *Outcome) bool { return o.Failing() },
 }).Parse(`<!doctype html>

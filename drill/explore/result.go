@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/prose"
+
 	"github.com/redlocklab/redlocklab/infra/lab/profile"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/inventory"
@@ -305,7 +307,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, p := range r.Properties {
 		mark := "NOT reached"
 		if p.Reached {
-			mark = fmt.Sprintf("reached (schedules %s)", joinInts(p.Schedules))
+			mark = fmt.Sprintf("reached (schedules %s)", prose.List(p.Schedules))
 		}
 		fmt.Fprintf(w, "  %-36s %s — %s\n", p.Name, mark, p.Why)
 	}
@@ -332,14 +334,6 @@ func joinStrings(ss []string) string {
 		return "none"
 	}
 	return strings.Join(ss, ", ")
-}
-
-func joinInts(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ", ")
 }
 
 func joinGuards(gs []inventory.Guard) string { return joinStrings(guardNames(gs)) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/prose"
+
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -202,7 +204,7 @@ func runSweep(ctx context.Context, cfg Config) (SweepResult, error) {
 		maxRate = 16 * cfg.Target.Rate
 	}
 	rates := sc.ladder(cfg.Target.Rate)
-	cfg.logf("sweep: %v steps at %v/s and up, under %s", sc.Step, rates, joinExprs(slo))
+	cfg.logf("sweep: %v steps at %s/s and up, under %s", sc.Step, prose.List(rates), joinExprs(slo))
 	sw, err := loadgen.RunSweep(ctx, loadgen.SweepSpec{
 		Out: dir, Rates: rates, SLO: slo, UntilMiss: true, Growth: 2, MaxRate: maxRate, Refine: true, RetryMissed: true,
 		Step: step, Log: logWriter{cfg},

@@ -189,15 +189,15 @@ func variablesCopy(src, dst string) error {
 func moduleSource(b *hclwrite.Block) (string, error) {
 	a := b.Body().GetAttribute("source")
 	if a == nil {
-		return "", fmt.Errorf("plan: module %v has no source", b.Labels())
+		return "", fmt.Errorf("plan: module %s has no source", strings.Join(b.Labels(), " "))
 	}
 	expr, diags := hclsyntax.ParseExpression(a.Expr().BuildTokens(nil).Bytes(), "source", hcl.InitialPos)
 	if diags.HasErrors() {
-		return "", fmt.Errorf("plan: module %v: %s", b.Labels(), diags.Error())
+		return "", fmt.Errorf("plan: module %s: %s", strings.Join(b.Labels(), " "), diags.Error())
 	}
 	v, diags := expr.Value(nil)
 	if diags.HasErrors() || v.Type() != cty.String || !strings.HasPrefix(v.AsString(), ".") {
-		return "", fmt.Errorf("plan: module %v: want a local source path", b.Labels())
+		return "", fmt.Errorf("plan: module %s: want a local source path", strings.Join(b.Labels(), " "))
 	}
 	return v.AsString(), nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redlocklab/redlocklab/internal/prose"
+
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 )
 
@@ -126,10 +128,10 @@ func (p *Plan) Markdown() string {
 	b.WriteString("\n| data disk | directory | nodes | fsyncs/s (writers) | one append p50 ms | p99 ms | max ms |\n|---|---|---|---:|---:|---:|---:|\n")
 	for _, d := range m.Disks {
 		if d.Error != "" {
-			fmt.Fprintf(&b, "| %s | %s | %v | not measured: %s | | | |\n", d.Host, d.Dir, d.Nodes, cell(d.Error))
+			fmt.Fprintf(&b, "| %s | %s | %s | not measured: %s | | | |\n", d.Host, d.Dir, prose.List(d.Nodes), cell(d.Error))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s (%s) | %v | %.0f (%d) | %.3f | %.3f | %.3f |\n", d.Host, d.Dir, d.FS, d.Nodes, d.SyncsPerS, d.Writers, d.Latency.P50, d.Latency.P99, d.Latency.Max)
+		fmt.Fprintf(&b, "| %s | %s (%s) | %s | %.0f (%d) | %.3f | %.3f | %.3f |\n", d.Host, d.Dir, d.FS, prose.List(d.Nodes), d.SyncsPerS, d.Writers, d.Latency.P50, d.Latency.P99, d.Latency.Max)
 	}
 	if len(m.Disks) == 0 {
 		b.WriteString("| none reachable | | | | | | |\n")

@@ -10,9 +10,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/redlocklab/redlocklab/internal/prose"
 
 	"github.com/redis/go-redis/v9"
 
@@ -136,7 +137,7 @@ type hostInjector struct {
 func (h hostInjector) Apply(ctx context.Context, kind fault.Kind, p fault.Params) (fault.Result, error) {
 	c, ok := h.s.conn[h.n]
 	if !ok {
-		return fault.Result{Kind: kind}, fmt.Errorf("hostfault: no host %d in this session (hosts %s)", h.n, joinInts(h.s.nums))
+		return fault.Result{Kind: kind}, fmt.Errorf("hostfault: no host %d in this session (hosts %s)", h.n, prose.List(h.s.nums))
 	}
 	if err := fault.Validate(kind, p, fault.SSHHost, false); err != nil {
 		return fault.Result{Kind: kind}, err
@@ -431,13 +432,4 @@ func (s *Session) Each(do func(n int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// joinInts is a list of numbers as people write it: "1, 2, 3".
-func joinInts(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ", ")
 }

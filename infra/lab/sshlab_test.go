@@ -44,7 +44,7 @@ func TestMachineNetAddresses(t *testing.T) {
 			t.Errorf("port %d: namespace %s, want %s", c.port, got, want)
 		}
 	}
-	if _, err := (Config{Profile: profile.Profile{SSH: true}, StateDir: "/tmp/x"}).withDefaults(); err == nil || !strings.Contains(err.Error(), "ssh without machines") {
+	if _, err := (Config{Profile: profile.Profile{SSH: true}, StateDir: "/tmp/x"}).withDefaults(); err == nil || !strings.Contains(err.Error(), "it needs machines") {
 		t.Errorf("ssh without machines: got %v, want refused", err)
 	}
 }

@@ -158,8 +158,14 @@ func WaitUp(ctx context.Context, spec Spec, supervisorPID int) error {
 		for _, pid := range d.supervisors() {
 			procs = append(procs, fmt.Sprintf("pid %d [%s]", pid, proc.Threads(pid)))
 		}
-		return fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v); supervisor processes (tid state wchan): %s; end of %s:\n%s",
+		err := fmt.Errorf("node %d not answering on 127.0.0.1:%d: %w (last error: %v); supervisor processes (tid state wchan): %s; end of %s:\n%s",
 			spec.ID, spec.Port, ctx.Err(), why, strings.Join(procs, ", "), d.logFile(), d.logTail(1500))
+		if rc := parseRedisConf(spec.ReplicaConf); spec.hasReplica() && rc.logFile != "" {
+			// Why the replica does not follow is in its own log.
+			b, _ := os.ReadFile(rc.logFile)
+			err = fmt.Errorf("%w\nend of %s:\n%s", err, rc.logFile, tail(string(b), 1500))
+		}
+		return err
 	})
 }
 

@@ -263,6 +263,7 @@ func (s Spec) hostConf() redisConf {
 type redisConf struct {
 	port        int
 	dir         string
+	logFile     string // the logfile directive, as written
 	appendOnly  bool
 	appendFsync string
 	save        bool
@@ -343,6 +344,8 @@ func parseRedisConf(b []byte) redisConf {
 			c.tlsCA = arg
 		case "dir":
 			c.dir = arg
+		case "logfile":
+			c.logFile = arg
 		case "appendonly":
 			c.appendOnly = arg == "yes"
 		case "appendfsync":
