@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/redlocklab/redlocklab/infra/lab"
 	"github.com/redlocklab/redlocklab/infra/lab/faultlog"
+	"github.com/redlocklab/redlocklab/internal/portclaim"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
 )
@@ -526,32 +525,46 @@ func prepareDir(dir string) error {
 
 // freeBasePort finds a lab base port whose port ranges (the nodes', with
 // replicas or not, and the monitoring's) are free for n nodes, and the etcd
-// members' ranges for etcd members.
-func freeBasePort(n, replicas, etcd int) (int, error) {
+// members' ranges for etcd members, and claims them for the lab in state
+// until downLab takes it down (internal/portclaim: another drill choosing
+// meanwhile, in another process, cannot choose them too).
+func freeBasePort(state string, n, replicas, etcd int) (int, error) {
 	offsets := append(lab.PortOffsets(replicas), lab.MonitoringPortOffsets()...)
 	step := 600
 	if etcd > 0 {
 		step = etcdPortStep
 	}
 	for base := lab.DefaultBasePort; base+step+n < 65535; base += step {
-		if portsFree(base, n, offsets) && portsFree(base, etcd, lab.EtcdPortOffsets()) {
+		ports := append(portclaim.Layout(base, n, offsets...), portclaim.Layout(base, etcd, lab.EtcdPortOffsets()...)...)
+		release, ok, err := portclaim.Claim(ports)
+		if err != nil {
+			return 0, fmt.Errorf("drill: %w", err)
+		}
+		if ok {
+			claims.Lock()
+			claims.m[state] = release
+			claims.Unlock()
 			return base, nil
 		}
 	}
 	return 0, errors.New("drill: no free port range for the lab")
 }
 
-func portsFree(base, n int, offsets []int) bool {
-	for _, off := range offsets {
-		for i := 1; i <= n; i++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
-			if err != nil {
-				return false
-			}
-			l.Close()
-		}
+// claims holds the port claims of this process's labs, by state directory.
+var claims = struct {
+	sync.Mutex
+	m map[string]func()
+}{m: map[string]func(){}}
+
+// releasePorts drops the port claim of the lab in state, if any.
+func releasePorts(state string) {
+	claims.Lock()
+	release := claims.m[state]
+	delete(claims.m, state)
+	claims.Unlock()
+	if release != nil {
+		release()
 	}
-	return true
 }
 
 func persistenceList(ps []lab.Persistence) string {

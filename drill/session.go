@@ -157,7 +157,7 @@ func upLab(ctx context.Context, prof profile.Profile, opts Options, state string
 		}
 	}
 	var err error
-	if cfg.BasePort, err = freeBasePort(prof.Nodes, prof.Replicas, prof.Etcd); err != nil {
+	if cfg.BasePort, err = freeBasePort(state, prof.Nodes, prof.Replicas, prof.Etcd); err != nil {
 		return nil, err
 	}
 	var extra []string
@@ -201,6 +201,8 @@ func downLab(ctx context.Context, state, terraform string, logf func(string, ...
 	err := lab.Down(dctx, lab.Config{StateDir: state, Terraform: terraform})
 	if err != nil {
 		logf("lab down: %v", err)
+	} else {
+		releasePorts(state)
 	}
 	return err
 }

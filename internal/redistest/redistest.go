@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlocklab/redlocklab/internal/portclaim"
 	"github.com/redlocklab/redlocklab/internal/tlscert"
 	"github.com/redlocklab/redlocklab/redlock/redlocktest"
 )
@@ -27,13 +28,29 @@ import (
 func FreeBasePort(tb testing.TB, n int, offsets ...int) int {
 	tb.Helper()
 	for range 50 {
-		base := 20000 + rand.IntN(40000)
-		if PortsFree(base, n, offsets...) {
+		if base := 20000 + rand.IntN(40000); claim(tb, base, n, offsets) {
 			return base
 		}
 	}
 	tb.Fatal("redistest: no free base port")
 	return 0
+}
+
+// claim claims the layout's ports for the rest of the test (see
+// internal/portclaim: a lab in another test process, chosen while this one
+// is not bound yet, cannot choose them too).
+func claim(tb testing.TB, base, n int, offsets []int) bool {
+	if len(offsets) == 0 {
+		offsets = []int{0}
+	}
+	release, ok, err := portclaim.Claim(portclaim.Layout(base, n, offsets...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if ok {
+		tb.Cleanup(release)
+	}
+	return ok
 }
 
 // PortsFree reports whether base+offset+i is free on loopback right now for
@@ -68,8 +85,7 @@ func FreeStableBasePort(tb testing.TB, n int, offsets ...int) int {
 		return FreeBasePort(tb, n, offsets...)
 	}
 	for range 50 {
-		base := low + rand.IntN(high-low)
-		if PortsFree(base, n, offsets...) {
+		if base := low + rand.IntN(high-low); claim(tb, base, n, offsets) {
 			return base
 		}
 	}
