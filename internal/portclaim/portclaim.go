@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 )
@@ -27,8 +28,10 @@ var Dir = filepath.Join(os.TempDir(), "redlab-ports")
 // Claim claims every port of ports, if each is unclaimed and free to bind
 // on 127.0.0.1 right now. It returns ok false, and holds nothing, when one
 // is not; an error only when the claims themselves cannot be made. release
-// drops every claim; it may be called more than once.
+// drops every claim; it may be called more than once. A port listed twice
+// (layouts whose ranges overlap) is claimed once.
 func Claim(ports []int) (release func(), ok bool, err error) {
+	ports = slices.Compact(slices.Sorted(slices.Values(ports)))
 	if err := os.MkdirAll(Dir, 0o777); err != nil {
 		return nil, false, fmt.Errorf("portclaim: %w", err)
 	}

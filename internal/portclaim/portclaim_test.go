@@ -67,3 +67,20 @@ func TestLayout(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestClaimOverlap: a layout whose ranges overlap lists a port twice; the
+// claim holds it once instead of refusing itself.
+func TestClaimOverlap(t *testing.T) {
+	Dir = filepath.Join(t.TempDir(), "redlab-ports")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	release, ok, err := Claim([]int{port, port})
+	if !ok || err != nil {
+		t.Fatalf("claim of a free port listed twice: ok %v, err %v", ok, err)
+	}
+	release()
+}
