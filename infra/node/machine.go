@@ -65,7 +65,7 @@ const machineBootTimeout = 5 * time.Minute
 // machineNode is the machine-mode part of a supervisor.
 type machineNode struct {
 	m     *machine.Machine
-	ntp   *ntpServer
+	ntp   *NTPServer
 	netns string // the machine's own network namespace, if any (machinenet.go)
 
 	// power is held by a power loss from its cut until the loop has seen
@@ -122,7 +122,7 @@ func newMachineNode(ctx context.Context, spec Spec, logger *log.Logger) (*machin
 			return nil, fmt.Errorf("node %d: %w", spec.ID, err)
 		}
 	}
-	ntp, err := startNTPServer(ctx, spec.Machine.NTPAddress, ntpAllow(spec.Machine), spec.path(ntpDir), logger)
+	ntp, err := StartNTPServer(ctx, spec.Machine.NTPAddress, ntpAllow(spec.Machine), spec.path(ntpDir), logger)
 	if err != nil {
 		_ = deleteNetns(context.WithoutCancel(ctx), spec.Machine.Netns)
 		return nil, fmt.Errorf("node %d: %w", spec.ID, err)
@@ -138,7 +138,7 @@ const ntpDir = "ntp"
 // namespace. It is idempotent.
 func (mn *machineNode) close() error {
 	err := mn.m.Close()
-	mn.ntp.stop()
+	mn.ntp.Stop()
 	return errors.Join(err, deleteNetns(context.Background(), mn.netns))
 }
 
@@ -455,18 +455,18 @@ func (s *supervisor) machinePowerLoss(ctx context.Context, _ fault.Params) (faul
 	return r, nil
 }
 
-// ntpServer is a chronyd serving this host's time on one loopback address,
+// NTPServer is a chronyd serving this host's time on one loopback address,
 // never touching the host's clock (-x): a machine's only NTP source.
-type ntpServer struct {
+type NTPServer struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// startNTPServer runs chronyd -x as an NTP server on addr:123 for the
+// StartNTPServer runs chronyd -x as an NTP server on addr:123 for the
 // clients in network allow, with its configuration and pid file in dir,
 // and returns once its socket is bound. It dies with the calling process
 // (Pdeathsig).
-func startNTPServer(ctx context.Context, addr, allow, dir string, logger *log.Logger) (*ntpServer, error) {
+func StartNTPServer(ctx context.Context, addr, allow, dir string, logger *log.Logger) (*NTPServer, error) {
 	bin, err := exec.LookPath("chronyd")
 	if err != nil {
 		return nil, fmt.Errorf("node: the machines' NTP server: %w", err)
@@ -496,8 +496,8 @@ func startNTPServer(ctx context.Context, addr, allow, dir string, logger *log.Lo
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("node: start chronyd: %w", err)
 	}
-	n := &ntpServer{cmd: cmd, done: make(chan struct{})}
-	go func() { // owned by n: ends when chronyd exits, which stop makes sure of
+	n := &NTPServer{cmd: cmd, done: make(chan struct{})}
+	go func() { // owned by n: ends when chronyd exits, which Stop makes sure of
 		_ = cmd.Wait()
 		close(n.done)
 	}()
@@ -512,19 +512,19 @@ func startNTPServer(ctx context.Context, addr, allow, dir string, logger *log.Lo
 		case <-n.done:
 			return nil, fmt.Errorf("node: chronyd on %s exited at start (see the supervisor's log)", addr)
 		case <-ctx.Done():
-			n.stop()
+			n.Stop()
 			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			n.stop()
+			n.Stop()
 			return nil, fmt.Errorf("node: chronyd did not bind %s:123 within 10s", addr)
 		}
 	}
 }
 
-// stop ends chronyd (SIGTERM, then SIGKILL) and waits for it. Idempotent.
-func (n *ntpServer) stop() {
+// Stop ends chronyd (SIGTERM, then SIGKILL) and waits for it. Idempotent.
+func (n *NTPServer) Stop() {
 	if n == nil {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -13,11 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/machine"
+	labnode "github.com/redlocklab/redlocklab/infra/node"
 	"github.com/redlocklab/redlocklab/internal/flock"
 	"github.com/redlocklab/redlocklab/internal/testenv"
 	"github.com/redlocklab/redlocklab/redlock"
@@ -518,56 +519,16 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 	}
 }
 
-// startNTPServer runs chronyd on this host as an NTP server on addr:123. -x:
-// it never touches the host's clock; it serves the host's time as stratum 8.
+// startNTPServer runs chronyd on this host as an NTP server on addr:123,
+// the way the lab's machines get theirs (infra/node): -x, it never touches
+// the host's clock; it serves the host's time as stratum 8.
 func startNTPServer(t *testing.T, addr string) {
 	t.Helper()
-	dir := t.TempDir()
-	conf := writeFile(t, dir, "chrony.conf", strings.Join([]string{
-		"bindaddress " + addr,
-		"port 123",
-		"cmdport 0",
-		"local stratum 8",
-		"allow 127.0.0.0/8",
-		"pidfile " + filepath.Join(dir, "chronyd.pid"),
-		"",
-	}, "\n"), 0o644)
-	var log bytes.Buffer
-	cmd := exec.Command(requireProgram(t, "chronyd"), "-x", "-d", "-u", "root", "-f", conf)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	ntp, err := labnode.StartNTPServer(context.Background(), addr, "127.0.0.0/8", t.TempDir(), log.New(logWriter{t}, "chronyd "+addr+": ", 0))
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	// Serving once its socket is bound.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.ListenPacket("udp", net.JoinHostPort(addr, "123"))
-		if err != nil { // bound by chronyd
-			return
-		}
-		c.Close()
-		select {
-		case err := <-done:
-			t.Fatalf("chronyd on %s exited: %v\n%s", addr, err, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chronyd on %s did not bind its socket:\n%s", addr, log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	t.Cleanup(ntp.Stop)
 }
 
 // logWriter sends the image build's progress lines to the test log.
