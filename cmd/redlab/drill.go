@@ -238,7 +238,7 @@ func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Opti
 		}
 	}
 	if matrix {
-		fmt.Fprintf(e.stdout, "matrix: %s (%s, %s)\n", filepath.Join(opts.Out, drill.MatrixMarkdown), drill.MatrixHTML, drill.MatrixJSON)
+		fmt.Fprintf(e.stdout, "matrix: %s (%s, %s); coverage: %s\n", filepath.Join(opts.Out, drill.MatrixMarkdown), drill.MatrixHTML, drill.MatrixJSON, m.Coverage)
 	}
 	if len(failed)+len(broken) == 0 {
 		if len(invalid) > 0 {
