@@ -124,8 +124,13 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 
 // logf is how a drill named name logs its progress to Log.
 func (o Options) logf(name string) func(string, ...any) {
+	// One line at a time: faults at the same instant are applied, and
+	// logged, from goroutines of their own.
+	var mu sync.Mutex
 	return func(format string, a ...any) {
 		if o.Log != nil {
+			mu.Lock()
+			defer mu.Unlock()
 			fmt.Fprintf(o.Log, "drill %s: "+format+"\n", append([]any{name}, a...)...)
 		}
 	}

@@ -24,9 +24,12 @@ const (
 	EtcdMembers
 	// PausedHolder: a client-pause that freezes the guard's holders.
 	PausedHolder
-	// OutlivedHolder: a holder that can outlive its lock, its longest hold
-	// plus the longest client-pause that freezes it being longer than the
-	// lock TTL.
+	// OutlivedHolder: a holder that can outlive its lock while the next
+	// holder holds: its longest hold plus the longest client-pause that
+	// freezes it longer than the lock TTL, and a workload hold, so that the
+	// next holder is still inside its critical section when the first one
+	// releases (without a hold a critical section lasts milliseconds, and a
+	// late release almost never meets a holder to free).
 	OutlivedHolder
 	// HotKey: one key takes at least HotKeyShare of the load, so that
 	// requests for it meet.
@@ -150,7 +153,7 @@ func (s *Spec) reachers(g inventory.Guard) Reacher {
 	if paused {
 		have |= PausedHolder
 	}
-	if int64(s.Workload.Hold.Max)+longest > int64(s.Workload.LockTTL) {
+	if !s.Workload.Hold.IsZero() && int64(s.Workload.Hold.Max)+longest > int64(s.Workload.LockTTL) {
 		have |= OutlivedHolder
 	}
 	if s.Workload.Keys.HottestShare() >= HotKeyShare {

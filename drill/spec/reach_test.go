@@ -2,8 +2,11 @@ package spec
 
 import (
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/inventory"
 )
 
@@ -68,13 +71,21 @@ func TestReach(t *testing.T) {
 			inactive: []inventory.Guard{inventory.GuardRedlockDel, inventory.GuardNodeRedlockDel},
 		},
 		{
-			name: "a request pause longer than the TTL: the comparisons too",
+			name: "a request pause longer than the TTL, with holds: the comparisons too",
+			lab:  "{nodes: 5}", wl: "{guards: [redlock], rate: 10, duration: 30s, keys: uniform:4, hold: 1s, lock_ttl: 10s}",
+			faults: []string{"{at: 4s, fault: client-pause, for: 15s}"},
+			want:   want{inventory.GuardRedlockDel: {By: OutlivedHolder}, inventory.GuardRedlock: {By: PausedHolder}},
+		},
+		{
+			name: "the same without a hold: a late release meets no holder to free",
 			lab:  "{nodes: 5}", wl: quiet, faults: []string{"{at: 4s, fault: client-pause, for: 15s}"},
-			want: want{inventory.GuardRedlockDel: {By: OutlivedHolder}, inventory.GuardRedlock: {By: PausedHolder}},
+			want:     want{inventory.GuardRedlock: {By: PausedHolder}},
+			inactive: []inventory.Guard{inventory.GuardRedlockDel, inventory.GuardNodeRedlockDel},
 		},
 		{
 			name: "a request pause shorter than the TTL does not outlive the lock",
-			lab:  "{nodes: 5}", wl: quiet, faults: []string{"{at: 4s, fault: client-pause, for: 5s}"},
+			lab:  "{nodes: 5}", wl: "{guards: [redlock], rate: 10, duration: 30s, keys: uniform:4, hold: 1s, lock_ttl: 10s}",
+			faults:   []string{"{at: 4s, fault: client-pause, for: 5s}"},
 			want:     want{inventory.GuardRedlock: {By: PausedHolder}},
 			inactive: []inventory.Guard{inventory.GuardRedlockDel},
 		},
@@ -155,3 +166,43 @@ func TestReachWords(t *testing.T) {
 	}
 }
 
+// TestShippedDrillsRunWhatTheirFaultsReach: every shipped drill runs every
+// guard its faults reach or have as a control (the matrix's coverage is
+// 100%), and every fault on Redis nodes that an etcd member can take too
+// (the catalogue's) has its twin on the etcd members: the same kind at the
+// same instant, with the same parameters, on a minority when the nodes are
+// a minority and a majority when they are a majority.
+func TestShippedDrillsRunWhatTheirFaultsReach(t *testing.T) {
+	files, err := filepath.Glob("../../runbooks/drills/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		s, err := ReadFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, g := range append(inventory.Guards(), inventory.Comparisons()...) {
+			if r := s.Reach(g); r.Applicable() && !contains(s.Workload.Guards, g) {
+				t.Errorf("%s: does not run guard %s (%s)", s.Name, g, r)
+			}
+		}
+		for _, nf := range s.Faults {
+			def, _ := fault.Lookup(nf.Kind)
+			if len(nf.Etcd) > 0 || nf.Kind == fault.ClientPause || !def.Can(fault.EtcdMember) {
+				continue
+			}
+			twin := false
+			for _, ef := range s.Faults {
+				if len(ef.Etcd) > 0 && ef.Kind == nf.Kind && ef.At == nf.At && reflect.DeepEqual(ef.Params, nf.Params) &&
+					(2*len(ef.Etcd) > s.Lab.Etcd) == (2*len(nf.Nodes) > s.Lab.Nodes) {
+					twin = true
+				}
+			}
+			if !twin {
+				t.Errorf("%s:%d: %s has no twin on as many etcd members (a minority or a majority as the nodes are) at the same instant", s.Name, nf.Line, nf)
+			}
+		}
+	}
+}
