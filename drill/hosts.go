@@ -93,17 +93,21 @@ func CheckHosts(spec *Spec, inv *hosts.Inventory) error {
 	return nil
 }
 
-// forHosts is spec as it runs on hosts: a spec whose etcd members only
-// carry guards (the seed's alternative, compared under a fault of the Redis
-// nodes) runs without them and their guards, which are left out, since a
-// hosts inventory lists Redis nodes only; a spec with faults on etcd
-// members is returned unchanged, for CheckHosts to refuse.
+// forHosts is spec as it runs on hosts: a spec whose etcd members carry
+// guards beside a fault of the Redis nodes (the seed's alternative, as a
+// control or under that fault's twin on its own members) runs without them,
+// their guards and their faults, which are left out, since a hosts
+// inventory lists Redis nodes only; a spec whose faults are all on etcd
+// members is about etcd, and is returned unchanged, for CheckHosts to
+// refuse.
 func forHosts(spec *Spec) (*Spec, []inventory.Guard) {
-	if spec.Lab.Etcd == 0 || slices.ContainsFunc(spec.Faults, func(f Fault) bool { return len(f.Etcd) > 0 }) {
+	onEtcd := func(f Fault) bool { return len(f.Etcd) > 0 }
+	if spec.Lab.Etcd == 0 || (len(spec.Faults) > 0 && !slices.ContainsFunc(spec.Faults, func(f Fault) bool { return !onEtcd(f) })) {
 		return spec, nil
 	}
 	s := *spec
 	s.Lab.Etcd = 0
+	s.Faults = slices.DeleteFunc(slices.Clone(spec.Faults), onEtcd)
 	s.Workload.Guards = nil
 	s.Expect = map[inventory.Guard][]Expectation{}
 	var out []inventory.Guard
