@@ -43,8 +43,9 @@ type Result struct {
 	// Transport is how the faults reached the nodes: "ssh" on real hosts
 	// (TransportSSH); absent in the lab.
 	Transport string `json:"transport,omitempty"`
-	// LeftOut are the spec's guards that did not run: on hosts, those that
-	// lock on etcd members, which a hosts inventory does not list.
+	// LeftOut are the spec's guards that did not run: on hosts and on a lab
+	// of machines, those that lock on etcd members, which a hosts
+	// inventory does not list and machines do not run (Spec.WithoutEtcd).
 	LeftOut []string `json:"left_out,omitempty"`
 	// Phases are the bounds of before, during and after, and of the spec's
 	// windows, in ns since the start of the load (the history's clock).
