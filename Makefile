@@ -145,7 +145,8 @@ demo: setup-demo
 	GO=$(GO) ./scripts/demo.sh
 
 ## drills: every drill of runbooks/drills on the local lab, and the matrix
-## (runs/drills/matrix.md, .json, .html); about 11 minutes on two idle cores.
+## (runs/drills/matrix.md, .json, .html) and its coverage; about 18 minutes on
+## two cores.
 drills: build
 	bin/redlab drill --matrix runbooks/drills --out runs/drills
 

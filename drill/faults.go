@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,39 +181,41 @@ func (in *injector) powerLossModel() string {
 }
 
 // run applies the faults at their offsets from start, then heals every
-// network fault at end. It returns the first error; the schedule goes on
-// after an error so that heals still run.
+// network fault at end. Steps due at the same instant on the Redis nodes and
+// on the etcd members (a fault and its twin on the etcd members) run at
+// once, so that neither waits for the other to be applied (a power cut
+// takes up to a second); steps on the same kind of target keep the spec's
+// order. It returns the first error; the schedule goes on after an error so
+// that heals still run.
 func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, end time.Duration) error {
-	type step struct {
-		at   time.Duration
-		desc string
-		do   func(ctx context.Context) error
-	}
 	var steps []step
 	for _, f := range faults {
 		f := f
-		steps = append(steps, step{f.At, f.String(), func(ctx context.Context) error { return in.apply(ctx, f) }})
+		etcd := len(f.Etcd) > 0
+		steps = append(steps, step{f.At, f.String(), etcd, func(ctx context.Context) error { return in.apply(ctx, f) }})
 		if def, _ := fault.Lookup(f.Kind); def.For == fault.ForEnds && f.For() > 0 && f.At+f.For() < end {
-			steps = append(steps, step{f.At + f.For(), "heal " + f.Targets(), func(ctx context.Context) error {
+			steps = append(steps, step{f.At + f.For(), "heal " + f.Targets(), etcd, func(ctx context.Context) error {
 				return in.heal(ctx, f)
 			}})
 		}
 	}
 	// A stable sort keeps the spec's order for faults at the same time.
-	sortSteps := func() {
-		for i := 1; i < len(steps); i++ {
-			for j := i; j > 0 && steps[j].at < steps[j-1].at; j-- {
-				steps[j], steps[j-1] = steps[j-1], steps[j]
-			}
-		}
-	}
-	sortSteps()
-	var errs []error
+	slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
 	timer := time.NewTimer(0)
 	<-timer.C
 	defer timer.Stop()
-	for _, s := range steps {
-		if wait := time.Until(start.Add(s.at)); wait > 0 {
+	for len(steps) > 0 {
+		n := 1
+		for n < len(steps) && steps[n].at == steps[0].at {
+			n++
+		}
+		batch := steps[:n]
+		steps = steps[n:]
+		if wait := time.Until(start.Add(batch[0].at)); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
@@ -220,13 +223,37 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault, en
 				return ctx.Err()
 			}
 		}
-		in.log("t=%5.1fs %s", time.Since(start).Seconds(), s.desc)
-		if err := s.do(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("drill: at %v, %s: %w", s.at, s.desc, err))
-			in.log("t=%5.1fs %s failed: %v", time.Since(start).Seconds(), s.desc, err)
+		var wg sync.WaitGroup
+		for _, etcd := range []bool{false, true} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, s := range batch {
+					if s.etcd != etcd {
+						continue
+					}
+					in.log("t=%5.1fs %s", time.Since(start).Seconds(), s.desc)
+					if err := s.do(ctx); err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("drill: at %v, %s: %w", s.at, s.desc, err))
+						mu.Unlock()
+						in.log("t=%5.1fs %s failed: %v", time.Since(start).Seconds(), s.desc, err)
+					}
+				}
+			}()
 		}
+		wg.Wait()
 	}
 	return errors.Join(errs...)
+}
+
+// step is one action of a fault schedule: a fault, or the heal at its
+// `for`; etcd when it acts on etcd members.
+type step struct {
+	at   time.Duration
+	desc string
+	etcd bool
+	do   func(ctx context.Context) error
 }
 
 // healAll ends every network fault (partitions, latency) at the end of the

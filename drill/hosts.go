@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -93,31 +92,12 @@ func CheckHosts(spec *Spec, inv *hosts.Inventory) error {
 	return nil
 }
 
-// forHosts is spec as it runs on hosts: a spec whose etcd members only
-// carry guards (the seed's alternative, compared under a fault of the Redis
-// nodes) runs without them and their guards, which are left out, since a
-// hosts inventory lists Redis nodes only; a spec with faults on etcd
-// members is returned unchanged, for CheckHosts to refuse.
+// forHosts is spec as it runs on hosts, whose inventory lists Redis nodes
+// only: without its etcd members (Spec.WithoutEtcd), or unchanged, for
+// CheckHosts to refuse, when it is about etcd.
 func forHosts(spec *Spec) (*Spec, []inventory.Guard) {
-	if spec.Lab.Etcd == 0 || slices.ContainsFunc(spec.Faults, func(f Fault) bool { return len(f.Etcd) > 0 }) {
-		return spec, nil
-	}
-	s := *spec
-	s.Lab.Etcd = 0
-	s.Workload.Guards = nil
-	s.Expect = map[inventory.Guard][]Expectation{}
-	var out []inventory.Guard
-	for _, g := range spec.Workload.Guards {
-		if g.NeedsEtcd() {
-			out = append(out, g)
-			continue
-		}
-		s.Workload.Guards = append(s.Workload.Guards, g)
-		if e, ok := spec.Expect[g]; ok {
-			s.Expect[g] = e
-		}
-	}
-	return &s, out
+	out, leftOut, _ := spec.WithoutEtcd()
+	return out, leftOut
 }
 
 // weakenings returns, per node (from 1), the infra/hostfault weakenings

@@ -54,8 +54,9 @@ func TestHostsCheck(t *testing.T) {
 }
 
 // TestHostsLeaveEtcdOut: on hosts, the shipped specs whose etcd members
-// only carry guards run without them (left out, named); a spec with a
-// fault on an etcd member is refused.
+// carry guards beside a fault of the Redis nodes run without them, their
+// guards (left out, named) and the twins of the fault on them; a spec whose
+// faults are all on etcd members is refused.
 func TestHostsLeaveEtcdOut(t *testing.T) {
 	inv := &hosts.Inventory{Hosts: make([]hosts.Host, 5)}
 	b, err := os.ReadFile(filepath.Join("..", "runbooks", "drills", "one-node-loss.md"))
@@ -72,6 +73,14 @@ func TestHostsLeaveEtcdOut(t *testing.T) {
 	on, out := forHosts(spec)
 	if on.Lab.Etcd != 0 || len(out) == 0 {
 		t.Errorf("one-node-loss on hosts: etcd %d, left out %v; want no members and the etcd guards left out", on.Lab.Etcd, out)
+	}
+	for _, f := range on.Faults {
+		if len(f.Etcd) > 0 {
+			t.Errorf("the fault at line %d, on etcd members, still runs on hosts", f.Line)
+		}
+	}
+	if len(on.Faults) == 0 || len(spec.Faults) != len(on.Faults)+1 {
+		t.Errorf("one-node-loss on hosts: %d faults of %d, want the kill of node 2 alone", len(on.Faults), len(spec.Faults))
 	}
 	for _, g := range on.Workload.Guards {
 		if g.NeedsEtcd() {

@@ -23,12 +23,60 @@ const (
 // Matrix is drills × guards: each drill's result, in the order they ran.
 type Matrix struct {
 	Generated string `json:"generated"`
-	// Guards is the union of the drills' guards, in a fixed order.
+	// Guards is the union of the guards the drills run and those their
+	// faults can reach, in a fixed order.
 	Guards []string     `json:"guards"`
 	Drills []MatrixItem `json:"drills"`
+	// Coverage counts the cells the drills' faults can reach and those of
+	// them the drills ran.
+	Coverage Coverage `json:"coverage"`
 	// TookS is how long the whole matrix took, lab set-up included.
 	TookS float64 `json:"took_s"`
 }
+
+// Coverage is how much of the applicable matrix ran: Run of Applicable
+// cells (a drill × a guard its faults can reach, or that it runs as a
+// control beside them: spec.Reach).
+type Coverage struct {
+	Run        int `json:"run"`
+	Applicable int `json:"applicable"`
+}
+
+// String is "190 of 190 applicable cells run (100%)".
+func (c Coverage) String() string {
+	share := 1.0
+	if c.Applicable > 0 {
+		share = float64(c.Run) / float64(c.Applicable)
+	}
+	return fmt.Sprintf("%d of %d applicable cells run (%s)", c.Run, c.Applicable, pct(share))
+}
+
+// Mark is what a cell of the matrix holds.
+type Mark string
+
+// The marks.
+const (
+	// MarkRun: the drill ran the guard; the cell shows what it lost.
+	MarkRun Mark = "run"
+	// MarkNotRun: the drill's faults reach the guard, or it would be a
+	// control beside them, but the drill did not run it.
+	MarkNotRun Mark = "not run"
+	// MarkNotApplicable: the drill's faults cannot reach the guard.
+	MarkNotApplicable Mark = "not applicable"
+)
+
+// MatrixCell is one guard's place in one drill.
+type MatrixCell struct {
+	Mark Mark `json:"mark"`
+	// Reach says how the drill bears on the guard (spec.Reach): reached by
+	// what, a control beside what, or not applicable.
+	Reach      string `json:"reach"`
+	Applicable bool   `json:"applicable"`
+}
+
+// markLegend explains the marks of empty cells, under the matrix.
+const markLegend = "n/a: not applicable, the drill's faults cannot reach this guard. " +
+	"not run: the drill's faults reach this guard, or it would run as a control beside them, but the drill does not run it."
 
 // MatrixItem is one drill of a matrix.
 type MatrixItem struct {
@@ -43,14 +91,23 @@ type MatrixItem struct {
 	// Error is set when the drill could not run.
 	Error string  `json:"error,omitempty"`
 	TookS float64 `json:"took_s"`
+	// Cells are the drill's cells, by guard, for every guard of the
+	// matrix.
+	Cells map[string]MatrixCell `json:"cells"`
 }
 
-// NewMatrix starts a matrix over the specs' guards.
+// NewMatrix starts a matrix over the specs' guards: those they run and
+// those their faults can reach.
 func NewMatrix(specs []*Spec) *Matrix {
 	seen := map[inventory.Guard]bool{}
 	for _, s := range specs {
 		for _, g := range s.Workload.Guards {
 			seen[g] = true
+		}
+		for _, g := range guardOrder() {
+			if s.Reach(g).Applicable() {
+				seen[g] = true
+			}
 		}
 	}
 	m := &Matrix{Generated: time.Now().UTC().Format(time.RFC3339)}
@@ -83,7 +140,7 @@ func guardOrder() []inventory.Guard {
 
 // Add records a drill's outcome.
 func (m *Matrix) Add(s *Spec, r *Result, err error, took time.Duration) {
-	it := MatrixItem{Drill: s.Name, Title: s.Title, File: s.File, Result: r, TookS: took.Seconds()}
+	it := MatrixItem{Drill: s.Name, Title: s.Title, File: s.File, Result: r, TookS: took.Seconds(), Cells: map[string]MatrixCell{}}
 	switch {
 	case err != nil:
 		it.Error = err.Error()
@@ -91,6 +148,23 @@ func (m *Matrix) Add(s *Spec, r *Result, err error, took time.Duration) {
 		it.Invalid = r.Invalid
 	default:
 		it.Passed = r.Passed
+	}
+	for _, g := range m.Guards {
+		reach := s.Reach(inventory.Guard(g))
+		c := MatrixCell{Reach: reach.String(), Applicable: reach.Applicable(), Mark: MarkNotApplicable}
+		switch {
+		case r != nil && r.Guards[g] != nil:
+			c.Mark = MarkRun
+		case c.Applicable:
+			c.Mark = MarkNotRun
+		}
+		if c.Applicable {
+			m.Coverage.Applicable++
+			if c.Mark == MarkRun {
+				m.Coverage.Run++
+			}
+		}
+		it.Cells[g] = c
 	}
 	m.Drills = append(m.Drills, it)
 }
@@ -240,17 +314,20 @@ func (m *Matrix) WriteMarkdown(w io.Writer) {
 	for _, d := range m.Drills {
 		fmt.Fprintf(w, "| [%s](drills/%s.md) |", d.Drill, d.Drill)
 		for _, g := range m.Guards {
-			switch {
+			switch c := d.Cells[g]; {
+			case c.Mark == MarkNotApplicable:
+				fmt.Fprintf(w, " n/a |")
 			case d.Error != "":
 				fmt.Fprintf(w, " did not run |")
-			case d.Result == nil || d.Result.Guards[g] == nil:
-				fmt.Fprintf(w, " – |")
+			case c.Mark == MarkNotRun:
+				fmt.Fprintf(w, " not run |")
 			default:
 				fmt.Fprintf(w, " %s |", strings.Join(cellOf(d.Result.Guards[g], g).Words(), "<br>"))
 			}
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "\n%s\n\nCoverage: %s.\n", markLegend, m.Coverage)
 	passed, invalid := 0, 0
 	for _, d := range m.Drills {
 		switch {
@@ -282,7 +359,10 @@ func (m *Matrix) WriteMarkdown(w io.Writer) {
 }
 
 type htmlCell struct {
-	Empty bool
+	// Empty is the mark of a cell without a result: n/a, not run or did
+	// not run.
+	Empty string
+	Title string
 	Class string
 	Lines []string
 	Fails []string
@@ -299,8 +379,15 @@ func (m *Matrix) htmlData() map[string]any {
 	for _, d := range m.Drills {
 		r := htmlRow{Drill: d.Drill, Title: d.Title, Error: d.Error, Invalid: d.Invalid, Passed: d.Passed}
 		for _, g := range m.Guards {
-			if d.Result == nil || d.Result.Guards[g] == nil {
-				r.Cells = append(r.Cells, htmlCell{Empty: true})
+			switch mc := d.Cells[g]; {
+			case mc.Mark == MarkNotApplicable:
+				r.Cells = append(r.Cells, htmlCell{Empty: "n/a", Class: "na", Title: mc.Reach})
+				continue
+			case d.Error != "":
+				r.Cells = append(r.Cells, htmlCell{Empty: "did not run", Class: "notrun", Title: mc.Reach})
+				continue
+			case mc.Mark == MarkNotRun:
+				r.Cells = append(r.Cells, htmlCell{Empty: "not run", Class: "notrun", Title: mc.Reach})
 				continue
 			}
 			c := cellOf(d.Result.Guards[g], g)
@@ -313,11 +400,11 @@ func (m *Matrix) htmlData() map[string]any {
 			case c.Outlived:
 				class = "outlived"
 			}
-			r.Cells = append(r.Cells, htmlCell{Class: class, Lines: c.Words(), Fails: c.Failures})
+			r.Cells = append(r.Cells, htmlCell{Class: class, Lines: c.Words(), Fails: c.Failures, Title: d.Cells[g].Reach})
 		}
 		rows = append(rows, r)
 	}
-	return map[string]any{"M": m, "Rows": rows}
+	return map[string]any{"M": m, "Rows": rows, "Legend": markLegend}
 }
 
 var matrixTmpl = template.Must(template.New("matrix").Parse(`<!doctype html>
@@ -326,13 +413,16 @@ var matrixTmpl = template.Must(template.New("matrix").Parse(`<!doctype html>
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:.4em .6em;vertical-align:top}
 th{background:#f4f4f4;text-align:left}td.ok{background:#eef8ee}td.outlived{background:#fff6dd}
-td.broken{background:#fde8e8}td.unexpected{outline:3px solid #c00}td.empty{color:#999;text-align:center}
+td.broken{background:#fde8e8}td.unexpected{outline:3px solid #c00}td.na{color:#999;text-align:center}
+td.notrun{background:#f0f0f0;color:#c00;text-align:center;font-weight:bold}
 .title{color:#555;font-size:12px}.fail{color:#c00;font-size:12px}
 </style></head><body>
 <h1>Drill matrix</h1>
 <p>Each cell: did the lock itself fail (two holders inside their validity), did a holder outlive its lock, was data lost; then availability and acquire p99. Green: lock held and data kept; yellow: a holder outlived its lock; red: the lock failed or data was lost; a red outline: not what the drill expected. Generated {{.M.Generated}}.</p>
 <table><tr><th>drill</th>{{range .M.Guards}}<th><code>{{.}}</code></th>{{end}}</tr>
 {{range .Rows}}<tr><td><b>{{.Drill}}</b>{{if not .Error}} · <a href="{{.Drill}}/timeline.html">timeline</a>{{end}}<div class="title">{{.Title}}</div>{{if .Error}}<div class="fail">did not run: {{.Error}}</div>{{end}}{{if .Invalid}}<div class="fail">INVALID, not judged: {{.Invalid}}</div>{{end}}</td>
-{{range .Cells}}{{if .Empty}}<td class="empty">–</td>{{else}}<td class="{{.Class}}">{{range .Lines}}{{.}}<br>{{end}}{{range .Fails}}<div class="fail">{{.}}</div>{{end}}</td>{{end}}{{end}}</tr>
-{{end}}</table></body></html>
+{{range .Cells}}{{if .Empty}}<td class="{{.Class}}" title="{{.Title}}">{{.Empty}}</td>{{else}}<td class="{{.Class}}" title="{{.Title}}">{{range .Lines}}{{.}}<br>{{end}}{{range .Fails}}<div class="fail">{{.}}</div>{{end}}</td>{{end}}{{end}}</tr>
+{{end}}</table>
+<p>{{.Legend}}</p>
+<p>Coverage: {{.M.Coverage}}.</p></body></html>
 `))

@@ -1,8 +1,11 @@
 package drill
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 func TestPhaseSpans(t *testing.T) {
@@ -54,5 +57,47 @@ func TestFullEffect(t *testing.T) {
 	seq := []FaultRecord{{ID: "a", Event: "start", AtNs: 1}, {ID: "a", Event: "end", AtNs: 2}, {ID: "b", Event: "start", AtNs: 3}, {ID: "b", Event: "end", AtNs: 4}}
 	if sp := fullEffect(seq, 30*s); sp.EndNs >= sp.StartNs {
 		t.Errorf("sequential faults: got %+v, want an empty span", sp)
+	}
+}
+
+// TestFaultsReaching: each guard's phases come from the faults that reach
+// it; a control gets them all.
+func TestFaultsReaching(t *testing.T) {
+	s := time.Second.Nanoseconds()
+	faults := []FaultRecord{
+		{ID: "n", Fault: "kill", Nodes: []int{2}, Event: "start", AtNs: 10 * s},
+		{ID: "m", Fault: "kill", Nodes: []int{}, EtcdMember: 2, Event: "start", AtNs: 10 * s},
+		{ID: "n", Fault: "kill", Nodes: []int{2}, Event: "end", AtNs: 20 * s},
+		{ID: "m", Fault: "kill", Nodes: []int{}, EtcdMember: 2, Event: "end", AtNs: 23 * s},
+		{ID: "p", Fault: "client-pause", Nodes: []int{}, Guard: "db-version", Event: "start", AtNs: 4 * s},
+		{ID: "p", Fault: "client-pause", Nodes: []int{}, Guard: "db-version", Event: "end", AtNs: 6 * s},
+	}
+	ids := func(rs []FaultRecord) string {
+		var out []string
+		for _, r := range rs {
+			if r.Event == "start" {
+				out = append(out, r.ID)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		guard inventory.Guard
+		want  string
+		span  Span
+	}{
+		{inventory.GuardRedlock, "n", Span{10 * s, 20 * s}},
+		{inventory.GuardEtcdFenced, "m", Span{10 * s, 23 * s}},
+		{inventory.GuardDBVersion, "p", Span{4 * s, 6 * s}},
+		// db-atomic is only a control beside these: every fault.
+		{inventory.GuardDBAtomic, "n,m,p", Span{4 * s, 23 * s}},
+	} {
+		got := faultsReaching(faults, tc.guard)
+		if ids(got) != tc.want {
+			t.Errorf("%s: got faults %s, want %s", tc.guard, ids(got), tc.want)
+		}
+		if sp := phaseSpans(got, 40*s)[PhaseDuring]; sp != tc.span {
+			t.Errorf("%s: during %+v, want %+v", tc.guard, sp, tc.span)
+		}
 	}
 }

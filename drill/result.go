@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlocklab/redlocklab/drill/spec"
+	"github.com/redlocklab/redlocklab/infra/fault"
 	"github.com/redlocklab/redlocklab/internal/atomicfile"
 	"github.com/redlocklab/redlocklab/inventory"
 	"github.com/redlocklab/redlocklab/loadgen"
@@ -41,8 +43,9 @@ type Result struct {
 	// Transport is how the faults reached the nodes: "ssh" on real hosts
 	// (TransportSSH); absent in the lab.
 	Transport string `json:"transport,omitempty"`
-	// LeftOut are the spec's guards that did not run: on hosts, those that
-	// lock on etcd members, which a hosts inventory does not list.
+	// LeftOut are the spec's guards that did not run: on hosts and on a lab
+	// of machines, those that lock on etcd members, which a hosts
+	// inventory does not list and machines do not run (Spec.WithoutEtcd).
 	LeftOut []string `json:"left_out,omitempty"`
 	// Phases are the bounds of before, during and after, and of the spec's
 	// windows, in ns since the start of the load (the history's clock).
@@ -100,10 +103,13 @@ type GuardResult struct {
 	Counts Counts `json:"counts"`
 	// Phases splits the operations by when they were due and the grants by
 	// when they were made.
-	Phases         map[Phase]PhaseResult `json:"phases"`
-	AcquireP50Ms   float64               `json:"acquire_p50_ms"`
-	AcquireP99Ms   float64               `json:"acquire_p99_ms"`
-	ThroughputPerS float64               `json:"throughput_per_s"`
+	Phases map[Phase]PhaseResult `json:"phases"`
+	// Spans are the bounds of the guard's phases: those of the faults that
+	// reach it (faultsReaching), which may differ from the drill's.
+	Spans          map[Phase]Span `json:"spans"`
+	AcquireP50Ms   float64        `json:"acquire_p50_ms"`
+	AcquireP99Ms   float64        `json:"acquire_p99_ms"`
+	ThroughputPerS float64        `json:"throughput_per_s"`
 	// Availability is the share of requests that got an answer from the
 	// service's logic (not unavailable, not overloaded, not an error).
 	Availability float64             `json:"availability"`
@@ -207,8 +213,16 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		safety := rep.Safety
 		safety.DoubleGrants, safety.LockViolations, safety.Examples, safety.DoubleGrantsChecked = dg, lv, checked.Examples(), gr.guard.Locks()
 		rep.Safety, rep.Summary.Safety = safety, safety
+		// The guard's phases are those of the faults that reach it, so
+		// that the etcd guards' outage under a fault on their members is
+		// not judged on the Redis nodes' one beside it, nor the other way.
+		mine := faultsReaching(faults, gr.guard)
+		phases := phaseSpans(mine, loadEnd)
+		for _, w := range spec.Windows {
+			phases[w.Name] = Span{int64(w.From), int64(w.To)}
+		}
 		out := &GuardResult{
-			Passed: true, RunDir: string(gr.guard) + "/run",
+			Passed: true, RunDir: string(gr.guard) + "/run", Spans: phases,
 			AcquireP50Ms: s.AcquireLatencyMs.P50, AcquireP99Ms: s.AcquireLatencyMs.P99,
 			ThroughputPerS: s.ThroughputPerS,
 			Counts: Counts{
@@ -241,7 +255,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		if res.Served == nil {
 			res.Served = map[string]Served{}
 		}
-		res.Served[g] = servedBefore(gr.ops, t0, phases[PhaseBefore].EndNs)
+		res.Served[g] = servedBefore(gr.ops, t0, res.Phases[PhaseBefore].EndNs)
 		for _, o := range gr.ops {
 			if o.started.IsZero() {
 				continue // never sent: counted by the run as late
@@ -263,7 +277,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		// arrive within a node timeout of its start): it is not counted
 		// as during either.
 		grants := map[Phase]int64{}
-		full := fullEffect(faults, loadEnd)
+		full := fullEffect(mine, loadEnd)
 		full.StartNs += int64(nodeTimeoutOf(spec.Workload, gr.guard))
 		for _, h := range holds {
 			if h.Guard != g {
@@ -333,7 +347,7 @@ func judge(spec *Spec, seed uint64, hist *History, runs []*guardRun, nodes []str
 		}
 		res.Guards[g] = out
 	}
-	res.Invalid = invalidReason(res.Served, time.Duration(phases[PhaseBefore].EndNs))
+	res.Invalid = invalidReason(res.Served, time.Duration(res.Phases[PhaseBefore].EndNs))
 	return res, nil
 }
 
@@ -402,6 +416,36 @@ func phaseSpans(faults []FaultRecord, end int64) map[Phase]Span {
 	first = min(max(first, 0), end)
 	last = min(max(last, first), end)
 	return map[Phase]Span{PhaseBefore: {0, first}, PhaseDuring: {first, last}, PhaseAfter: {last, end}}
+}
+
+// faultsReaching are the fault records that reach guard g (what
+// spec.ReachedBy says reaches it): a fault on the Redis nodes or on the
+// etcd members it locks on, a client-pause of its own holders. A guard that
+// none of them reaches, a control, is judged on all of them.
+func faultsReaching(faults []FaultRecord, g inventory.Guard) []FaultRecord {
+	by := spec.ReachedBy(g)
+	var out []FaultRecord
+	for _, f := range faults {
+		var r spec.Reacher
+		switch {
+		case f.Fault == string(fault.ClientPause):
+			if f.Guard != string(g) {
+				continue
+			}
+			r = spec.PausedHolder
+		case f.EtcdMember > 0:
+			r = spec.EtcdMembers
+		default:
+			r = spec.RedisNodes
+		}
+		if by&r != 0 {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return faults
+	}
+	return out
 }
 
 // fullEffect is the span when every fault of the drill was in force: from

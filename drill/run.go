@@ -76,9 +76,13 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if opts.Hosts != nil {
 		return runOnHosts(ctx, spec, opts, seed, dir, state, logf)
 	}
+	var leftOut []inventory.Guard
 	if opts.Lab.Machines {
 		if err := CheckMachines(spec); err != nil {
 			return nil, err
+		}
+		if spec, leftOut, _ = spec.WithoutEtcd(); len(leftOut) > 0 {
+			logf("guards %s left out: they lock on etcd members, which run next to process nodes only (they run in the process lab)", inventory.JoinGuards(leftOut))
 		}
 	}
 	prof := spec.Lab
@@ -104,6 +108,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 	if res != nil {
 		res.Lab.Machines, res.Lab.TLS, res.Lab.PlainDisks = l.Machines(), l.TLS(), !l.PowerLossLayer()
 		res.Lab.EtcdUnsafeNoFsync = l.EtcdUnsafeNoFsync()
+		for _, g := range leftOut {
+			res.LeftOut = append(res.LeftOut, string(g))
+		}
 	}
 	if ferr := copyFile(filepath.Join(state, lab.FaultsFile), filepath.Join(dir, lab.FaultsFile)); ferr != nil && err == nil {
 		err = ferr
@@ -123,8 +130,13 @@ func Run(ctx context.Context, spec *Spec, opts Options) (*Result, error) {
 
 // logf is how a drill named name logs its progress to Log.
 func (o Options) logf(name string) func(string, ...any) {
+	// One line at a time: faults at the same instant are applied, and
+	// logged, from goroutines of their own.
+	var mu sync.Mutex
 	return func(format string, a ...any) {
 		if o.Log != nil {
+			mu.Lock()
+			defer mu.Unlock()
 			fmt.Fprintf(o.Log, "drill %s: "+format+"\n", append([]any{name}, a...)...)
 		}
 	}

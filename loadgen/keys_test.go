@@ -164,3 +164,23 @@ func TestQuantity(t *testing.T) {
 		t.Errorf("got values %v, want all of 2,3,4", seen)
 	}
 }
+
+// TestHottestShare holds the spec's arithmetic to the generator's draws:
+// the hottest key's frequency is what KeySpec.HottestShare says.
+func TestHottestShare(t *testing.T) {
+	const draws = 200_000
+	for _, spec := range []string{"uniform:4", "uniform:1000", "hot:10:0.9", "hot:100:0.5:5", "hot:3:0.1", "zipf:1000:0.99", "zipf:50:1.5"} {
+		t.Run(spec, func(t *testing.T) {
+			c, _ := counts(t, spec, Shard{}, draws)
+			most := 0
+			for _, n := range c {
+				most = max(most, n)
+			}
+			ks, _ := ParseKeys(spec)
+			got, want := float64(most)/draws, ks.HottestShare()
+			if math.Abs(got-want) > 0.01+want*0.05 {
+				t.Errorf("hottest key's frequency %.4f, HottestShare %.4f", got, want)
+			}
+		})
+	}
+}

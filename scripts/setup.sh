@@ -6,7 +6,10 @@
 # pg_isready for the cluster, psql for the role and database), so a second run
 # installs nothing, takes about a second and prints one line.
 #
-#   demo  redis-server; ca-certificates (Go fetches modules over HTTPS).
+#   demo  redis-server; ca-certificates (Go fetches modules over HTTPS);
+#         nodejs and npm, and `npm ci` in inventory/foreign/node-redlock: the
+#         drills run the node-redlock guard beside every fault of the Redis
+#         nodes, and the quick start runs a drill.
 #   test  all of demo, and: make; gcc and libc6-dev (go test -race needs cgo);
 #         postgresql, a running cluster with a role redlab (password redlab,
 #         superuser) and a database redlab; chrony; cloud-init; prometheus (for
@@ -14,10 +17,10 @@
 #         chromium and fonts-liberation (report screenshots);
 #         systemd (systemd-analyze); debootstrap and systemd-container
 #         (systemd-nspawn: infra/verify boots the node's user data in
-#         Debian 12 machines); nodejs and npm; `npm ci` in each folder of
-#         npm_dirs (the tests' npm fixtures, and the node-redlock adapter of
-#         the foreign guards) that has a package.json and whose
-#         node_modules is missing or stale; tofu or terraform, else OpenTofu
+#         Debian 12 machines); `npm ci` in each folder of npm_dirs (the
+#         tests' npm fixtures, and the node-redlock adapter of the foreign
+#         guards) that has a package.json and whose node_modules is missing
+#         or stale; tofu or terraform, else OpenTofu
 #         built into ./bin/tofu by `make tools` (about 10-14 min on 2 cores);
 #         the etcd server and etcdctl built into ./bin by `make etcd` (about
 #         1.5 min on 2 cores) when either is missing or reports another
@@ -142,6 +145,8 @@ detect() {
 	missing=()
 	need_deb ca-certificates /etc/ssl/certs/ca-certificates.crt
 	need_cmd redis-server redis-server
+	need_cmd nodejs node nodejs
+	need_cmd npm npm
 	[ "$group" = test ] || return 0
 	need_cmd make make
 	need_cmd gcc gcc
@@ -168,8 +173,6 @@ detect() {
 	need_cmd conntrack conntrack
 	# sshd for the SSH transport's tests (infra/remote), which start their own.
 	need_deb openssh-server /usr/sbin/sshd
-	need_cmd nodejs node nodejs
-	need_cmd npm npm
 }
 
 step="looking for the packages of group $group"
@@ -288,6 +291,8 @@ setup: create the role and database with: $(as_root_cmd "bash scripts/setup.sh t
 # latency.hlog; @cdktf/provider-aws, the aws provider's schema for
 # infra/verify; npm redlock and node redis, the node-redlock guards' client.
 npm_dirs=(loadgen/testdata/hdrjs infra/verify/testdata/provider-aws inventory/foreign/node-redlock)
+# Of those, what group demo needs: the drills' foreign guard.
+demo_npm_dirs=(inventory/foreign/node-redlock)
 
 # setup_npm DIR: npm ci in DIR. Its node_modules counts as fresh when the stamp
 # written after the last npm ci holds the hash of package.json and
@@ -363,6 +368,10 @@ if [ "$group" = test ]; then
 	done
 	setup_tofu
 	setup_etcd
+else
+	for dir in "${demo_npm_dirs[@]}"; do
+		setup_npm "$dir"
+	done
 fi
 
 # Run through sudo: what we created in the clone belongs to the user, or their

@@ -51,7 +51,9 @@ matrix.json and matrix.html: drills × guards.
 With --machines (or 'machines: true' in a drill's lab:) the nodes are
 systemd-nspawn machines booted from the module's user data (see 'redlab lab
 up --machines'); drills with faults a machine cannot apply (clock-jump,
-clock-rate, failover, restart with a delay) are refused before any runs.
+clock-rate, failover, restart with a delay) are refused before any runs, and
+a drill's etcd members, which run next to process nodes only, are left out
+with their guards and the faults on them (a drill about etcd is refused).
 
 With --monitoring the lab also runs its exporters and Prometheus (as 'lab up
 --monitoring'), every guard's metrics are scraped, and Prometheus keeps its
@@ -238,7 +240,7 @@ func runDrills(ctx context.Context, e *env, specs []*drill.Spec, opts drill.Opti
 		}
 	}
 	if matrix {
-		fmt.Fprintf(e.stdout, "matrix: %s (%s, %s)\n", filepath.Join(opts.Out, drill.MatrixMarkdown), drill.MatrixHTML, drill.MatrixJSON)
+		fmt.Fprintf(e.stdout, "matrix: %s (%s, %s); coverage: %s\n", filepath.Join(opts.Out, drill.MatrixMarkdown), drill.MatrixHTML, drill.MatrixJSON, m.Coverage)
 	}
 	if len(failed)+len(broken) == 0 {
 		if len(invalid) > 0 {

@@ -44,15 +44,17 @@ func TestReadmeQuickStart(t *testing.T) {
 	script := quickStart(t, string(readme), "quickstart")
 
 	// A fresh working directory laid out like a clone: bin/redlab, bin/etcd
-	// (the drill's etcd members), the runbooks and the infra directory the
-	// lab is provisioned from.
+	// (the drill's etcd members), the runbooks, the infra directory the
+	// lab is provisioned from, and the foreign guards' adapters (the
+	// drill's node-redlock, with the packages setup.sh installed).
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for link, target := range map[string]string{
 		"bin/redlab": bin, "bin/etcd": etcd, "runbooks": filepath.Join(repo, "runbooks"), "infra": filepath.Join(repo, "infra"),
+		"inventory/foreign": filepath.Join(repo, "inventory", "foreign"),
 	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, link)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
 			t.Fatal(err)
 		}

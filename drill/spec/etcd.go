@@ -11,11 +11,13 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redlocklab/redlocklab/infra/lab/profile"
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 // etcdLeader is how a spec names the member that leads when the fault
@@ -133,4 +135,38 @@ func (f Fault) Targets() string {
 		return memberList(f.Etcd)
 	}
 	return nodeList(f.Nodes)
+}
+
+// WithoutEtcd is the spec on a lab that has no etcd members (machines, real
+// hosts): a spec whose etcd members carry guards beside a fault of the Redis
+// nodes (the seed's alternative, as a control or under that fault's twin on
+// its own members) runs without the members, without their guards, which
+// are returned (left out), and without the faults on them. A spec whose
+// faults are all on etcd members is about etcd: ok is false, and the spec
+// is returned as it is. A spec without etcd members is returned as it is.
+func (s *Spec) WithoutEtcd() (out *Spec, leftOut []inventory.Guard, ok bool) {
+	onEtcd := func(f Fault) bool { return len(f.Etcd) > 0 }
+	if s.Lab.Etcd == 0 {
+		return s, nil, true
+	}
+	if len(s.Faults) > 0 && !slices.ContainsFunc(s.Faults, func(f Fault) bool { return !onEtcd(f) }) {
+		return s, nil, false
+	}
+	c := *s
+	c.Lab.Etcd = 0
+	c.Lab.EtcdUnsafeNoFsync = false
+	c.Faults = slices.DeleteFunc(slices.Clone(s.Faults), onEtcd)
+	c.Workload.Guards = nil
+	c.Expect = map[inventory.Guard][]Expectation{}
+	for _, g := range s.Workload.Guards {
+		if g.NeedsEtcd() {
+			leftOut = append(leftOut, g)
+			continue
+		}
+		c.Workload.Guards = append(c.Workload.Guards, g)
+		if e, ok := s.Expect[g]; ok {
+			c.Expect[g] = e
+		}
+	}
+	return &c, leftOut, true
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redlocklab/redlocklab/infra/lab/profile"
+	"github.com/redlocklab/redlocklab/inventory"
 )
 
 const etcdSpec = `---
@@ -86,5 +87,52 @@ func TestEtcdSpecErrors(t *testing.T) {
 			}
 			wantSpecError(t, "etcd-spec.md", spec, tt.wantLine, tt.want)
 		})
+	}
+}
+
+// TestWithoutEtcd: a spec whose etcd members run beside a fault of the
+// Redis nodes loses them, their guards and the twins of its faults on them
+// (and so runs on machines); one whose faults are all on etcd members is
+// about etcd, and stays as it is (refused on machines).
+func TestWithoutEtcd(t *testing.T) {
+	const twins = `---
+drill: twins
+lab: {nodes: 5, persistence: always, restart_delay: 0s, etcd: 3}
+workload: {guards: [redlock, etcd, db-atomic], rate: 10, duration: 20s, lock_ttl: 10s}
+faults:
+  - {at: 2s, fault: power-loss, nodes: [3, 4, 5]}
+  - {at: 2s, fault: power-loss, etcd: [2, 3]}
+expect:
+  redlock: ["safety.lock_violations==0"]
+  etcd: ["safety.lock_violations==0"]
+---
+`
+	s, err := Parse("twins.md", []byte(twins))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, left, ok := s.WithoutEtcd()
+	if !ok || out.Lab.Etcd != 0 || len(out.Faults) != 1 || len(out.Faults[0].Etcd) != 0 ||
+		len(left) != 1 || left[0] != inventory.GuardEtcd || len(out.Workload.Guards) != 2 || out.Expect[inventory.GuardEtcd] != nil {
+		t.Errorf("got ok %v, lab etcd %d, faults %v, left out %v, guards %v; want the power loss of the nodes alone, etcd left out",
+			ok, out.Lab.Etcd, out.Faults, left, out.Workload.Guards)
+	}
+	if len(s.Faults) != 2 || s.Lab.Etcd != 3 {
+		t.Errorf("the spec itself changed: %d faults, %d members", len(s.Faults), s.Lab.Etcd)
+	}
+	if err := CheckMachines(s); err != nil {
+		t.Errorf("CheckMachines: %v, want it to run on machines without its etcd members", err)
+	}
+
+	about := strings.Replace(strings.Replace(twins, "  - {at: 2s, fault: power-loss, nodes: [3, 4, 5]}\n", "", 1), "drill: twins", "drill: about", 1)
+	s, err = Parse("about.md", []byte(about))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, left, ok := s.WithoutEtcd(); ok || out != s || left != nil {
+		t.Errorf("a spec about etcd: got ok %v, left out %v; want it unchanged and not ok", ok, left)
+	}
+	if err := CheckMachines(s); err == nil || !strings.Contains(err.Error(), "etcd") {
+		t.Errorf("CheckMachines of a spec about etcd: got %v, want the etcd members refused", err)
 	}
 }

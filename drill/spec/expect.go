@@ -18,11 +18,13 @@ import (
 // the operations due in that phase. Beyond that grammar:
 //
 //	during.grants==0      locks granted in a phase (from the history); for
-//	                      during, only while every fault was in force (from
-//	                      the last start to the first end), so that a fault
-//	                      applied or healed node by node does not count the
-//	                      instants when only part of it held
-//	recovery<2s           from the end of the faults to the first grant after it
+//	                      during, only while every fault that reaches the
+//	                      guard was in force (from the last start to the
+//	                      first end), so that a fault applied or healed node
+//	                      by node does not count the instants when only part
+//	                      of it held
+//	recovery<2s           from the end of the faults that reach the guard to
+//	                      its first grant after it
 //	during.acquire.p99<=2*before.acquire.p99
 //	                      a value relative to another phase's figure
 type Expectation struct {

@@ -281,9 +281,11 @@ func labFaultProblem(f Fault, machines, replicas bool) *fault.Error {
 }
 
 // CheckMachines reports why spec cannot run on a lab of machines (the
-// --machines of `redlab drill`), or nil. A spec that asks for machines
-// itself was checked when it was read.
+// --machines of `redlab drill`), or nil: it runs there without its etcd
+// members (WithoutEtcd), which run next to process nodes only. A spec that
+// asks for machines itself was checked when it was read.
 func CheckMachines(spec *Spec) error {
+	spec, _, _ = spec.WithoutEtcd()
 	on := spec.Lab
 	on.Machines = true
 	if err := on.Validate(); err != nil {

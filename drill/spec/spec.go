@@ -58,7 +58,11 @@ import (
 // workload.
 //
 // The phases before, during and after split the load at the first fault's
-// start and the last fault's end. windows adds named phases FROM-TO (from
+// start and the last fault's end: of the faults that reach the guard
+// judged (Reach: a guard of the Redis nodes is judged on the faults of the
+// nodes, an etcd guard on those of its members, each guard on the pauses
+// of its own holders), or of all of them for a guard none reaches (a
+// control). windows adds named phases FROM-TO (from
 // the start of the load) for a run with more than one faulty stretch: an
 // expectation prefixed by a window's name is judged on the operations due
 // in it and the locks granted in it, like one prefixed by a phase. A window

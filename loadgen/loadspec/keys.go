@@ -96,6 +96,30 @@ func (k KeySpec) String() string {
 	return fmt.Sprintf("uniform:%d", k.N)
 }
 
+// HottestShare is the share of operations that go to the most requested
+// key: 1/N for uniform, F/H for hot (or a cold key's share, when F is so
+// small that a cold key gets more), 1/Σ r^-θ over r = 1..N for zipf.
+func (k KeySpec) HottestShare() float64 {
+	switch k.Kind {
+	case "hot":
+		share := k.Frac / float64(k.Hot)
+		if cold := k.N - k.Hot; cold > 0 {
+			share = max(share, (1-k.Frac)/float64(cold))
+		}
+		return share
+	case "zipf":
+		var sum float64
+		for r := 1; r <= k.N; r++ {
+			sum += math.Pow(float64(r), -k.Theta)
+		}
+		return 1 / sum
+	}
+	if k.N < 1 {
+		return 0
+	}
+	return 1 / float64(k.N)
+}
+
 // QuantitySpec is the distribution of units per reservation: "N" or "const:N"
 // for a constant, "uniform:A:B" for a uniform integer in [A, B].
 type QuantitySpec struct {
