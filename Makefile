@@ -17,7 +17,7 @@ endif
 export REDLAB_TEST_POSTGRES
 TOFU_LDFLAGS := -X github.com/opentofu/opentofu/version.dev=no
 
-.PHONY: capacity cost tlscost drills drills-ssh plan-ssh publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
+.PHONY: capacity cost explore tlscost drills drills-ssh plan-ssh publish-matrix test-fuzz lab-up lab-down all build test test-go test-infra bench demo tools etcd fmt vet validate-aws clean deps setup-demo setup-test test-setup
 
 all: build
 
@@ -149,6 +149,17 @@ demo: setup-demo
 ## two cores.
 drills: build
 	bin/redlab drill --matrix runbooks/drills --out runs/drills
+
+## explore: ten minutes of seeded random fault schedules against every guard
+## on one lab (the README's "Exploring" figures), then the same search with
+## the operating rules broken (everysec, no restart delay), its findings
+## shrunk to runbooks in runs/explore-found (runbooks/found holds the ones
+## published); about 25 minutes with the shrinking.
+## EXPLORE_SEED picks the seed.
+EXPLORE_SEED ?= 1
+explore: build
+	bin/redlab explore --seed $(EXPLORE_SEED) --budget 10m --out runs/explore --found runs/explore-found
+	bin/redlab explore --seed $(EXPLORE_SEED) --budget 10m --lab '{persistence: everysec, restart_delay: 0s}' --out runs/explore-rules-broken --found runs/explore-found
 
 ## drills-ssh: one-node-loss and minority-partition over SSH on a lab of five
 ## machines brought up with --machines --ssh (drill --hosts on the inventory
