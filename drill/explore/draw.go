@@ -85,6 +85,7 @@ func (c *Config) Draw(i int) *spec.Spec {
 		s.Faults = append(s.Faults, c.drawFault(rng))
 	}
 	sort.SliceStable(s.Faults, func(a, b int) bool { return s.Faults[a].At < s.Faults[b].At })
+	leaderOnlyWithQuorum(s.Faults, c.Lab.Etcd)
 	for _, g := range s.Workload.Guards {
 		s.Expect[g] = safetyExpectations(g, s.Lab.Nodes)
 	}
@@ -163,6 +164,35 @@ func (c *Config) drawFault(rng *rand.Rand) spec.Fault {
 	}
 	f.Nodes = drawTargets(rng, c.Lab.Nodes)
 	return f
+}
+
+// leaderOnlyWithQuorum retargets a fault aimed at the etcd leader that
+// comes after faults on a majority of the members: none of them may be
+// back by then, and a cluster without a quorum has no leader to aim at (the
+// fault could not be applied, and the schedule would not run). Each earlier
+// fault on the leader counts as one more member hit. The fault goes to the
+// first member no earlier fault named instead: a draw, still the same for
+// the same seed.
+func leaderOnlyWithQuorum(faults []spec.Fault, members int) {
+	hit := map[int]bool{}
+	leaders := 0
+	for i, f := range faults {
+		if slices.Contains(f.Etcd, profile.Leader) && len(hit)+leaders >= members/2+1 {
+			m := 1
+			for m < members && hit[m] {
+				m++
+			}
+			faults[i].Etcd = []int{m}
+			f = faults[i]
+		}
+		for _, m := range f.Etcd {
+			if m == profile.Leader {
+				leaders++
+			} else {
+				hit[m] = true
+			}
+		}
+	}
 }
 
 // drawTargets draws one node, a minority or a majority of n nodes, each

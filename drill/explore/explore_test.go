@@ -101,6 +101,23 @@ func TestDrawsAreValidAndCover(t *testing.T) {
 	if !leader || !members {
 		t.Errorf("etcd targets: leader %v, members %v; want both", leader, members)
 	}
+	// No fault aims at the leader after faults on a majority of the
+	// members: there may be no leader left to aim at.
+	for i := range 2000 {
+		hit, leaders := map[int]bool{}, 0
+		for _, f := range c.Draw(i).Faults {
+			if slices.Contains(f.Etcd, profile.Leader) && len(hit)+leaders >= c.Lab.Etcd/2+1 {
+				t.Errorf("schedule %d: %s after faults on a majority of the etcd members", i, f)
+			}
+			for _, m := range f.Etcd {
+				if m == profile.Leader {
+					leaders++
+				} else {
+					hit[m] = true
+				}
+			}
+		}
+	}
 	only := prepared(t, func(c *Config) { c.Families = []string{"latency"} })
 	for i := range 50 {
 		for _, f := range only.Draw(i).Faults {
