@@ -319,7 +319,12 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintln(w, "\nFindings, shrunk:")
 	}
 	for _, f := range r.Findings {
-		if f.Runbook == "" {
+		switch {
+		case f.Runbook == "" && len(f.After) > 0:
+			fmt.Fprintf(w, "  %s: %s %s; %d → %d faults (%s), but %s\n", f.Schedule, f.Guard, words[f.Harm],
+				len(f.Before), len(f.After), joinStrings(f.After), f.Note)
+			continue
+		case f.Runbook == "":
 			fmt.Fprintf(w, "  %s: %s %s; not shrunk: %s\n", f.Schedule, f.Guard, words[f.Harm], f.Note)
 			continue
 		}

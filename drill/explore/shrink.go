@@ -237,6 +237,16 @@ func (r *runner) shrink(ctx context.Context, s *spec.Spec, g inventory.Guard, h 
 		c.logf("shrinking %s: %s reproduced %d of %d: back one step", s.Name, joinStrings(faultWords(out)), final.failed, final.runs)
 	}
 	f.After, f.Guards, f.Reproduced, f.Runs = faultWords(out), guardNames(out.Workload.Guards), final.failed, final.runs
+	if !c.accepts(final) {
+		// A runbook promises a failure that replays: one that reproduced
+		// less often than the share in its final count is reported, and
+		// not written.
+		f.Note = fmt.Sprintf("it reproduced %d of %d in the final count, fewer than the %v needed: no runbook written", final.failed, final.runs, c.needed())
+		f.TookS = time.Since(began).Seconds()
+		c.logf("shrinking %s: %s", s.Name, f.Note)
+		os.RemoveAll(filepath.Join(c.Out, shrinkDir))
+		return f, nil, nil
+	}
 	if err := os.MkdirAll(c.Found, 0o755); err != nil {
 		return f, nil, fmt.Errorf("explore: %w", err)
 	}
