@@ -86,6 +86,7 @@ func (c *Config) Draw(i int) *spec.Spec {
 	}
 	sort.SliceStable(s.Faults, func(a, b int) bool { return s.Faults[a].At < s.Faults[b].At })
 	leaderOnlyWithQuorum(s.Faults, c.Lab.Etcd)
+	s.Faults = onlyRunningNodes(s.Faults, c.Lab.RestartDelay)
 	for _, g := range s.Workload.Guards {
 		s.Expect[g] = safetyExpectations(g, s.Lab.Nodes)
 	}
@@ -193,6 +194,47 @@ func leaderOnlyWithQuorum(faults []spec.Fault, members int) {
 			}
 		}
 	}
+}
+
+// onlyRunningNodes takes out of a fault that acts on a node's redis-server
+// (a kill, a power cut, a pause, a restart) the nodes an earlier fault of
+// the schedule took down and that may not be back yet: a crashed or
+// powered-off node waits out the restart delay, a restarted one its own
+// delay, then starts (a second allowed for it). There is no server to act
+// on then, the fault could not be applied, and the schedule would not run.
+// A fault left with no node is dropped; the first fault always stays.
+func onlyRunningNodes(faults []spec.Fault, restartDelay time.Duration) []spec.Fault {
+	downUntil := map[int]time.Duration{}
+	out := faults[:0]
+	for _, f := range faults {
+		acts := f.Kind == fault.Kill || f.Kind == fault.PowerLoss || f.Kind == fault.Pause || f.Kind == fault.Restart
+		if acts && len(f.Nodes) > 0 {
+			var up []int
+			for _, n := range f.Nodes {
+				if f.At >= downUntil[n] {
+					up = append(up, n)
+				}
+			}
+			if len(up) == 0 {
+				continue
+			}
+			f.Nodes = up
+			var down time.Duration
+			switch f.Kind {
+			case fault.Kill, fault.PowerLoss:
+				down = restartDelay
+			case fault.Restart:
+				down = f.Params["delay"].D
+			case fault.Pause:
+				down = f.For()
+			}
+			for _, n := range up {
+				downUntil[n] = max(downUntil[n], f.At+down+time.Second)
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // drawTargets draws one node, a minority or a majority of n nodes, each

@@ -101,6 +101,30 @@ func TestDrawsAreValidAndCover(t *testing.T) {
 	if !leader || !members {
 		t.Errorf("etcd targets: leader %v, members %v; want both", leader, members)
 	}
+	// No fault acts on the server of a node an earlier fault took down
+	// and that may not be back.
+	for i := range 2000 {
+		downUntil := map[int]time.Duration{}
+		for _, f := range c.Draw(i).Faults {
+			var down time.Duration
+			switch f.Kind {
+			case fault.Kill, fault.PowerLoss:
+				down = c.Lab.RestartDelay
+			case fault.Restart:
+				down = f.Params["delay"].D
+			case fault.Pause:
+				down = f.For()
+			default:
+				continue
+			}
+			for _, n := range f.Nodes {
+				if f.At < downUntil[n] {
+					t.Errorf("schedule %d: %s while node %d may still be down", i, f, n)
+				}
+				downUntil[n] = max(downUntil[n], f.At+down+time.Second)
+			}
+		}
+	}
 	// No fault aims at the leader after faults on a majority of the
 	// members: there may be no leader left to aim at.
 	for i := range 2000 {
