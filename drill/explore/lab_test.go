@@ -54,15 +54,14 @@ func TestExploreOnLab(t *testing.T) {
 		}
 		t.Errorf("%d of 3 schedules judged (%d invalid): the lab of a quiet test host keeps a load of 20/s per guard\n%s%s", res.Judged, res.Invalid, why.String(), log)
 	}
-	back := res
-	if back.Seed != 3 || back.Commit == "" || len(back.Schedules) != 3 {
-		t.Errorf("explore.json: seed %d, commit %q, %d schedules; want seed 3, a commit, 3", back.Seed, back.Commit, len(back.Schedules))
+	if res.Seed != 3 || res.Commit == "" || len(res.Schedules) != 3 {
+		t.Errorf("explore.json: seed %d, commit %q, %d schedules; want seed 3, a commit, 3", res.Seed, res.Commit, len(res.Schedules))
 	}
 	if !bytes.Contains(log, []byte("seed 3")) {
 		t.Errorf("the output does not name its seed:\n%s", log)
 	}
-	for _, g := range back.Guards {
-		if n := back.Rates.ByGuard[g][HarmLockViolation].N; n != res.Judged {
+	for _, g := range res.Guards {
+		if n := res.Rates.ByGuard[g][HarmLockViolation].N; n != res.Judged {
 			t.Errorf("rates of %s: over %d schedules, want the %d judged", g, n, res.Judged)
 		}
 	}
@@ -82,7 +81,7 @@ func TestExploreOnLab(t *testing.T) {
 	if err := fresh.Prepare(); err != nil {
 		t.Fatal(err)
 	}
-	for i, o := range back.Schedules {
+	for i, o := range res.Schedules {
 		ran, err := os.ReadFile(filepath.Join(out, o.Spec))
 		if err != nil {
 			t.Fatal(err)
