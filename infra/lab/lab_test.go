@@ -188,6 +188,13 @@ func TestLab(t *testing.T) {
 	if err := faultcheck.Ping(t, l, 1, time.Second); err != nil {
 		t.Errorf("second lab: %v", err)
 	}
+	// Its supervisor killed with no chance to clean up (its front's kernel
+	// redirect, its redis-server): down still leaves nothing.
+	sup := faultcheck.Status(t, l, 1).SupervisorPID
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	proc.WaitGone(ctx, sup, 5*time.Second)
 	if err := Down(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +237,17 @@ func checkNothingLeft(t *testing.T, dir string, base, n int) {
 	}
 	if fileExists(dir) {
 		t.Errorf("state dir %s still there after down", dir)
+	}
+	if redirect.Available() == nil {
+		els, err := redirect.Elements(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := 1; id <= n; id++ {
+			if to, ok := els[base+id]; ok {
+				t.Errorf("node %d's front port %d still redirected to %d after down", id, base+id, to)
+			}
+		}
 	}
 }
 

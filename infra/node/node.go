@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlocklab/redlocklab/internal/proc"
+	"github.com/redlocklab/redlocklab/internal/redirect"
 	"github.com/redlocklab/redlocklab/redlock"
 )
 
@@ -237,6 +238,13 @@ func sweepNode(ctx context.Context, dir string, id int) []error {
 	}
 	if err := SweepDisks(dir); err != nil {
 		errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+	}
+	// The kernel redirect of its front, which a supervisor killed by
+	// SIGKILL could not remove.
+	if front := specPorts(dir, func(s Spec) []int { return []int{s.Port} }); len(front) == 1 && front[0] != 0 {
+		if err := redirect.Release(ctx, front[0]); err != nil {
+			errs = append(errs, fmt.Errorf("lab: node %d: %w", id, err))
+		}
 	}
 	return errs
 }

@@ -98,7 +98,8 @@ type Front struct {
 }
 
 // New sets up the table and returns the redirect of the front on port,
-// off: whatever a previous owner of the port left is removed.
+// off: whatever a previous owner of the port left is removed, and so are
+// the elements of fronts nobody listens on any more (see prune).
 func New(ctx context.Context, port int) (*Front, error) {
 	if err := ensure(ctx); err != nil {
 		return nil, err
@@ -107,7 +108,89 @@ func New(ctx context.Context, port int) (*Front, error) {
 	if err := f.remove(ctx); err != nil {
 		return nil, err
 	}
+	if err := prune(ctx); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// Release removes the element of the front on port, if any and if nobody
+// listens on the port, and resets what it redirected: for the sweep after
+// an owner that could not (killed by SIGKILL). A port someone listens on
+// may be a live owner's again. A no-op where the redirect cannot run, since
+// nothing there set one.
+func Release(ctx context.Context, port int) error {
+	if Available() != nil {
+		return nil
+	}
+	els, err := Elements(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := els[port]; !ok {
+		return nil
+	}
+	listening, err := listeningPorts()
+	if err != nil || listening[port] {
+		return err
+	}
+	return (&Front{port: port}).remove(ctx)
+}
+
+// prune removes the elements of fronts nobody listens on: their owner
+// died without closing (SIGKILL), and the element would send a later
+// listener's connections on that port elsewhere. An owner listens on its
+// front's port before it sets the element and removes the element before
+// it closes the port, so a live owner's element is never pruned.
+func prune(ctx context.Context) error {
+	els, err := Elements(ctx)
+	if err != nil {
+		return err
+	}
+	listening, err := listeningPorts()
+	if err != nil {
+		return err
+	}
+	for port := range els {
+		if listening[port] {
+			continue
+		}
+		if err := (&Front{port: port}).remove(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listeningPorts returns the local ports of this network namespace's TCP
+// sockets in the LISTEN state, on any address (/proc/net/tcp and tcp6).
+func listeningPorts() (map[int]bool, error) {
+	ports := map[int]bool{}
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(name)
+		if errors.Is(err, os.ErrNotExist) && name == "/proc/net/tcp6" {
+			continue // no IPv6 in this kernel
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redirect: %w", err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			// sl local_address rem_address st ...: the address is
+			// hex ADDR:PORT, st 0A is LISTEN.
+			f := strings.Fields(line)
+			if len(f) < 4 || f[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if !ok {
+				continue
+			}
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil {
+				ports[int(p)] = true
+			}
+		}
+	}
+	return ports, nil
 }
 
 // On sends new connections to the front's port to upstream port to,

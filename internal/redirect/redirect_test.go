@@ -163,3 +163,69 @@ func TestNewReplacesAStaleElement(t *testing.T) {
 	}
 	mustAsk(t, dial(t, front), "upstream", "replaced")
 }
+
+// TestStaleElementsGo: an element whose front nobody listens on (its owner
+// killed before it could remove it) goes when any front sets up, and
+// Release removes one but leaves a port someone listens on mapped.
+func TestStaleElementsGo(t *testing.T) {
+	if err := Available(); err != nil {
+		testenv.Missing(t, err.Error())
+	}
+	ctx := context.Background()
+	upstream := server(t, "upstream")
+	closedPort := func() int {
+		ln, err := net.Listen("tcp", host+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	mapped := func(port int) bool {
+		t.Helper()
+		els, err := Elements(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := els[port]
+		return ok
+	}
+
+	// A dead owner's element, then a new front on another port.
+	dead := closedPort()
+	if err := (&Front{port: dead}).On(ctx, upstream); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { (&Front{port: dead}).remove(ctx) })
+	live := server(t, "live")
+	lf, err := New(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lf.Close(ctx) })
+	if err := lf.On(ctx, upstream); err != nil {
+		t.Fatal(err)
+	}
+	if mapped(dead) {
+		t.Errorf("port %d, which nobody listens on, still mapped after a new front set up", dead)
+	}
+
+	// Release: a listened port stays mapped, a dead one goes.
+	if err := Release(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped(live) {
+		t.Errorf("Release unmapped port %d, which a live front listens on", live)
+	}
+	dead2 := closedPort()
+	if err := (&Front{port: dead2}).On(ctx, upstream); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { (&Front{port: dead2}).remove(ctx) })
+	if err := Release(ctx, dead2); err != nil {
+		t.Fatal(err)
+	}
+	if mapped(dead2) {
+		t.Errorf("port %d still mapped after Release", dead2)
+	}
+}
