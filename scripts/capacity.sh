@@ -95,6 +95,17 @@ addrs() { # addrs OFFSET: the nodes' addresses at base+OFFSET+1..
 	(IFS=,; echo "${a[*]}")
 }
 
+# compact: rewrite the nodes' AOFs and wait, before each measurement. A
+# redis-server rewrites its log on its own once it passes
+# auto-aof-rewrite-min-size (64 MB, about 450,000 lock+unlock cycles at
+# 147 bytes each); a setup's sweep, bare client, run past the knee and
+# spike add up to that, and a rewrite inside a measurement is a second of
+# slow fsyncs pinned on the load (a spike's recovery once read 20 s for
+# one such second 19 s after the drop).
+compact() {
+	"$TABLE" -compact-aof "$(addrs 100)" || { echo "capacity: the AOF rewrite before a measurement failed" >&2; exit 1; }
+}
+
 # The lab's credentials and state directory (for --lab-cpu) reach redlab
 # through the environment, as `lab up` exports them.
 export REDLAB_STATE_DIR=$labdir REDLAB_CREDENTIALS=$labdir/credentials.json
@@ -128,6 +139,7 @@ for fsync in always everysec; do
 		nodes=$(addrs 0)
 		[ "$path" = direct ] && nodes=$(addrs 100)
 		echo "capacity: $path, appendfsync $fsync: sweep $RATES, $STEP steps"
+		compact
 		rc=0
 		"$BIN" sweep "${common[@]}" --nodes "$nodes" --rates "$RATES" --until-miss --max-rate "$MAX_RATE" --step-duration "$STEP" \
 			--slo 'acquire.p99<10ms' --slo 'outcomes.reserved>=99%' --out "$dir/sweep" >"$dir.sweep.log" 2>&1 || rc=$?
@@ -140,13 +152,16 @@ for fsync in always everysec; do
 		knee=$("$TABLE" -knee "$dir/sweep")
 		if [ "$knee" != 0 ]; then
 			echo "capacity: $path, appendfsync $fsync: the bare client, $CLIENT at ${knee}/s"
+			compact
 			"$TABLE" -floor "$floor" -client "$nodes" -setup "$path:$fsync" -rate "$knee" -duration "$CLIENT"
 			over=$(awk -v k="$knee" 'BEGIN { printf "%g", 3 * k }')
 			echo "capacity: $path, appendfsync $fsync: knee ${knee}/s; $OVER at ${over}/s"
+			compact
 			"$BIN" load "${common[@]}" --nodes "$nodes" --rate "$over" --duration "$OVER" --out "$dir/over" >"$dir.over.log" 2>&1 ||
 				{ echo "capacity: load at ${over}/s failed:" >&2; cat "$dir.over.log" >&2; exit 1; }
 			calm=$(awk -v k="$knee" 'BEGIN { printf "%g", k / 2 }')
 			echo "capacity: $path, appendfsync $fsync: spike, $SPIKE at ${over}/s then $CALM at ${calm}/s"
+			compact
 			"$BIN" load "${common[@]}" --nodes "$nodes" --stages "0s:$over,$SPIKE:$over,0s:$calm,$CALM:$calm" --out "$dir/spike" >"$dir.spike.log" 2>&1 ||
 				{ echo "capacity: the spike failed:" >&2; cat "$dir.spike.log" >&2; exit 1; }
 		else

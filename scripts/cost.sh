@@ -81,17 +81,27 @@ POWER_LOSS="${POWER_LOSS:-false}"
 eval "$(grep '^export ' "$work/lab-up.log")"
 [ -n "${REDLAB_ETCD:-}" ] || { echo "cost: lab up exported no REDLAB_ETCD:" >&2; cat "$work/lab-up.log" >&2; exit 1; }
 
+# compact: rewrite the Redis nodes' AOFs and wait, before each
+# measurement: the guards share one lab, and a redis-server rewrites its
+# log on its own past 64 MB (about 450,000 lock+unlock cycles), a second
+# of slow fsyncs inside whichever measurement runs then.
+compact() {
+	"$TABLE" -compact-aof "$REDLAB_NODES" || { echo "cost: the AOF rewrite before a measurement failed" >&2; exit 1; }
+}
+
 args=()
 for g in $GUARDS; do
 	dir=$OUT/$g
 	mkdir -p "$dir"
 	common=(--guard "$g" --keys uniform:1000 --lab-cpu --lock-ttl 10s)
 	echo "cost: $g: $COMMON at ${COMMON_RATE}/s"
+	compact
 	"$BIN" load "${common[@]}" --rate "$COMMON_RATE" --duration "$COMMON" --out "$dir/common" >"$dir/common.log" 2>&1 ||
 		{ echo "cost: $g at ${COMMON_RATE}/s failed:" >&2; cat "$dir/common.log" >&2; exit 1; }
 	decision=acquire
 	case $g in db-atomic | db-version) decision=e2e ;; esac
 	echo "cost: $g: sweep $RATES and doubling until a step misses, $STEP steps, SLO $decision.p99<10ms"
+	compact
 	rc=0
 	"$BIN" sweep "${common[@]}" --rates "$RATES" --until-miss --refine --max-rate "$MAX_RATE" --step-duration "$STEP" \
 		--slo "$decision.p99<10ms" --slo 'outcomes.reserved>=99%' --out "$dir/sweep" >"$dir/sweep.log" 2>&1 || rc=$?
@@ -102,6 +112,7 @@ for g in $GUARDS; do
 	fi
 	knee=$("$TABLE" -knee "$dir/sweep")
 	# The CPU: the lab idle, then two rates well above it, back to back.
+	compact
 	"$TABLE" -idle "$labdir" -out "$dir/idle.json" -duration "$IDLE" | sed "s/^/cost: $g: /"
 	low=$(awk -v k="$knee" 'BEGIN { r = k / 4; if (r < 10) r = 10; printf "%d", r }')
 	high=$(awk -v k="$knee" 'BEGIN { r = k / 2; if (r < 20) r = 20; printf "%d", r }')
@@ -115,6 +126,7 @@ for g in $GUARDS; do
 	if [ "$knee" != 0 ]; then
 		over=$(awk -v k="$knee" 'BEGIN { printf "%g", 3 * k }')
 		echo "cost: $g: knee ${knee}/s; $OVER at ${over}/s"
+		compact
 		"$BIN" load "${common[@]}" --rate "$over" --duration "$OVER" --out "$dir/over" >"$dir/over.log" 2>&1 ||
 			{ echo "cost: $g at ${over}/s failed:" >&2; cat "$dir/over.log" >&2; exit 1; }
 	fi

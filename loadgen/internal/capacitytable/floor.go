@@ -99,6 +99,29 @@ func runClient(ctx context.Context, floorPath, addrs, setup string, rate float64
 	})
 }
 
+// runCompact rewrites the AOF of the redis-servers at addrs and waits for
+// it (floor.CompactAOF), logged in as the admin user of $REDLAB_CREDENTIALS,
+// which it needs: the redlock user may not run BGREWRITEAOF.
+func runCompact(ctx context.Context, addrs string) error {
+	path := os.Getenv(lab.CredentialsEnv)
+	if path == "" {
+		return fmt.Errorf("-compact-aof needs $%s, the lab's credentials (its admin user)", lab.CredentialsEnv)
+	}
+	c, err := node.ReadCredentials(path)
+	if err != nil {
+		return fmt.Errorf("$%s: %w", lab.CredentialsEnv, err)
+	}
+	nodes := redlock.NewNodes(strings.Split(addrs, ","), redlock.WithAuth(c.Admin.Name, c.Admin.Password), redlock.WithNodeTimeout(5*time.Second))
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return floor.CompactAOF(ctx, nodes)
+}
+
 // floorNodes are clients of the redis-servers at addrs, logged in as the
 // redlock user of $REDLAB_CREDENTIALS when it is set, with a second's
 // node timeout: a slow fsync is what the floor measures, not an error.

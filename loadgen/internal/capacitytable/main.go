@@ -93,6 +93,7 @@ func main() {
 	client := flag.String("client", "", "measure the bare client on these comma-separated redis-server addresses at -rate, into -floor under -setup")
 	setup := flag.String("setup", "", "with -client: the setup (PATH:FSYNC) it is measured for")
 	clientRate := flag.Float64("rate", 0, "with -client: the offered rate (the setup's knee)")
+	compact := flag.String("compact-aof", "", "rewrite the AOF of the redis-servers at these comma-separated addresses (as the admin user of $REDLAB_CREDENTIALS) and wait for the rewrites, before a measurement")
 	idle := flag.String("idle", "", "sample the CPU of the processes of the lab in this state directory with no load, into -out")
 	out := flag.String("out", "", "with -idle: the file to write (idle.json)")
 	duration := flag.Duration("duration", 5*time.Second, "with -disk, -fanout, -client or -idle: how long each measurement runs")
@@ -105,6 +106,8 @@ func main() {
 		err = errors.New("-disk, -fanout and -client need -floor, the file to record into")
 	case *idle != "" && *out == "":
 		err = errors.New("-idle needs -out, the file to write")
+	case *compact != "":
+		err = runCompact(ctx, *compact)
 	case *idle != "":
 		err = runIdle(ctx, *idle, *out, *duration, os.Stdout)
 	case *client != "":
