@@ -175,7 +175,7 @@ for fsync in always everysec; do
 	done
 done
 
-note="_\`make capacity\`, $(date -u +%Y-%m-%d): $NODES lab nodes, redlock guard, uniform:1000 keys, sweep steps of $STEP over $RATES /s and on, doubling, until a step misses the SLO; the bare client for $CLIENT at the knee; $OVER at three times the knee, $(nproc) CPUs; CPU summed over every process._"
+note="_\`make capacity\`, $(date -u +%Y-%m-%d): $NODES lab nodes, redlock guard, uniform:1000 keys, sweep steps of $STEP over $RATES /s and on, doubling, until a step misses the SLO; the bare client for $CLIENT at the knee; $OVER at three times the knee; the nodes' AOFs rewritten before each of these; $(nproc) CPUs; CPU summed over every process._"
 if [ -n "${CAPACITY_QUICK:-}" ]; then
 	"$TABLE" -floor "$floor" -note "$note" "${setups[@]}" | tee "$OUT/table.md"
 	echo "capacity: quick mode: README.md left as it is; the table is in $OUT/table.md"
