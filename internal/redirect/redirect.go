@@ -123,18 +123,7 @@ func Release(ctx context.Context, port int) error {
 	if Available() != nil {
 		return nil
 	}
-	els, err := Elements(ctx)
-	if err != nil {
-		return err
-	}
-	if _, ok := els[port]; !ok {
-		return nil
-	}
-	listening, err := listeningPorts()
-	if err != nil || listening[port] {
-		return err
-	}
-	return (&Front{port: port}).remove(ctx)
+	return removeUnheard(ctx, func(p int) bool { return p == port })
 }
 
 // prune removes the elements of fronts nobody listens on: their owner
@@ -143,6 +132,11 @@ func Release(ctx context.Context, port int) error {
 // front's port before it sets the element and removes the element before
 // it closes the port, so a live owner's element is never pruned.
 func prune(ctx context.Context) error {
+	return removeUnheard(ctx, func(int) bool { return true })
+}
+
+// removeUnheard removes the elements of the ports which nobody listens on.
+func removeUnheard(ctx context.Context, which func(port int) bool) error {
 	els, err := Elements(ctx)
 	if err != nil {
 		return err
@@ -152,7 +146,7 @@ func prune(ctx context.Context) error {
 		return err
 	}
 	for port := range els {
-		if listening[port] {
+		if !which(port) || listening[port] {
 			continue
 		}
 		if err := (&Front{port: port}).remove(ctx); err != nil {

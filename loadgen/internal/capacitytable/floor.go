@@ -103,20 +103,14 @@ func runClient(ctx context.Context, floorPath, addrs, setup string, rate float64
 // it (floor.CompactAOF), logged in as the admin user of $REDLAB_CREDENTIALS,
 // which it needs: the redlock user may not run BGREWRITEAOF.
 func runCompact(ctx context.Context, addrs string) error {
-	path := os.Getenv(lab.CredentialsEnv)
-	if path == "" {
+	if os.Getenv(lab.CredentialsEnv) == "" {
 		return fmt.Errorf("-compact-aof needs $%s, the lab's credentials (its admin user)", lab.CredentialsEnv)
 	}
-	c, err := node.ReadCredentials(path)
+	nodes, closeNodes, err := labNodes(addrs, func(c node.Credentials) node.User { return c.Admin }, redlock.WithNodeTimeout(5*time.Second))
 	if err != nil {
-		return fmt.Errorf("$%s: %w", lab.CredentialsEnv, err)
+		return err
 	}
-	nodes := redlock.NewNodes(strings.Split(addrs, ","), redlock.WithAuth(c.Admin.Name, c.Admin.Password), redlock.WithNodeTimeout(5*time.Second))
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
-		}
-	}()
+	defer closeNodes()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	return floor.CompactAOF(ctx, nodes)
@@ -127,13 +121,21 @@ func runCompact(ctx context.Context, addrs string) error {
 // node timeout: a slow fsync is what the floor measures, not an error.
 // closeAll closes them.
 func floorNodes(addrs string) (nodes []*redis.Client, closeAll func(), err error) {
-	opts := []redlock.NodeOption{redlock.WithPoolSize(fanoutWorkers), redlock.WithNodeTimeout(time.Second)}
+	return labNodes(addrs, func(c node.Credentials) node.User { return c.Redlock },
+		redlock.WithPoolSize(fanoutWorkers), redlock.WithNodeTimeout(time.Second))
+}
+
+// labNodes are clients of the redis-servers at addrs with opts, logged in
+// as user's pick of $REDLAB_CREDENTIALS when it is set; closeAll closes
+// them.
+func labNodes(addrs string, user func(node.Credentials) node.User, opts ...redlock.NodeOption) (nodes []*redis.Client, closeAll func(), err error) {
 	if path := os.Getenv(lab.CredentialsEnv); path != "" {
 		c, err := node.ReadCredentials(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("$%s: %w", lab.CredentialsEnv, err)
 		}
-		opts = append(opts, redlock.WithAuth(c.Redlock.Name, c.Redlock.Password))
+		u := user(c)
+		opts = append(opts, redlock.WithAuth(u.Name, u.Password))
 	}
 	nodes = redlock.NewNodes(strings.Split(addrs, ","), opts...)
 	return nodes, func() {
